@@ -1,0 +1,93 @@
+// NodeSource: where a traversal gets its nodes. The one seam between server-side and client-side search.
+//
+// The search and scan code (btree/tree_reader.h) is written once, against this interface. A LocalNodeSource reads
+// nodes in place in the server's own memory and validates by re-checking the version (optimistic read). A
+// CopyingNodeSource fetches a private copy through a NodeFetcher (a one-sided read, later) and accepts it only if it
+// passes CheckCopy; torn copies are retried and counted.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+
+#include "btree/node_format.h"
+#include "cell/status.h"
+#include "common/global_ptr.h"
+
+namespace cell::btree {
+
+// A node being looked at. Sources fill it; traversals read `view` and ask the source to Validate.
+struct NodeHandle {
+  NodeView view;
+  GlobalPtr ptr;
+  uint64_t version = 0;                          // in-place sources: the version to re-check
+  alignas(kCacheLine) uint64_t copy[kNodeWords];  // copying sources: the private copy
+};
+
+class NodeSource {
+ public:
+  virtual ~NodeSource() = default;
+  // Makes h->view show a consistent state of the node at `ptr` (possibly a free or invalid node; judging that is
+  // the traversal's job). Errors: the pointer names memory this source cannot reach, or a copy kept failing.
+  virtual Status Fetch(GlobalPtr ptr, NodeHandle* h) = 0;
+  // True if everything read through h.view since Fetch belongs to that one state.
+  virtual bool Validate(const NodeHandle& h) = 0;
+  // Copies `words` words of extent memory at `ptr` into dst (no validation: extent checksums do that).
+  virtual Status ReadWords(GlobalPtr ptr, size_t words, uint64_t* dst) = 0;
+};
+
+// The memory regions a server holds, by region id.
+class LocalMemory {
+ public:
+  virtual ~LocalMemory() = default;
+  // The words at [ptr, ptr + bytes), or nullptr if that range is not all inside one region held here.
+  virtual uint64_t* Resolve(GlobalPtr ptr, size_t bytes) const = 0;
+};
+
+// Server-side source: nodes read in place, validated by version re-check.
+class LocalNodeSource final : public NodeSource {
+ public:
+  explicit LocalNodeSource(const LocalMemory* memory) : memory_(memory) {}
+  Status Fetch(GlobalPtr ptr, NodeHandle* h) override;
+  bool Validate(const NodeHandle& h) override {
+    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    return LoadSharedWord(h.view.words()) == h.version;
+  }
+  Status ReadWords(GlobalPtr ptr, size_t words, uint64_t* dst) override;
+
+ private:
+  const LocalMemory* memory_;
+};
+
+// Reads `words` words at `ptr` into dst, in whatever order and with whatever timing the medium has.
+using NodeFetcher = std::function<Status(GlobalPtr ptr, size_t words, uint64_t* dst)>;
+
+// Client-side source: every node is a private copy, checked with CheckCopy before use.
+class CopyingNodeSource final : public NodeSource {
+ public:
+  struct Stats {
+    std::atomic<uint64_t> fetched{0};        // copies accepted
+    std::atomic<uint64_t> torn{0};           // copies refused: checksum mismatch
+    std::atomic<uint64_t> being_written{0};  // copies refused: odd version
+    std::atomic<uint64_t> wrong_identity{0}; // copies refused: not the node asked for
+  };
+  // Called with every accepted copy (tests use it to prove no torn copy is ever accepted).
+  using AcceptObserver = std::function<void(GlobalPtr ptr, const uint64_t* words)>;
+
+  explicit CopyingNodeSource(NodeFetcher fetcher, int max_attempts = 100000)
+      : fetcher_(std::move(fetcher)), max_attempts_(max_attempts) {}
+  Status Fetch(GlobalPtr ptr, NodeHandle* h) override;
+  bool Validate(const NodeHandle&) override { return true; }  // copies never change after acceptance
+  Status ReadWords(GlobalPtr ptr, size_t words, uint64_t* dst) override { return fetcher_(ptr, words, dst); }
+
+  const Stats& stats() const { return stats_; }
+  void set_accept_observer(AcceptObserver o) { observer_ = std::move(o); }
+
+ private:
+  NodeFetcher fetcher_;
+  int max_attempts_;
+  Stats stats_;
+  AcceptObserver observer_;
+};
+
+}  // namespace cell::btree

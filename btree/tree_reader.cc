@@ -1,0 +1,182 @@
+// Lock-free search and scan (see tree_reader.h).
+#include "btree/tree_reader.h"
+
+namespace cell::btree {
+
+namespace {
+
+// Bounds that turn a livelock or a corrupt tree into an error instead of a hang.
+constexpr int kMaxRestarts = 100000;
+constexpr int kMaxRetries = 1000000;
+
+Status GaveUp(const char* what) {
+  return Status::Aborted(std::string("gave up after too many ") + what + " (the tree keeps changing or is corrupt)");
+}
+
+}  // namespace
+
+Status TreeReader::ReadRoot(GlobalPtr* root, int* level) {
+  NodeHandle h;
+  for (int retries = 0; retries < kMaxRetries; ++retries) {
+    CELL_RETURN_IF_ERROR(source_->Fetch(meganode_, &h));
+    const NodeView& v = h.view;
+    bool ok = v.kind() == NodeKind::kMeganodeHeader && v.valid() && v.meganode() == meganode_;
+    uint32_t slot = v.root_slot();
+    int lvl = v.root_level();
+    if (!source_->Validate(h)) { ++stats_.retries; continue; }
+    if (!ok) return Status::FailedPrecondition("no valid meganode at the given pointer");
+    if (slot == 0 || lvl >= kMaxLevels) return Status::Corruption("meganode header names an impossible root");
+    *root = meganode_.Plus(uint64_t{slot} * kNodeSize);
+    *level = lvl;
+    return Status::OK();
+  }
+  return GaveUp("retries");
+}
+
+Status TreeReader::Descend(const SearchKey& k, int level, Path* path, NodeHandle* h) {
+  path->Clear();
+  return Reach(k, level, GlobalPtr(), 0, path, h);
+}
+
+Status TreeReader::Reach(const SearchKey& k, int target, GlobalPtr ptr, int level, Path* path, NodeHandle* h) {
+  int restarts = 0;
+  for (int retries = 0; retries < kMaxRetries; ++retries) {
+    if (ptr.is_null()) {
+      CELL_RETURN_IF_ERROR(ReadRoot(&ptr, &level));
+      if (level < target) return Status::NotFound("the tree has no level " + std::to_string(target));
+    }
+    CELL_RETURN_IF_ERROR(source_->Fetch(ptr, h));
+    const NodeView& v = h->view;
+    bool live = v.kind() == NodeKind::kTreeNode && v.valid() && v.level() == level && v.self() == ptr &&
+                v.meganode() == meganode_;
+    if (!live || v.CompareMin(k) > 0) {
+      if (!source_->Validate(*h)) { ++stats_.retries; continue; }
+      // A consistent node that is not the one we were sent to: the pointer was stale. Restart from the nearest
+      // ancestor the first time, then from the root.
+      if (++restarts > kMaxRestarts) return GaveUp("restarts");
+      ++stats_.restarts;
+      GlobalPtr from;
+      int from_level = 0;
+      if (restarts == 1) {
+        for (int l = level + 1; l < kMaxLevels; ++l) {
+          if (path->Has(l)) { from = path->At(l); from_level = l; break; }
+        }
+      }
+      ptr = from;
+      level = from_level;
+      continue;
+    }
+    if (v.CompareMax(k) <= 0) {
+      GlobalPtr right = v.right();
+      if (!source_->Validate(*h)) { ++stats_.retries; continue; }
+      if (right.is_null()) return Status::Corruption("node with a finite max key has no right link");
+      if (right.offset % kNodeSize != 0) return Status::Corruption("right link is not node aligned");
+      ptr = right;
+      continue;
+    }
+    if (level == target) {
+      path->Set(level, ptr);
+      return Status::OK();
+    }
+    uint32_t child = v.child_slot(v.ChildIndex(k));
+    if (!source_->Validate(*h)) { ++stats_.retries; continue; }
+    if (child == 0) return Status::Corruption("inner node points to the meganode header");
+    path->Set(level, ptr);
+    ptr = meganode_.Plus(uint64_t{child} * kNodeSize);
+    --level;
+  }
+  return GaveUp("retries");
+}
+
+Status TreeReader::ReadRecord(const LeafValue& entry, std::string_view key, std::string* value) {
+  if (entry.length < kRecordHeaderBytes || entry.length > kMaxRecordBytes) {
+    return Status::Corruption("leaf entry has an impossible record length");
+  }
+  thread_local std::vector<uint64_t> buffer;
+  buffer.resize(WordsFor(entry.length));
+  CELL_RETURN_IF_ERROR(source_->ReadWords(entry.ptr, buffer.size(), buffer.data()));
+  std::string_view v;
+  if (!CheckRecord(buffer.data(), entry, key, &v)) return Status::Aborted("record changed while read");
+  value->assign(v.data(), v.size());
+  return Status::OK();
+}
+
+Status TreeReader::Get(std::string_view key, std::string* value) {
+  if (key.empty() || key.size() > kMaxKeySize) {
+    return Status::InvalidArgument("key of " + std::to_string(key.size()) + " bytes; keys must be 1.." +
+                                   std::to_string(kMaxKeySize) + " bytes");
+  }
+  SearchKey k(key);
+  Path path;
+  NodeHandle h;
+  GlobalPtr leaf;
+  for (int retries = 0; retries < kMaxRetries; ++retries) {
+    CELL_RETURN_IF_ERROR(leaf.is_null() ? Descend(k, 0, &path, &h) : Reach(k, 0, leaf, 0, &path, &h));
+    const NodeView& v = h.view;
+    uint32_t i = v.LowerBound(k);
+    bool found = i < v.size() && v.CompareEntry(i, k) == 0;
+    LeafValue entry;
+    if (found) entry = v.leaf_value(i);
+    bool internal = v.internal_meganode();
+    if (!source_->Validate(h)) { ++stats_.retries; leaf = h.ptr; continue; }
+    if (!found) return Status::NotFound("key not found");
+    if (internal) return Status::FailedPrecondition("Get on an internal meganode");
+    Status s = ReadRecord(entry, key, value);
+    if (s.IsAborted()) { ++stats_.retries; leaf = h.ptr; continue; }
+    return s;
+  }
+  return GaveUp("retries");
+}
+
+Status TreeReader::Scan(std::string_view start, std::string_view end, size_t limit, std::vector<KeyValue>* out) {
+  if (start.size() > kMaxKeySize || end.size() > kMaxKeySize) {
+    return Status::InvalidArgument("scan bound longer than " + std::to_string(kMaxKeySize) + " bytes");
+  }
+  size_t wanted = out->size() + limit;
+  std::string from(start);  // every key >= from (and > any key already returned) is still to be returned
+  std::vector<std::pair<std::string, LeafValue>> batch;
+  std::string max_key, value;
+  Path path;
+  NodeHandle h;
+  GlobalPtr leaf;
+  for (int retries = 0; retries < kMaxRetries;) {
+    if (out->size() >= wanted || (!end.empty() && CompareKeys(from, end) >= 0)) return Status::OK();
+    SearchKey k(from);
+    CELL_RETURN_IF_ERROR(leaf.is_null() ? Descend(k, 0, &path, &h) : Reach(k, 0, leaf, 0, &path, &h));
+    const NodeView& v = h.view;
+    batch.clear();
+    bool done = false;
+    for (uint32_t i = v.LowerBound(k); i < v.size(); ++i) {
+      if (out->size() + batch.size() >= wanted) { done = true; break; }
+      batch.emplace_back();
+      v.CopyEntryKey(i, &batch.back().first);
+      batch.back().second = v.leaf_value(i);
+      if (!end.empty() && CompareKeys(batch.back().first, end) >= 0) { batch.pop_back(); done = true; break; }
+    }
+    bool last_leaf = v.max_is_infinite();
+    v.CopyMaxKey(&max_key);
+    GlobalPtr right = v.right();
+    if (!source_->Validate(h)) { ++retries; ++stats_.retries; leaf = h.ptr; continue; }
+    bool changed = false;
+    for (auto& [key, entry] : batch) {
+      Status s = ReadRecord(entry, key, &value);
+      if (s.IsAborted()) {  // this entry changed since the leaf was read: resume from it
+        from = key;
+        leaf = h.ptr;
+        changed = true;
+        ++retries;
+        ++stats_.retries;
+        break;
+      }
+      CELL_RETURN_IF_ERROR(s);
+      out->push_back(KeyValue{std::move(key), value});
+    }
+    if (changed) continue;
+    if (done || last_leaf) return Status::OK();
+    from = max_key;
+    leaf = right;
+  }
+  return GaveUp("retries");
+}
+
+}  // namespace cell::btree

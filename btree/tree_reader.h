@@ -1,0 +1,76 @@
+// TreeReader: lock-free search and range scan of one meganode's B-link tree, over any NodeSource.
+//
+// This is the one traversal code path: the server runs it over a LocalNodeSource, a client over a copying source
+// fed by one-sided reads. It follows child pointers and, when a key is at or above a node's max key, right links
+// (Lehman-Yao/Sagiv). Every node is checked before it is believed: kind, valid flag, identity, level, and min key.
+// A node that fails these checks but is a consistent state was reached through a stale pointer (freed or reused):
+// the traversal restarts from the nearest ancestor it visited, then from the root.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "btree/node_source.h"
+#include "btree/record_format.h"
+#include "cell/status.h"
+
+namespace cell::btree {
+
+inline constexpr int kMaxLevels = 64;
+
+// The node visited at each level on the way down; where a restart or a separator insert begins.
+class Path {
+ public:
+  bool Has(int level) const { return level >= 0 && level < kMaxLevels && ((mask_ >> level) & 1); }
+  GlobalPtr At(int level) const { return at_[level]; }
+  void Set(int level, GlobalPtr p) { at_[level] = p; mask_ |= uint64_t{1} << level; }
+  void Clear() { mask_ = 0; }
+
+ private:
+  uint64_t mask_ = 0;
+  GlobalPtr at_[kMaxLevels];
+};
+
+struct KeyValue {
+  std::string key;
+  std::string value;
+};
+
+class TreeReader {
+ public:
+  struct Stats {
+    uint64_t restarts = 0;         // stale pointer, started again from an ancestor or the root
+    uint64_t retries = 0;          // node or record changed while read, read again
+  };
+
+  TreeReader(NodeSource* source, GlobalPtr meganode) : source_(source), meganode_(meganode) {}
+
+  // The value stored for `key`: OK, NotFound, or an error.
+  Status Get(std::string_view key, std::string* value);
+  // Up to `limit` pairs with start <= key < end (an empty `end` means no bound), in key order.
+  Status Scan(std::string_view start, std::string_view end, size_t limit, std::vector<KeyValue>* out);
+
+  // Walks from the root to the node at `level` whose key range holds k; h holds that node (the caller validates
+  // what it reads from it). `path` records the node passed at each level.
+  Status Descend(const SearchKey& k, int level, Path* path, NodeHandle* h);
+  // Continues the walk from `ptr`, a node at `ptr_level` (moving right, restarting through `path` when stale).
+  Status Reach(const SearchKey& k, int level, GlobalPtr ptr, int ptr_level, Path* path, NodeHandle* h);
+  // The root slot and level, from the meganode header.
+  Status ReadRoot(GlobalPtr* root, int* level);
+
+  const Stats& stats() const { return stats_; }
+  NodeSource* source() const { return source_; }
+  GlobalPtr meganode() const { return meganode_; }
+
+ private:
+  // Reads the record `entry` points to. Aborted if it no longer matches (the caller re-reads the leaf).
+  Status ReadRecord(const LeafValue& entry, std::string_view key, std::string* value);
+
+  NodeSource* source_;
+  GlobalPtr meganode_;
+  Stats stats_;
+};
+
+}  // namespace cell::btree

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Installs every system dependency of Cell from Debian 12 packages. Idempotent; run as root (or with sudo).
+#
+#   deploy/install-deps.sh
+#
+# Nothing is downloaded from anywhere but Debian's archive, and nothing is vendored.
+set -euo pipefail
+
+packages=(
+  # Build tools.
+  build-essential cmake ninja-build pkg-config git clang clang-format libclang-rt-14-dev
+  # Libraries.
+  libjemalloc-dev libprotobuf-dev protobuf-compiler libgtest-dev libgmock-dev libbenchmark-dev
+  libfmt-dev libabsl-dev libxxhash-dev
+  # RDMA (rdma-core) and ZooKeeper, used by the rpc/ and membership/ layers.
+  rdma-core libibverbs-dev librdmacm-dev ibverbs-providers
+  libzookeeper-mt-dev zookeeper
+)
+
+sudo_cmd=()
+if [ "$(id -u)" -ne 0 ]; then
+  if command -v sudo >/dev/null 2>&1; then sudo_cmd=(sudo); else
+    echo "install-deps.sh: must run as root, or with sudo available" >&2; exit 1
+  fi
+fi
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps.sh: all ${#packages[@]} packages already installed"
+  exit 0
+fi
+
+echo "install-deps.sh: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+"${sudo_cmd[@]}" apt-get update -qq
+"${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+echo "install-deps.sh: done"

@@ -1,0 +1,118 @@
+// Status and StatusOr: how every Cell operation reports success or failure.
+//
+// Errors travel as values, never as exceptions (in the manner of LevelDB and Abseil). A Status is cheap to copy when
+// OK (no allocation); an error carries a code and a message a user can act on.
+#pragma once
+
+#include <cassert>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+
+namespace cell {
+
+class Status {
+ public:
+  enum class Code : unsigned char {
+    kOk = 0,
+    kNotFound,
+    kInvalidArgument,    // the caller passed something that can never succeed (oversized key, ...)
+    kResourceExhausted,  // out of space (meganode, extent region); the store is intact
+    kCorruption,         // bytes failed validation
+    kUnavailable,        // a server or connection is gone; retrying later may succeed
+    kAborted,            // a concurrent change got in the way; retrying may succeed
+    kFailedPrecondition, // the operation does not apply to this state (e.g. key belongs to another meganode)
+    kInternal,           // a bug: an invariant did not hold
+  };
+
+  Status() = default;
+  static Status OK() { return Status(); }
+  static Status NotFound(std::string_view msg) { return Status(Code::kNotFound, msg); }
+  static Status InvalidArgument(std::string_view msg) { return Status(Code::kInvalidArgument, msg); }
+  static Status ResourceExhausted(std::string_view msg) { return Status(Code::kResourceExhausted, msg); }
+  static Status Corruption(std::string_view msg) { return Status(Code::kCorruption, msg); }
+  static Status Unavailable(std::string_view msg) { return Status(Code::kUnavailable, msg); }
+  static Status Aborted(std::string_view msg) { return Status(Code::kAborted, msg); }
+  static Status FailedPrecondition(std::string_view msg) { return Status(Code::kFailedPrecondition, msg); }
+  static Status Internal(std::string_view msg) { return Status(Code::kInternal, msg); }
+
+  bool ok() const { return code_ == Code::kOk; }
+  Code code() const { return code_; }
+  const std::string& message() const { return message_; }
+  bool IsNotFound() const { return code_ == Code::kNotFound; }
+  bool IsInvalidArgument() const { return code_ == Code::kInvalidArgument; }
+  bool IsResourceExhausted() const { return code_ == Code::kResourceExhausted; }
+  bool IsCorruption() const { return code_ == Code::kCorruption; }
+  bool IsUnavailable() const { return code_ == Code::kUnavailable; }
+  bool IsAborted() const { return code_ == Code::kAborted; }
+
+  // "OK", or "<code name>: <message>".
+  std::string ToString() const;
+  static std::string_view CodeName(Code code);
+
+  friend bool operator==(const Status& a, const Status& b) {
+    return a.code_ == b.code_ && a.message_ == b.message_;
+  }
+
+ private:
+  Status(Code code, std::string_view msg) : code_(code), message_(msg) {}
+  Code code_ = Code::kOk;
+  std::string message_;
+};
+
+inline std::string_view Status::CodeName(Code code) {
+  switch (code) {
+    case Code::kOk: return "OK";
+    case Code::kNotFound: return "NotFound";
+    case Code::kInvalidArgument: return "InvalidArgument";
+    case Code::kResourceExhausted: return "ResourceExhausted";
+    case Code::kCorruption: return "Corruption";
+    case Code::kUnavailable: return "Unavailable";
+    case Code::kAborted: return "Aborted";
+    case Code::kFailedPrecondition: return "FailedPrecondition";
+    case Code::kInternal: return "Internal";
+  }
+  return "Unknown";
+}
+
+inline std::string Status::ToString() const {
+  if (ok()) return "OK";
+  std::string s(CodeName(code_));
+  s += ": ";
+  s += message_;
+  return s;
+}
+
+// A value of type T, or the Status that explains why there is none.
+template <typename T>
+class StatusOr {
+ public:
+  StatusOr(const Status& status) : status_(status) { assert(!status.ok()); }  // NOLINT: implicit by design
+  StatusOr(Status&& status) : status_(std::move(status)) { assert(!status_.ok()); }  // NOLINT
+  StatusOr(const T& value) : value_(value) {}  // NOLINT
+  StatusOr(T&& value) : value_(std::move(value)) {}  // NOLINT
+
+  bool ok() const { return status_.ok(); }
+  const Status& status() const { return status_; }
+  const T& value() const& { assert(ok()); return *value_; }
+  T& value() & { assert(ok()); return *value_; }
+  T&& value() && { assert(ok()); return std::move(*value_); }
+  const T& operator*() const& { return value(); }
+  T& operator*() & { return value(); }
+  const T* operator->() const { return &value(); }
+  T* operator->() { return &value(); }
+
+ private:
+  Status status_;
+  std::optional<T> value_;
+};
+
+}  // namespace cell
+
+// Returns from the enclosing function if `expr` yields a non-OK Status.
+#define CELL_RETURN_IF_ERROR(expr)          \
+  do {                                      \
+    ::cell::Status _cell_status = (expr);   \
+    if (!_cell_status.ok()) return _cell_status; \
+  } while (0)

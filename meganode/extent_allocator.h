@@ -1,0 +1,63 @@
+// ExtentAllocator: a buddy allocator for key-value records in an extent region (in the manner of SQLite's mem5,
+// which Cell used).
+//
+// Blocks are 32 << order bytes, aligned to their size relative to the managed area's start. A control byte per
+// 32-byte unit marks block heads (free or allocated, and the order); free blocks sit on per-order doubly linked
+// lists threaded through their own first two words. Freeing merges a block with its buddy while the buddy is free
+// and of the same order. Waste is below 50% per record, about 25% for uniformly spread sizes.
+//
+// Freed memory may still be read by a reader holding an old leaf entry; such a reader detects the reuse by the
+// record checksum. The list links written into free blocks are relaxed atomic stores, so those races are benign.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+
+#include "cell/status.h"
+#include "common/global_ptr.h"
+#include "meganode/region.h"
+
+namespace cell::meganode {
+
+class ExtentAllocator {
+ public:
+  static constexpr uint64_t kMinBlock = 32;
+
+  // Manages [offset, offset + bytes) of `region`; both multiples of kMinBlock.
+  static StatusOr<std::unique_ptr<ExtentAllocator>> Create(Region* region, uint64_t offset, uint64_t bytes);
+  ~ExtentAllocator();
+
+  // A block of at least `bytes` bytes (8-byte aligned, at least 32 bytes), or ResourceExhausted.
+  StatusOr<GlobalPtr> Allocate(uint64_t bytes);
+  // Returns a block from Allocate. Pointers that are not allocated block heads are refused with an error.
+  Status Free(GlobalPtr ptr);
+
+  uint64_t capacity() const { return bytes_; }
+  uint64_t bytes_in_use() const;
+  // The block size Allocate would hand out for `bytes` (0 if it can never be satisfied).
+  uint64_t BlockSizeFor(uint64_t bytes) const;
+
+ private:
+  static constexpr uint8_t kFreeHead = 0x80;
+  static constexpr uint8_t kUsedHead = 0x40;
+  static constexpr uint8_t kOrderMask = 0x3f;
+  static constexpr uint64_t kNone = ~uint64_t{0};
+
+  ExtentAllocator(Region* region, uint64_t offset, uint64_t bytes);
+  uint64_t* Words(uint64_t rel) const { return reinterpret_cast<uint64_t*>(base_ + rel); }
+  void PushFree(uint64_t rel, int order);
+  void Unlink(uint64_t rel, int order);
+
+  Region* region_;
+  uint64_t offset_;
+  uint64_t bytes_;
+  char* base_;
+  int max_order_ = 0;
+  uint8_t* ctrl_ = nullptr;  // one byte per kMinBlock unit
+  mutable std::mutex mu_;
+  uint64_t heads_[64];       // first free block (relative offset) per order, kNone if empty
+  uint64_t in_use_ = 0;
+};
+
+}  // namespace cell::meganode

@@ -1,0 +1,54 @@
+// Region mapping (memfd, anonymous or hugetlbfs memory).
+#include "meganode/region.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace cell::meganode {
+
+StatusOr<std::unique_ptr<Region>> Region::Create(uint32_t id, uint64_t size, RegionBacking backing) {
+  if (id == 0 || id > GlobalPtr::kMaxRegionId) {
+    return Status::InvalidArgument("region id " + std::to_string(id) + " is outside 1.." +
+                                   std::to_string(GlobalPtr::kMaxRegionId));
+  }
+  if (size == 0 || size % 4096 != 0 || size > GlobalPtr::kMaxOffset + 1) {
+    return Status::InvalidArgument("region size " + std::to_string(size) +
+                                   " must be a positive multiple of 4096 bytes, at most 1 TiB");
+  }
+  int fd = -1;
+  if (backing != RegionBacking::kAnonymous) {
+    std::string name = "cell-region-" + std::to_string(id);
+    unsigned flags = MFD_CLOEXEC | (backing == RegionBacking::kHugetlb ? MFD_HUGETLB : 0);
+    fd = memfd_create(name.c_str(), flags);
+    if (fd < 0) {
+      return Status::ResourceExhausted("memfd_create for region " + std::to_string(id) + " failed: " +
+                                       std::strerror(errno));
+    }
+    if (ftruncate(fd, static_cast<off_t>(size)) != 0) {
+      int e = errno;
+      close(fd);
+      return Status::ResourceExhausted("sizing region " + std::to_string(id) + " to " + std::to_string(size) +
+                                       " bytes failed: " + std::strerror(e) +
+                                       (backing == RegionBacking::kHugetlb ? " (are huge pages reserved?)" : ""));
+    }
+  }
+  int mflags = fd < 0 ? (MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE) : MAP_SHARED;
+  void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, mflags, fd, 0);
+  if (p == MAP_FAILED) {
+    int e = errno;
+    if (fd >= 0) close(fd);
+    return Status::ResourceExhausted("mapping region " + std::to_string(id) + " of " + std::to_string(size) +
+                                     " bytes failed: " + std::strerror(e));
+  }
+  return std::unique_ptr<Region>(new Region(id, size, static_cast<char*>(p), fd));
+}
+
+Region::~Region() {
+  munmap(base_, size_);
+  if (fd_ >= 0) close(fd_);
+}
+
+}  // namespace cell::meganode
