@@ -92,11 +92,19 @@ Status TreeReader::ReadRecord(const LeafValue& entry, std::string_view key, std:
   if (entry.length < kRecordHeaderBytes || entry.length > kMaxRecordBytes) {
     return Status::Corruption("leaf entry has an impossible record length");
   }
-  thread_local std::vector<uint64_t> buffer;
-  buffer.resize(WordsFor(entry.length));
-  CELL_RETURN_IF_ERROR(source_->ReadWords(entry.ptr, buffer.size(), buffer.data()));
+  // Small records (the common case) are read into the stack, large ones into a per-thread buffer.
+  constexpr size_t kStackWords = 512;
+  uint64_t stack[kStackWords];
+  thread_local std::vector<uint64_t> heap;
+  size_t words = WordsFor(entry.length);
+  uint64_t* buffer = stack;
+  if (words > kStackWords) {
+    heap.resize(words);
+    buffer = heap.data();
+  }
+  CELL_RETURN_IF_ERROR(source_->ReadWords(entry.ptr, words, buffer));
   std::string_view v;
-  if (!CheckRecord(buffer.data(), entry, key, &v)) return Status::Aborted("record changed while read");
+  if (!CheckRecord(buffer, entry, key, &v)) return Status::Aborted("record changed while read");
   value->assign(v.data(), v.size());
   return Status::OK();
 }

@@ -24,13 +24,13 @@ inline constexpr int kMaxLevels = 64;
 class Path {
  public:
   bool Has(int level) const { return level >= 0 && level < kMaxLevels && ((mask_ >> level) & 1); }
-  GlobalPtr At(int level) const { return at_[level]; }
-  void Set(int level, GlobalPtr p) { at_[level] = p; mask_ |= uint64_t{1} << level; }
+  GlobalPtr At(int level) const { return GlobalPtr::Unpack(at_[level]); }
+  void Set(int level, GlobalPtr p) { at_[level] = p.Pack(); mask_ |= uint64_t{1} << level; }
   void Clear() { mask_ = 0; }
 
  private:
   uint64_t mask_ = 0;
-  GlobalPtr at_[kMaxLevels];
+  uint64_t at_[kMaxLevels];  // packed pointers; only levels named in mask_ are meaningful (left uninitialised)
 };
 
 struct KeyValue {

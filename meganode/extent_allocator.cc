@@ -3,7 +3,6 @@
 
 #include <cstdlib>
 
-#include "common/shared_words.h"
 
 namespace cell::meganode {
 
@@ -20,10 +19,9 @@ StatusOr<std::unique_ptr<ExtentAllocator>> ExtentAllocator::Create(Region* regio
 }
 
 ExtentAllocator::ExtentAllocator(Region* region, uint64_t offset, uint64_t bytes)
-    : region_(region), offset_(offset), bytes_(bytes), base_(region->base() + offset) {
+    : region_(region), offset_(offset), bytes_(bytes) {
   // calloc of a large block maps fresh zero pages: the control bytes cost memory only as they are used.
   ctrl_ = static_cast<uint8_t*>(std::calloc(bytes / kMinBlock, 1));
-  for (uint64_t& h : heads_) h = kNone;
   while ((kMinBlock << (max_order_ + 1)) <= bytes && max_order_ + 1 < 63) ++max_order_;
   // Cover the area with maximal aligned blocks, largest first.
   uint64_t rel = 0;
@@ -39,19 +37,12 @@ ExtentAllocator::ExtentAllocator(Region* region, uint64_t offset, uint64_t bytes
 ExtentAllocator::~ExtentAllocator() { std::free(ctrl_); }
 
 void ExtentAllocator::PushFree(uint64_t rel, int order) {
-  uint64_t* w = Words(rel);
-  StoreSharedWord(w, heads_[order]);
-  StoreSharedWord(w + 1, kNone);
-  if (heads_[order] != kNone) StoreSharedWord(Words(heads_[order]) + 1, rel);
-  heads_[order] = rel;
+  free_[order].insert(rel);
   ctrl_[rel / kMinBlock] = kFreeHead | static_cast<uint8_t>(order);
 }
 
 void ExtentAllocator::Unlink(uint64_t rel, int order) {
-  uint64_t* w = Words(rel);
-  uint64_t next = LoadSharedWord(w), prev = LoadSharedWord(w + 1);
-  if (prev == kNone) heads_[order] = next; else StoreSharedWord(Words(prev), next);
-  if (next != kNone) StoreSharedWord(Words(next) + 1, prev);
+  free_[order].erase(rel);
   ctrl_[rel / kMinBlock] = 0;
 }
 
@@ -71,13 +62,13 @@ StatusOr<GlobalPtr> ExtentAllocator::Allocate(uint64_t bytes) {
   int order = __builtin_ctzll(size / kMinBlock);
   std::lock_guard<std::mutex> lock(mu_);
   int o = order;
-  while (o <= max_order_ && heads_[o] == kNone) ++o;
+  while (o <= max_order_ && free_[o].empty()) ++o;
   if (o > max_order_) {
     return Status::ResourceExhausted("extent region " + std::to_string(region_->id()) + " full: no free block of " +
                                      std::to_string(size) + " bytes (" + std::to_string(in_use_) + " of " +
                                      std::to_string(bytes_) + " bytes in use)");
   }
-  uint64_t rel = heads_[o];
+  uint64_t rel = *free_[o].begin();
   Unlink(rel, o);
   while (o > order) {  // split, keeping the lower half
     --o;

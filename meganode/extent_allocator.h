@@ -2,17 +2,21 @@
 // which Cell used).
 //
 // Blocks are 32 << order bytes, aligned to their size relative to the managed area's start. A control byte per
-// 32-byte unit marks block heads (free or allocated, and the order); free blocks sit on per-order doubly linked
-// lists threaded through their own first two words. Freeing merges a block with its buddy while the buddy is free
-// and of the same order. Waste is below 50% per record, about 25% for uniformly spread sizes.
+// 32-byte unit marks block heads (free or allocated, and the order); free blocks are kept in per-order ordered sets
+// outside the region, lowest address first (so allocation stays compact), and the allocator never writes region
+// memory: touching it would fault in (and, with huge pages, zero) memory nobody asked for. Freeing merges a block
+// with its buddy while the buddy is free and of the same order. Waste is below 50% per record, about 25% for
+// uniformly spread sizes.
 //
 // Freed memory may still be read by a reader holding an old leaf entry; such a reader detects the reuse by the
-// record checksum. The list links written into free blocks are relaxed atomic stores, so those races are benign.
+// record checksum.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <mutex>
+
+#include <absl/container/btree_set.h>
 
 #include "cell/status.h"
 #include "common/global_ptr.h"
@@ -42,21 +46,18 @@ class ExtentAllocator {
   static constexpr uint8_t kFreeHead = 0x80;
   static constexpr uint8_t kUsedHead = 0x40;
   static constexpr uint8_t kOrderMask = 0x3f;
-  static constexpr uint64_t kNone = ~uint64_t{0};
 
   ExtentAllocator(Region* region, uint64_t offset, uint64_t bytes);
-  uint64_t* Words(uint64_t rel) const { return reinterpret_cast<uint64_t*>(base_ + rel); }
   void PushFree(uint64_t rel, int order);
   void Unlink(uint64_t rel, int order);
 
   Region* region_;
   uint64_t offset_;
   uint64_t bytes_;
-  char* base_;
   int max_order_ = 0;
   uint8_t* ctrl_ = nullptr;  // one byte per kMinBlock unit
   mutable std::mutex mu_;
-  uint64_t heads_[64];       // first free block (relative offset) per order, kNone if empty
+  absl::btree_set<uint64_t> free_[64];  // free blocks (relative offsets) per order
   uint64_t in_use_ = 0;
 };
 
