@@ -92,33 +92,36 @@ uint64_t NodeChecksum(const uint64_t* words, uint64_t version);
 class NodeView {
  public:
   NodeView() = default;
-  explicit NodeView(const uint64_t* words) : w_(words) {}
+  // Snapshots the header words (2, 3, 5) once; a later Validate covers them like every other read.
+  explicit NodeView(const uint64_t* words)
+      : w_(words), meganode_(LoadSharedWord(words + 2)), info_(LoadSharedWord(words + 3)),
+        fences_(LoadSharedWord(words + 5)) {}
 
   uint64_t W(uint32_t i) const { return LoadSharedWord(w_ + (i & (kNodeWords - 1))); }
   const uint64_t* words() const { return w_; }
 
   uint64_t version() const { return W(0); }
   uint64_t checksum() const { return W(1); }
-  GlobalPtr meganode() const { return GlobalPtr::Unpack(W(2)); }
-  uint32_t slot() const { return static_cast<uint32_t>(W(3)); }
-  int level() const { return static_cast<int>((W(3) >> 32) & 0xff); }
-  NodeKind kind() const { return static_cast<NodeKind>((W(3) >> 40) & 0xff); }
-  uint8_t flags() const { return static_cast<uint8_t>(W(3) >> 48); }
+  GlobalPtr meganode() const { return GlobalPtr::Unpack(meganode_); }
+  uint32_t slot() const { return static_cast<uint32_t>(info_); }
+  int level() const { return static_cast<int>((info_ >> 32) & 0xff); }
+  NodeKind kind() const { return static_cast<NodeKind>((info_ >> 40) & 0xff); }
+  uint8_t flags() const { return static_cast<uint8_t>(info_ >> 48); }
   bool valid() const { return (flags() & kFlagValid) != 0; }
   bool internal_meganode() const { return (flags() & kFlagInternalMeganode) != 0; }
   uint32_t size() const {
-    uint32_t n = static_cast<uint32_t>(W(3) >> 56);
+    uint32_t n = static_cast<uint32_t>(info_ >> 56);
     return n > kMaxEntries ? kMaxEntries : n;
   }
   GlobalPtr right() const { return GlobalPtr::Unpack(W(4)); }
   // Where this node is: meganode base + slot * 1024.
   GlobalPtr self() const { return meganode().Plus(uint64_t{slot()} * kNodeSize); }
 
-  uint32_t min_len() const { return W(5) & 0xff; }
-  uint32_t min_word() const { return (W(5) >> 8) & 0xff; }
-  uint32_t max_len() const { return (W(5) >> 16) & 0xff; }
-  uint32_t max_word() const { return (W(5) >> 24) & 0xff; }
-  uint32_t heap_word() const { return (W(5) >> 32) & 0xff; }
+  uint32_t min_len() const { return fences_ & 0xff; }
+  uint32_t min_word() const { return (fences_ >> 8) & 0xff; }
+  uint32_t max_len() const { return (fences_ >> 16) & 0xff; }
+  uint32_t max_word() const { return (fences_ >> 24) & 0xff; }
+  uint32_t heap_word() const { return (fences_ >> 32) & 0xff; }
   bool max_is_infinite() const { return max_len() == 0; }
 
   // Meganode header fields.
@@ -212,6 +215,7 @@ class NodeView {
   }
 
   const uint64_t* w_ = nullptr;
+  uint64_t meganode_ = 0, info_ = 0, fences_ = 0;
 };
 
 // One entry taken out of a node, for rebuilding and splitting.
