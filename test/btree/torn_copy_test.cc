@@ -1,0 +1,142 @@
+// Torn copies: writers mutate the tree while readers search it through a copying source that reads each node's 16
+// cache lines in random order, yielding between lines. No torn copy may be accepted, and answers must be right.
+#include <gtest/gtest.h>
+#include <xxhash.h>
+
+#include <atomic>
+#include <cstdio>
+#include <mutex>
+#include <random>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "btree/tree_reader.h"
+#include "meganode/local_store.h"
+#include "test/test_util.h"
+
+namespace cell {
+namespace {
+
+// Every image ever published, by (slot, version): the oracle that an accepted copy is a published state.
+class PublishedImages {
+ public:
+  void Record(uint32_t slot, const uint64_t* words) {
+    XXH128_hash_t h = XXH3_128bits(words, btree::kNodeSize);
+    std::lock_guard<std::mutex> lock(mu_);
+    images_[Key(slot, words[0])] = h;
+  }
+  // True if `words` is byte for byte an image published at that slot with that version.
+  bool WasPublished(uint32_t slot, const uint64_t* words) const {
+    XXH128_hash_t h = XXH3_128bits(words, btree::kNodeSize);
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = images_.find(Key(slot, words[0]));
+    return it != images_.end() && XXH128_isEqual(it->second, h);
+  }
+
+ private:
+  static std::string Key(uint32_t slot, uint64_t version) {
+    return std::to_string(slot) + "/" + std::to_string(version);
+  }
+  mutable std::mutex mu_;
+  std::unordered_map<std::string, XXH128_hash_t> images_;
+};
+
+std::string StableKey(int i) { return "stable" + std::to_string(1000000 + i * 7); }
+
+TEST(TornCopies, ReadersNeverAcceptATornNodeAndAlwaysFindStableKeys) {
+  const int scale = cell::testing::StressScale();
+  meganode::LocalStoreOptions o;
+  o.meganode_bytes = uint64_t{16} << 20;
+  o.extent_region_bytes = uint64_t{256} << 20;
+  auto opened = meganode::LocalStore::Open(o);
+  ASSERT_TRUE(opened.ok());
+  meganode::LocalStore& store = **opened;
+
+  // Keys present for the whole test (updated, never deleted), with values that name their key and a sequence.
+  const int kStable = 2000;
+  for (int i = 0; i < kStable; ++i) ASSERT_TRUE(store.Put(StableKey(i), StableKey(i) + "#0").ok());
+  std::vector<std::atomic<uint64_t>> latest(kStable);
+
+  PublishedImages published;
+  btree::NodeStore& ns = store.meganode();
+  for (uint32_t s = 0; s < ns.num_slots(); ++s) {
+    if (ns.SlotWords(s)[0] != 0) published.Record(s, ns.SlotWords(s));
+  }
+  ns.set_publish_observer([&](uint32_t slot, const btree::NodeImage& img) { published.Record(slot, img.w); });
+
+  std::atomic<uint64_t> bad_copies{0}, wrong_answers{0}, reads{0};
+  btree::CopyingNodeSource source(cell::testing::RegionFetcher(&store.regions(), /*shuffle=*/true));
+  source.set_accept_observer([&](GlobalPtr ptr, const uint64_t* words) {
+    uint32_t slot = 0;
+    if (words[0] == 0) return;  // never-written slot, accepted as free
+    if (!ns.SlotOf(ptr, &slot) || !published.WasPublished(slot, words)) bad_copies.fetch_add(1);
+  });
+
+  // Writers run until the readers are done: insert fresh keys (splits), update stable keys, and delete the oldest
+  // fresh keys so that the tree stays within its meganode. A cap on iterations bounds the test even if readers hang.
+  const int kWriters = 2, kReaders = 2, kReadsPerReader = 3000 * scale;
+  std::atomic<int> readers_done{0};
+  std::vector<std::thread> writers;
+  for (int t = 0; t < kWriters; ++t) {
+    writers.emplace_back([&, t] {
+      std::mt19937_64 rng(100 + t);
+      std::vector<std::string> ring;
+      for (int i = 0; i < 5000000 && readers_done.load() < kReaders; ++i) {
+        std::string fresh = "fresh" + std::to_string(rng() % 1000000000) + "-" + std::to_string(t);
+        EXPECT_TRUE(store.Put(fresh, fresh + "#v").ok());
+        ring.push_back(fresh);
+        if (ring.size() > 4000) {
+          store.Delete(ring[i % 4000]);
+          ring[i % 4000] = ring.back();
+          ring.pop_back();
+        }
+        int s = static_cast<int>(rng() % kStable);
+        uint64_t seq = latest[s].fetch_add(1) + 1;
+        EXPECT_TRUE(store.Put(StableKey(s), StableKey(s) + "#" + std::to_string(seq)).ok());
+      }
+    });
+  }
+  // Readers: client-side gets of stable keys (must be found, with a value written for that key: its sequence
+  // number was handed out before the get returned) and of fresh keys (if found, the value belongs to that key).
+  std::vector<std::thread> readers;
+  for (int t = 0; t < kReaders; ++t) {
+    readers.emplace_back([&, t] {
+      btree::TreeReader reader(&source, store.meganode_ptr());
+      std::mt19937_64 rng(200 + t);
+      std::string v;
+      for (int i = 0; i < kReadsPerReader; ++i) {
+        int s = static_cast<int>(rng() % kStable);
+        Status st = reader.Get(StableKey(s), &v);
+        uint64_t max_seq = latest[s].load();
+        reads.fetch_add(1);
+        if (!st.ok() || v.rfind(StableKey(s) + "#", 0) != 0 ||
+            std::stoull(v.substr(StableKey(s).size() + 1)) > max_seq) {
+          wrong_answers.fetch_add(1);
+          ADD_FAILURE() << "stable key " << StableKey(s) << ": " << st.ToString() << " value '" << v << "'";
+        }
+        std::string fresh = "fresh" + std::to_string(rng() % 1000000000) + "-" + std::to_string(rng() % kWriters);
+        st = reader.Get(fresh, &v);
+        if (st.ok() && v != fresh + "#v") wrong_answers.fetch_add(1);
+      }
+      readers_done.fetch_add(1);
+    });
+  }
+  for (auto& r : readers) r.join();
+  for (auto& w : writers) w.join();
+
+  uint64_t torn = source.stats().torn.load(), writing = source.stats().being_written.load();
+  std::printf("[ torn-copy ] %llu reads, %llu nodes copied, %llu torn copies detected, %llu copies of nodes being "
+              "written, %llu accepted copies not byte-identical to a published image\n",
+              (unsigned long long)reads.load(), (unsigned long long)source.stats().fetched.load(),
+              (unsigned long long)torn, (unsigned long long)writing, (unsigned long long)bad_copies.load());
+  EXPECT_EQ(bad_copies.load(), 0u);
+  EXPECT_EQ(wrong_answers.load(), 0u);
+  EXPECT_GT(torn, scale > 1 ? 1000u : 10u) << "the test did not produce enough torn copies to mean anything";
+  btree::BLinkTree::Shape shape;
+  EXPECT_TRUE(store.tree().CheckInvariants(&shape).ok());
+}
+
+}  // namespace
+}  // namespace cell
