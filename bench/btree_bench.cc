@@ -7,6 +7,7 @@
 // median over rounds, and the last line of stdout is that JSON object.
 //
 //   cell-btree-bench [--keys=2000000] [--searches=1000000] [--scans=20000] [--rounds=3] [--seed=1]
+//                    [--backing=anonymous|memfd]
 #include <absl/container/btree_map.h>
 
 #include <algorithm>
@@ -22,6 +23,8 @@
 #include "meganode/local_store.h"
 
 namespace {
+
+bool g_memfd = false;  // --backing=memfd
 
 struct Flags {
   size_t keys = 2000000;
@@ -52,13 +55,16 @@ Flags ParseFlags(int argc, char** argv) {
     else if (ParseFlag(argv[i], "--scans", &v)) f.scans = v;
     else if (ParseFlag(argv[i], "--rounds", &v)) f.rounds = static_cast<int>(v);
     else if (ParseFlag(argv[i], "--seed", &v)) f.seed = v;
+    else if (std::strcmp(argv[i], "--backing=memfd") == 0) g_memfd = true;
+    else if (std::strcmp(argv[i], "--backing=anonymous") == 0) g_memfd = false;
     else {
       std::fprintf(stderr,
                    "usage: cell-btree-bench [--keys=N] [--searches=N] [--scans=N] [--rounds=N] [--seed=N]\n"
                    "  --keys      keys loaded per structure (default 2000000)\n"
                    "  --searches  point lookups per round (default 1000000)\n"
                    "  --scans     100-pair scans per round (default 20000)\n"
-                   "  --rounds    rounds; the JSON reports medians (default 3)\n");
+                   "  --rounds    rounds; the JSON reports medians (default 3)\n"
+                   "  --backing   anonymous (default, transparent huge pages) or memfd\n");
       std::exit(std::strcmp(argv[i], "--help") == 0 ? 0 : 2);
     }
   }
@@ -131,7 +137,7 @@ void RunMap(const Workload& w, Result* r) {
 
 bool RunCell(const Workload& w, Result* r, std::string* shape) {
   cell::meganode::LocalStoreOptions o;
-  if (getenv("CELL_BACKING") && std::string(getenv("CELL_BACKING")) == "anon") o.backing = cell::meganode::RegionBacking::kAnonymous;
+  o.backing = g_memfd ? cell::meganode::RegionBacking::kMemfd : cell::meganode::RegionBacking::kAnonymous;
   o.meganode_bytes = uint64_t{1} << 30;
   o.extent_region_bytes = uint64_t{2} << 30;
   while (o.meganode_bytes < w.keys.size() * 400) o.meganode_bytes *= 2;
