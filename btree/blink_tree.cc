@@ -9,17 +9,6 @@
 
 namespace cell::btree {
 
-namespace {
-
-Status CheckKey(std::string_view key) {
-  if (key.empty() || key.size() > kMaxKeySize) {
-    return Status::InvalidArgument("key of " + std::to_string(key.size()) + " bytes; keys must be 1.." +
-                                   std::to_string(kMaxKeySize) + " bytes");
-  }
-  return Status::OK();
-}
-
-}  // namespace
 
 bool PartitionEntries(const std::vector<NodeEntry>& entries, int level, std::string_view min, std::string_view max,
                       std::vector<size_t>* starts, std::vector<std::string>* separators) {
@@ -136,7 +125,7 @@ Status BLinkTree::LockCovering(const SearchKey& k, int level, uint32_t slot, boo
 }
 
 Status BLinkTree::Put(std::string_view key, const LeafValue& value, std::optional<LeafValue>* replaced) {
-  CELL_RETURN_IF_ERROR(CheckKey(key));
+  CELL_RETURN_IF_ERROR(CheckKeySize(key));
   SearchKey k(key);
   Path path;
   Locked leaf;
@@ -160,7 +149,7 @@ Status BLinkTree::Put(std::string_view key, const LeafValue& value, std::optiona
 }
 
 Status BLinkTree::Delete(std::string_view key, LeafValue* removed) {
-  CELL_RETURN_IF_ERROR(CheckKey(key));
+  CELL_RETURN_IF_ERROR(CheckKeySize(key));
   SearchKey k(key);
   Path path;
   Locked leaf;

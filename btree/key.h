@@ -13,10 +13,18 @@
 #include <string_view>
 
 #include "cell/limits.h"
+#include "cell/status.h"
 
 namespace cell::btree {
 
 inline constexpr uint32_t kMaxKeyWords = (kMaxKeySize + 7) / 8;  // 32
+
+// OK, or InvalidArgument naming the limit for an empty or oversized key.
+inline Status CheckKeySize(std::string_view key) {
+  if (key.size() >= kMinKeySize && key.size() <= kMaxKeySize) return Status::OK();
+  return Status::InvalidArgument("key of " + std::to_string(key.size()) + " bytes; keys must be 1.." +
+                                 std::to_string(kMaxKeySize) + " bytes");
+}
 
 // The first 8 bytes of `key`, zero padded, as stored in a node (raw byte order).
 inline uint64_t RawWordAt(std::string_view key, size_t word) {

@@ -110,10 +110,7 @@ Status TreeReader::ReadRecord(const LeafValue& entry, std::string_view key, std:
 }
 
 Status TreeReader::Get(std::string_view key, std::string* value) {
-  if (key.empty() || key.size() > kMaxKeySize) {
-    return Status::InvalidArgument("key of " + std::to_string(key.size()) + " bytes; keys must be 1.." +
-                                   std::to_string(kMaxKeySize) + " bytes");
-  }
+  CELL_RETURN_IF_ERROR(CheckKeySize(key));
   SearchKey k(key);
   Path path;
   NodeHandle h;

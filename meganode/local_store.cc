@@ -7,10 +7,7 @@
 namespace cell::meganode {
 
 Status CheckKeyValue(std::string_view key, std::string_view value) {
-  if (key.empty() || key.size() > kMaxKeySize) {
-    return Status::InvalidArgument("key of " + std::to_string(key.size()) + " bytes; keys must be 1.." +
-                                   std::to_string(kMaxKeySize) + " bytes");
-  }
+  CELL_RETURN_IF_ERROR(btree::CheckKeySize(key));
   if (value.size() > kMaxValueSize) {
     return Status::InvalidArgument("value of " + std::to_string(value.size()) + " bytes exceeds the " +
                                    std::to_string(kMaxValueSize) + "-byte limit");
