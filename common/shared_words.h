@@ -26,6 +26,23 @@ inline void CopyToShared(uint64_t* dst, const uint64_t* src, size_t words) {
   for (size_t i = 0; i < words; ++i) StoreSharedWord(dst + i, src[i]);
 }
 
+// Copies `bytes` bytes starting at any address `src` inside shared memory whose words are all readable (the memory
+// is 8-byte aligned and a multiple of 8 bytes long, as every region is) into private memory, with word loads only.
+inline void CopyBytesFromShared(void* dst, const void* src, size_t bytes) {
+  auto* out = static_cast<char*>(dst);
+  auto addr = reinterpret_cast<uintptr_t>(src);
+  while (bytes > 0) {
+    const auto* word_ptr = reinterpret_cast<const uint64_t*>(addr & ~uintptr_t{7});
+    const size_t skip = addr & 7;
+    const size_t take = bytes < 8 - skip ? bytes : 8 - skip;
+    const uint64_t word = LoadSharedWord(word_ptr);
+    std::memcpy(out, reinterpret_cast<const char*>(&word) + skip, take);
+    out += take;
+    addr += take;
+    bytes -= take;
+  }
+}
+
 inline constexpr size_t WordsFor(size_t bytes) { return (bytes + 7) / 8; }
 
 }  // namespace cell

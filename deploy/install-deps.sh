@@ -15,6 +15,10 @@ packages=(
   # RDMA (rdma-core) and ZooKeeper, used by the rpc/ and membership/ layers.
   rdma-core libibverbs-dev librdmacm-dev ibverbs-providers
   libzookeeper-mt-dev zookeeper
+  # Soft-RoCE test guest (test/rxe/): qemu boots Debian's own kernel, whose package run_rxe.sh fetches.
+  qemu-system-x86 busybox-static kmod cpio rdmacm-utils ibverbs-utils
+  # Peer baseline for bench/peers/redis-baseline.sh.
+  redis-server redis-tools
 )
 
 sudo_cmd=()

@@ -24,6 +24,7 @@ class Status {
     kAborted,            // a concurrent change got in the way; retrying may succeed
     kFailedPrecondition, // the operation does not apply to this state (e.g. key belongs to another meganode)
     kInternal,           // a bug: an invariant did not hold
+    kDeadlineExceeded,   // no answer within the caller's timeout; the operation may or may not have happened
   };
 
   Status() = default;
@@ -36,6 +37,13 @@ class Status {
   static Status Aborted(std::string_view msg) { return Status(Code::kAborted, msg); }
   static Status FailedPrecondition(std::string_view msg) { return Status(Code::kFailedPrecondition, msg); }
   static Status Internal(std::string_view msg) { return Status(Code::kInternal, msg); }
+  static Status DeadlineExceeded(std::string_view msg) { return Status(Code::kDeadlineExceeded, msg); }
+  // The status with this code and message (for codes that travel over the wire); unknown codes become kInternal.
+  static Status FromCode(Code code, std::string_view msg) {
+    if (code == Code::kOk) return Status();
+    if (static_cast<unsigned>(code) > static_cast<unsigned>(Code::kDeadlineExceeded)) code = Code::kInternal;
+    return Status(code, msg);
+  }
 
   bool ok() const { return code_ == Code::kOk; }
   Code code() const { return code_; }
@@ -46,6 +54,7 @@ class Status {
   bool IsCorruption() const { return code_ == Code::kCorruption; }
   bool IsUnavailable() const { return code_ == Code::kUnavailable; }
   bool IsAborted() const { return code_ == Code::kAborted; }
+  bool IsDeadlineExceeded() const { return code_ == Code::kDeadlineExceeded; }
 
   // "OK", or "<code name>: <message>".
   std::string ToString() const;
@@ -72,6 +81,7 @@ inline std::string_view Status::CodeName(Code code) {
     case Code::kAborted: return "Aborted";
     case Code::kFailedPrecondition: return "FailedPrecondition";
     case Code::kInternal: return "Internal";
+    case Code::kDeadlineExceeded: return "DeadlineExceeded";
   }
   return "Unknown";
 }

@@ -1,0 +1,112 @@
+#include "rpc/frame.h"
+
+#include <fmt/format.h>
+
+namespace cell::rpc {
+namespace {
+
+template <typename T>
+void PutLE(char* out, T v) {
+  for (size_t i = 0; i < sizeof(T); ++i) out[i] = static_cast<char>((static_cast<uint64_t>(v) >> (8 * i)) & 0xff);
+}
+
+template <typename T>
+T GetLE(const char* in) {
+  uint64_t v = 0;
+  for (size_t i = 0; i < sizeof(T); ++i) v |= uint64_t{static_cast<unsigned char>(in[i])} << (8 * i);
+  return static_cast<T>(v);
+}
+
+}  // namespace
+
+void EncodeFrameHeader(const FrameHeader& h, char* out) {
+  PutLE<uint32_t>(out, kFrameMagic);
+  out[4] = static_cast<char>(kFrameVersion);
+  out[5] = static_cast<char>(h.type);
+  PutLE<uint16_t>(out + 6, h.aux);
+  PutLE<uint32_t>(out + 8, h.length);
+  PutLE<uint32_t>(out + 12, 0);
+  PutLE<uint64_t>(out + 16, h.request_id);
+}
+
+void AppendFrame(std::string& out, FrameType type, uint16_t aux, uint64_t request_id, std::string_view payload) {
+  const size_t at = out.size();
+  out.resize(at + kFrameHeaderBytes);
+  EncodeFrameHeader(FrameHeader{type, aux, static_cast<uint32_t>(payload.size()), request_id}, out.data() + at);
+  out.append(payload);
+}
+
+Status DecodeFrameHeader(std::string_view bytes, uint32_t max_payload_bytes, FrameHeader* h) {
+  if (bytes.size() < kFrameHeaderBytes) return Status::InvalidArgument("malformed frame: header truncated");
+  const char* p = bytes.data();
+  const auto magic = GetLE<uint32_t>(p);
+  if (magic != kFrameMagic) {
+    return Status::InvalidArgument(
+        fmt::format("malformed frame: bad magic {:#010x} (expected {:#010x}); the peer is not a Cell endpoint",
+                    magic, kFrameMagic));
+  }
+  const auto version = static_cast<uint8_t>(p[4]);
+  if (version != kFrameVersion) {
+    return Status::InvalidArgument(
+        fmt::format("malformed frame: protocol version {} (this build speaks {})", version, kFrameVersion));
+  }
+  const auto type = static_cast<uint8_t>(p[5]);
+  if (type == 0 || type > kMaxFrameType) {
+    return Status::InvalidArgument(fmt::format("malformed frame: unknown frame type {}", type));
+  }
+  if (GetLE<uint32_t>(p + 12) != 0) return Status::InvalidArgument("malformed frame: reserved header bits set");
+  h->type = static_cast<FrameType>(type);
+  h->aux = GetLE<uint16_t>(p + 6);
+  h->length = GetLE<uint32_t>(p + 8);
+  h->request_id = GetLE<uint64_t>(p + 16);
+  if (h->length > max_payload_bytes) {
+    return Status::InvalidArgument(fmt::format("frame of {} payload bytes exceeds the message limit of {} bytes",
+                                               h->length, max_payload_bytes));
+  }
+  return Status::OK();
+}
+
+char* FrameDecoder::PrepareAppend(size_t bytes) {
+  if (capacity_ - size_ < bytes) {
+    size_t capacity = capacity_ < 4096 ? 4096 : capacity_;
+    while (capacity - size_ < bytes) capacity *= 2;
+    auto grown = std::make_unique<char[]>(capacity);  // value-initialises once per growth, not per receive
+    std::memcpy(grown.get(), buffer_.get(), size_);
+    buffer_ = std::move(grown);
+    capacity_ = capacity;
+  }
+  return buffer_.get() + size_;
+}
+
+FrameDecoder::Result FrameDecoder::Next(FrameHeader* header, std::string_view* payload) {
+  if (!error_.ok()) return Result::kMalformed;
+  const std::string_view rest(buffer_.get() + consumed_, size_ - consumed_);
+  if (rest.size() < kFrameHeaderBytes) return Result::kNeedMore;
+  Status s = DecodeFrameHeader(rest, max_payload_, header);
+  if (!s.ok()) {
+    error_ = std::move(s);
+    return Result::kMalformed;
+  }
+  if (rest.size() - kFrameHeaderBytes < header->length) return Result::kNeedMore;
+  *payload = rest.substr(kFrameHeaderBytes, header->length);
+  consumed_ += kFrameHeaderBytes + header->length;
+  return Result::kFrame;
+}
+
+void FrameDecoder::Consume() {
+  if (consumed_ == 0) return;
+  if (consumed_ != size_) std::memmove(buffer_.get(), buffer_.get() + consumed_, size_ - consumed_);
+  size_ -= consumed_;
+  consumed_ = 0;
+}
+
+size_t FrameDecoder::BytesWanted() const {
+  const size_t have = size_ - consumed_;
+  if (have < kFrameHeaderBytes) return kFrameHeaderBytes - have;
+  FrameHeader h;
+  if (!DecodeFrameHeader(std::string_view(buffer_.get() + consumed_, have), max_payload_, &h).ok()) return 1;
+  const size_t total = kFrameHeaderBytes + h.length;
+  return total > have ? total - have : 1;
+}
+
+}  // namespace cell::rpc

@@ -1,0 +1,328 @@
+#include "rpc/socket_channel.h"
+
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "rpc/socket_util.h"
+
+namespace cell::rpc {
+namespace {
+
+constexpr size_t kReceiveChunk = 64 * 1024;
+
+}  // namespace
+
+Status ExchangeHello(int fd, const std::string& uri, proto::Role role, const ClientOptions& options,
+                     proto::HelloReply* reply) {
+  const auto deadline = Clock::now() + options.connect_timeout;
+  proto::Hello hello;
+  hello.set_role(role);
+  hello.set_max_message_bytes(options.max_message_bytes);
+  std::string frame;
+  AppendFrame(frame, FrameType::kHello, 0, 0, hello.SerializeAsString());
+  Status s = SendAllBy(fd, frame, deadline);
+  FrameDecoder decoder(options.max_message_bytes);
+  FrameHeader header;
+  std::string_view payload;
+  if (s.ok()) s = ReceiveFrameBy(fd, decoder, deadline, &header, &payload);
+  if (s.ok() && header.type == FrameType::kError) {
+    s = Status::FromCode(static_cast<Status::Code>(header.aux), payload);
+  } else if (s.ok() && (header.type != FrameType::kHelloReply ||
+                        !reply->ParseFromArray(payload.data(), static_cast<int>(payload.size())))) {
+    s = Status::Unavailable("unexpected reply to Hello");
+  }
+  if (!s.ok()) return Status::Unavailable(fmt::format("cannot set up a connection to {}: {}", uri, s.ToString()));
+  return Status::OK();
+}
+
+StatusOr<std::unique_ptr<SocketChannel>> SocketChannel::Open(int fd, std::string uri, proto::Role role,
+                                                             const ClientOptions& options,
+                                                             proto::HelloReply* reply) {
+  Status s = ExchangeHello(fd, uri, role, options, reply);
+  if (!s.ok()) {
+    close(fd);
+    return s;
+  }
+  auto channel = std::unique_ptr<SocketChannel>(new SocketChannel(fd, std::move(uri), options,
+                                                                  reply->max_message_bytes()));
+  channel->epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
+  channel->wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (channel->epoll_fd_ < 0 || channel->wake_fd_ < 0) {
+    return Status::Unavailable(fmt::format("epoll/eventfd: {}", std::strerror(errno)));
+  }
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.fd = channel->fd_;
+  epoll_ctl(channel->epoll_fd_, EPOLL_CTL_ADD, channel->fd_, &ev);
+  ev.data.fd = channel->wake_fd_;
+  epoll_ctl(channel->epoll_fd_, EPOLL_CTL_ADD, channel->wake_fd_, &ev);
+  channel->io_ = std::thread([c = channel.get()] { c->IoLoop(); });
+  return channel;
+}
+
+SocketChannel::SocketChannel(int fd, std::string uri, const ClientOptions& options, uint32_t server_max)
+    : fd_(fd),
+      uri_(std::move(uri)),
+      options_(options),
+      send_limit_(server_max != 0 && server_max < options.max_message_bytes ? server_max
+                                                                             : options.max_message_bytes) {}
+
+SocketChannel::~SocketChannel() {
+  Close(Status::Unavailable(fmt::format("connection to {} closed by the client", uri_)));
+  if (io_.joinable()) io_.join();
+  close(fd_);
+  if (epoll_fd_ >= 0) close(epoll_fd_);
+  if (wake_fd_ >= 0) close(wake_fd_);
+}
+
+void SocketChannel::Close(const Status& why) {
+  std::lock_guard lock(mu_);
+  alive_.store(false, std::memory_order_relaxed);
+  if (health_.ok()) health_ = why;
+  shutdown(fd_, SHUT_RDWR);  // the I/O thread sees the end of the stream and fails what is waiting
+}
+
+Status SocketChannel::health() const {
+  std::lock_guard lock(mu_);
+  return health_;
+}
+
+void SocketChannel::Call(uint16_t method, std::string_view request, RpcCallback done,
+                         std::chrono::microseconds timeout) {
+  Pending p;
+  p.rpc = std::move(done);
+  p.deadline = Clock::now() + (timeout.count() > 0 ? timeout : std::chrono::microseconds(options_.call_timeout));
+  if (request.size() > send_limit_) {
+    p.rpc(Status::InvalidArgument(fmt::format("request of {} bytes exceeds the message limit of {} bytes",
+                                              request.size(), send_limit_)),
+          {});
+    return;
+  }
+  Status s = Issue(p, FrameType::kRequest, method, request);
+  if (!s.ok()) p.rpc(s, {});
+}
+
+void SocketChannel::Read(GlobalPtr remote, uint32_t length, void* dest, ReadCallback done) {
+  Pending p;
+  p.read = std::move(done);
+  p.dest = dest;
+  p.length = length;
+  p.deadline = Clock::now() + options_.call_timeout;
+  if (length > send_limit_) {
+    p.read(Status::InvalidArgument(
+        fmt::format("one-sided read of {} bytes exceeds the message limit of {} bytes", length, send_limit_)));
+    return;
+  }
+  proto::ReadRequest request;
+  request.set_region(remote.region);
+  request.set_offset(remote.offset);
+  request.set_length(length);
+  char buffer[32];
+  const int size = static_cast<int>(request.ByteSizeLong());
+  request.SerializeWithCachedSizesToArray(reinterpret_cast<uint8_t*>(buffer));
+  Status s = Issue(p, FrameType::kReadRequest, 0, std::string_view(buffer, size));
+  if (!s.ok()) p.read(s);
+}
+
+Status SocketChannel::Issue(Pending& pending, FrameType type, uint16_t aux, std::string_view payload) {
+  std::unique_lock lock(mu_);
+  if (!health_.ok()) return health_;
+  const uint64_t id = next_id_++;
+  const auto deadline = pending.deadline;
+  deadlines_.emplace(deadline, id);
+  pending_.emplace(id, std::move(pending));
+  AppendFrame(out_, type, aux, id, payload);
+  if (!write_armed_) {
+    if (!FlushLocked()) {
+      // The socket failed: the I/O thread sees it too and fails every request, this one included.
+      shutdown(fd_, SHUT_RDWR);
+    } else if (!out_.empty()) {
+      ArmLocked(true);
+    }
+  }
+  if (deadline < io_wakes_at_) {
+    io_wakes_at_ = deadline;
+    const uint64_t one = 1;
+    [[maybe_unused]] ssize_t n = write(wake_fd_, &one, sizeof(one));
+  }
+  return Status::OK();
+}
+
+bool SocketChannel::FlushLocked() {
+  while (sent_ < out_.size()) {
+    const ssize_t n = send(fd_, out_.data() + sent_, out_.size() - sent_, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n > 0) {
+      sent_ += static_cast<size_t>(n);
+    } else if (n < 0 && errno == EINTR) {
+      continue;
+    } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      return true;
+    } else {
+      return false;
+    }
+  }
+  out_.clear();
+  sent_ = 0;
+  return true;
+}
+
+void SocketChannel::ArmLocked(bool want_write) {
+  if (write_armed_ == want_write) return;
+  write_armed_ = want_write;
+  epoll_event ev{};
+  ev.events = EPOLLIN | (want_write ? static_cast<uint32_t>(EPOLLOUT) : 0u);
+  ev.data.fd = fd_;
+  epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, fd_, &ev);
+}
+
+void SocketChannel::FailAll(const Status& why) {
+  absl::flat_hash_map<uint64_t, Pending> failed;
+  {
+    std::lock_guard lock(mu_);
+    failed.swap(pending_);
+    deadlines_.clear();
+  }
+  for (auto& [id, p] : failed) {
+    if (p.rpc) {
+      p.rpc(why, {});
+    } else {
+      p.read(why);
+    }
+  }
+}
+
+void SocketChannel::IoLoop() {
+  FrameDecoder decoder(options_.max_message_bytes);
+  struct Completion {
+    Pending pending;
+    Status status;
+    std::string_view payload;
+  };
+  std::vector<Completion> ready;
+  Status end;  // set when the connection ends
+
+  while (end.ok()) {
+    int timeout_ms = -1;
+    {
+      std::lock_guard lock(mu_);
+      io_wakes_at_ = deadlines_.empty() ? Clock::time_point::max() : deadlines_.begin()->first;
+      if (!deadlines_.empty()) {
+        const auto left = io_wakes_at_ - Clock::now();
+        timeout_ms = left.count() <= 0 ? 0
+                                       : static_cast<int>(std::min<int64_t>(
+                                             std::chrono::ceil<std::chrono::milliseconds>(left).count(), 60000));
+      }
+    }
+    epoll_event events[2];
+    const int n = epoll_wait(epoll_fd_, events, 2, timeout_ms);
+    if (n < 0 && errno != EINTR) {
+      end = Status::Unavailable(fmt::format("connection to {} failed: epoll_wait: {}", uri_, std::strerror(errno)));
+      break;
+    }
+    for (int i = 0; i < n; ++i) {
+      if (events[i].data.fd == wake_fd_) {
+        uint64_t value;
+        [[maybe_unused]] ssize_t r = read(wake_fd_, &value, sizeof(value));
+        continue;
+      }
+      if (events[i].events & EPOLLOUT) {
+        std::lock_guard lock(mu_);
+        if (!FlushLocked()) {
+          end = Status::Unavailable(fmt::format("connection to {} lost: send failed", uri_));
+        } else if (out_.empty()) {
+          ArmLocked(false);
+        }
+      }
+      if (events[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
+        while (true) {
+          const size_t want = std::max(kReceiveChunk, decoder.BytesWanted());
+          char* room = decoder.PrepareAppend(want);
+          const ssize_t got = recv(fd_, room, want, 0);
+          if (got > 0) {
+            decoder.Commit(static_cast<size_t>(got));
+            if (static_cast<size_t>(got) < want) break;
+          } else if (got == 0) {
+            end = Status::Unavailable(fmt::format("connection to {} closed by the server", uri_));
+            break;
+          } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
+            break;
+          } else if (errno != EINTR) {
+            end = Status::Unavailable(fmt::format("connection to {} lost: {}", uri_, std::strerror(errno)));
+            break;
+          }
+        }
+      }
+    }
+
+    // Match every whole reply to its request, under one lock; run the callbacks after.
+    {
+      std::lock_guard lock(mu_);
+      FrameHeader header;
+      std::string_view payload;
+      while (true) {
+        const auto r = decoder.Next(&header, &payload);
+        if (r == FrameDecoder::Result::kNeedMore) break;
+        if (r == FrameDecoder::Result::kMalformed) {
+          end = Status::Unavailable(
+              fmt::format("connection to {} closed: malformed reply: {}", uri_, decoder.error().message()));
+          break;
+        }
+        auto it = pending_.find(header.request_id);
+        if (it == pending_.end()) continue;  // its caller already timed out
+        Completion c{std::move(it->second), Status::OK(), payload};
+        pending_.erase(it);
+        deadlines_.erase({c.pending.deadline, header.request_id});
+        if (header.type == FrameType::kError) {
+          c.status = Status::FromCode(static_cast<Status::Code>(header.aux), payload);
+        } else if (c.pending.read && (header.type != FrameType::kReadResponse || payload.size() != c.pending.length)) {
+          c.status = Status::Internal(fmt::format("read reply of {} bytes for a read of {}", payload.size(),
+                                                  c.pending.length));
+        } else if (c.pending.rpc && header.type != FrameType::kResponse) {
+          c.status = Status::Internal(fmt::format("unexpected frame type {} in reply to a call",
+                                                  static_cast<int>(header.type)));
+        }
+        ready.push_back(std::move(c));
+      }
+      // Expire requests past their deadline.
+      const auto now = Clock::now();
+      while (!deadlines_.empty() && deadlines_.begin()->first <= now) {
+        const uint64_t id = deadlines_.begin()->second;
+        deadlines_.erase(deadlines_.begin());
+        auto it = pending_.find(id);
+        if (it == pending_.end()) continue;
+        ready.push_back(Completion{std::move(it->second),
+                                   Status::DeadlineExceeded(fmt::format("no reply from {} in time", uri_)), {}});
+        pending_.erase(it);
+      }
+    }
+    for (Completion& c : ready) {
+      if (c.pending.rpc) {
+        c.pending.rpc(c.status, c.payload);
+      } else {
+        if (c.status.ok()) std::memcpy(c.pending.dest, c.payload.data(), c.payload.size());
+        c.pending.read(c.status);
+      }
+    }
+    ready.clear();
+    decoder.Consume();
+  }
+
+  {
+    std::lock_guard lock(mu_);
+    alive_.store(false, std::memory_order_relaxed);
+    if (health_.ok()) health_ = end;
+    end = health_;
+  }
+  shutdown(fd_, SHUT_RDWR);
+  FailAll(end);
+}
+
+}  // namespace cell::rpc

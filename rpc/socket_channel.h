@@ -1,0 +1,84 @@
+// The client half of one stream-transport socket: pipelined requests matched to replies by request id.
+//
+// Any thread may issue requests; each is written to the socket at once by the calling thread (under the channel's
+// lock). One I/O thread per channel reads replies, runs their callbacks and expires requests past their deadline.
+// When the socket fails or the peer closes it, every waiting request fails with Unavailable, and so does every later
+// one.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include <absl/container/btree_set.h>
+#include <absl/container/flat_hash_map.h>
+
+#include "rpc/frame.h"
+#include "rpc/proto/transport.pb.h"
+#include "rpc/transport.h"
+
+namespace cell::rpc {
+
+// Sends a Hello for `role` on `fd` (connected, non-blocking) and waits for the HelloReply; the error if the peer
+// refuses the role, answers something else, or does not answer within the connect timeout.
+Status ExchangeHello(int fd, const std::string& uri, proto::Role role, const ClientOptions& options,
+                     proto::HelloReply* reply);
+
+class SocketChannel {
+ public:
+  // Says hello on `fd` (a connected non-blocking socket, which the channel then owns) as `role`, waits for the
+  // reply, and starts the I/O thread.
+  static StatusOr<std::unique_ptr<SocketChannel>> Open(int fd, std::string uri, proto::Role role,
+                                                       const ClientOptions& options, proto::HelloReply* reply);
+  ~SocketChannel();
+
+  void Call(uint16_t method, std::string_view request, RpcCallback done, std::chrono::microseconds timeout);
+  // A kReadRequest served by the server's NIC threads; the reply's bytes are copied to `dest`.
+  void Read(GlobalPtr remote, uint32_t length, void* dest, ReadCallback done);
+  Status health() const;
+  // health().ok(), without taking the lock.
+  bool alive() const { return alive_.load(std::memory_order_relaxed); }
+  void Close(const Status& why);
+
+ private:
+  struct Pending {
+    RpcCallback rpc;    // set for calls
+    ReadCallback read;  // set for reads
+    void* dest = nullptr;
+    uint32_t length = 0;
+    Clock::time_point deadline;
+  };
+
+  SocketChannel(int fd, std::string uri, const ClientOptions& options, uint32_t server_max);
+  // Registers a request (moving `pending` in) and writes its frame; on failure, returns the status instead and
+  // leaves `pending` with the caller.
+  Status Issue(Pending& pending, FrameType type, uint16_t aux, std::string_view payload);
+  void IoLoop();
+  void FailAll(const Status& why);  // with mu_ not held
+  bool FlushLocked();
+  void ArmLocked(bool want_write);
+
+  const int fd_;
+  const std::string uri_;
+  const ClientOptions options_;
+  const uint32_t send_limit_;  // the smaller of ours and the server's
+  int epoll_fd_ = -1;
+  int wake_fd_ = -1;
+  std::thread io_;
+  std::atomic<bool> alive_{true};
+
+  mutable std::mutex mu_;  // guards what follows
+  Status health_;
+  uint64_t next_id_ = 1;
+  absl::flat_hash_map<uint64_t, Pending> pending_;
+  absl::btree_set<std::pair<Clock::time_point, uint64_t>> deadlines_;
+  std::string out_;
+  size_t sent_ = 0;
+  bool write_armed_ = false;
+  Clock::time_point io_wakes_at_ = Clock::time_point::max();  // when the I/O thread will next check deadlines
+};
+
+}  // namespace cell::rpc

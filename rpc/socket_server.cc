@@ -1,0 +1,414 @@
+#include "rpc/socket_server.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <ctime>
+
+#include <fmt/format.h>
+
+#include "common/log.h"
+#include "common/shared_words.h"
+#include "rpc/frame.h"
+#include "rpc/socket_util.h"
+
+namespace cell::rpc {
+namespace {
+
+constexpr size_t kReceiveChunk = 64 * 1024;
+constexpr int kMaxReceivesPerTurn = 8;  // then the connection goes to the back of the queue (fairness)
+constexpr size_t kMaxErrorMessage = 4096;
+
+std::string PeerName(int fd) {
+  sockaddr_storage addr{};
+  socklen_t len = sizeof(addr);
+  if (getpeername(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0 && addr.ss_family == AF_INET) {
+    const auto* in = reinterpret_cast<const sockaddr_in*>(&addr);
+    char text[INET_ADDRSTRLEN] = {};
+    inet_ntop(AF_INET, &in->sin_addr, text, sizeof(text));
+    return fmt::format("{}:{}", text, ntohs(in->sin_port));
+  }
+  return fmt::format("local socket {}", fd);
+}
+
+}  // namespace
+
+class SocketServer::Conn final : public Responder::Sink, public std::enable_shared_from_this<Conn> {
+ public:
+  Conn(int fd, std::string peer, uint32_t max_message)
+      : fd(fd), peer(std::move(peer)), decoder(max_message), max_message(max_message) {}
+  ~Conn() override { close(fd); }
+
+  void Send(uint64_t request_id, const Status& status, std::string_view payload) override {
+    std::lock_guard lock(mu);
+    if (closed) return;  // the client is gone; nobody waits for this reply
+    AppendReplyLocked(request_id, status, payload);
+    if (!owned) FlushBlockingLocked();  // answered later, from another thread: the worker will not flush it
+  }
+
+  void AppendReplyLocked(uint64_t request_id, const Status& status, std::string_view payload) {
+    if (status.ok() && payload.size() <= max_message) {
+      AppendFrame(out, FrameType::kResponse, 0, request_id, payload);
+      return;
+    }
+    const Status error = status.ok() ? Status::ResourceExhausted(fmt::format(
+                                           "the response of {} bytes exceeds the message limit of {} bytes",
+                                           payload.size(), max_message))
+                                     : status;
+    std::string_view message = error.message();
+    if (message.size() > kMaxErrorMessage) message = message.substr(0, kMaxErrorMessage);
+    AppendFrame(out, FrameType::kError, static_cast<uint16_t>(error.code()), request_id, message);
+  }
+
+  // Sends what it can without blocking; false if the socket failed.
+  bool FlushLocked() {
+    while (sent < out.size()) {
+      const ssize_t n = ::send(fd, out.data() + sent, out.size() - sent, MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (n > 0) {
+        sent += static_cast<size_t>(n);
+      } else if (n < 0 && errno == EINTR) {
+        continue;
+      } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+        return true;
+      } else {
+        return false;
+      }
+    }
+    out.clear();
+    sent = 0;
+    return true;
+  }
+
+  // For replies sent while no worker owns the connection. If the client does not drain its socket for 5 s, the
+  // connection is shut down; the worker that next sees it closes it.
+  void FlushBlockingLocked() {
+    const auto deadline = Clock::now() + std::chrono::seconds(5);
+    while (true) {
+      if (!FlushLocked()) break;
+      if (out.empty()) return;
+      pollfd p{fd, POLLOUT, 0};
+      if (Clock::now() >= deadline || poll(&p, 1, 100) < 0) break;
+    }
+    shutdown(fd, SHUT_RDWR);
+  }
+
+  const int fd;
+  const std::string peer;
+  FrameDecoder decoder;  // touched only by the thread that owns the connection (EPOLLONESHOT)
+  const uint32_t max_message;
+  proto::Role role = proto::ROLE_UNSPECIFIED;
+
+  std::mutex mu;  // guards what follows
+  std::string out;
+  size_t sent = 0;
+  bool owned = false;  // a pool thread is serving the connection and will flush `out`
+  bool closed = false;
+};
+
+SocketServer::SocketServer(std::string uri, int listen_fd, const ServerOptions& options, Personality personality,
+                           RpcHandler* handler)
+    : uri_(std::move(uri)), listen_fd_(listen_fd), options_(options), personality_(personality), handler_(handler) {}
+
+SocketServer::~SocketServer() { Stop(); }
+
+Status SocketServer::Start() {
+  workers_.epoll_fd = epoll_create1(EPOLL_CLOEXEC);
+  nics_.epoll_fd = epoll_create1(EPOLL_CLOEXEC);
+  wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (workers_.epoll_fd < 0 || nics_.epoll_fd < 0 || wake_fd_ < 0) {
+    return Status::Unavailable(fmt::format("epoll/eventfd: {}", std::strerror(errno)));
+  }
+  for (Pool* pool : {&workers_, &nics_}) {
+    epoll_event ev{};
+    ev.events = EPOLLIN;  // level-triggered and never read: once written, it wakes every thread of both pools
+    ev.data.ptr = nullptr;
+    epoll_ctl(pool->epoll_fd, EPOLL_CTL_ADD, wake_fd_, &ev);
+  }
+  started_ = true;
+  for (int i = 0; i < options_.workers; ++i) {
+    workers_.threads.emplace_back([this, i] { PoolLoop(&workers_, i, options_.worker_cpus, "worker"); });
+  }
+  if (personality_.serve_reads) {
+    for (int i = 0; i < options_.nic_threads; ++i) {
+      nics_.threads.emplace_back([this, i] { PoolLoop(&nics_, i, options_.nic_cpus, "NIC"); });
+    }
+  }
+  acceptor_ = std::thread([this] { AcceptLoop(); });
+  return Status::OK();
+}
+
+void SocketServer::Stop() {
+  std::lock_guard stop_lock(stop_mu_);
+  if (stopping_.exchange(true)) return;
+  shutdown(listen_fd_, SHUT_RDWR);  // wakes accept()
+  if (acceptor_.joinable()) acceptor_.join();
+  if (wake_fd_ >= 0) {
+    const uint64_t one = 1;
+    [[maybe_unused]] ssize_t n = write(wake_fd_, &one, sizeof(one));
+  }
+  for (Pool* pool : {&workers_, &nics_}) {
+    for (auto& t : pool->threads) t.join();
+    pool->threads.clear();
+  }
+  std::unordered_map<Conn*, std::shared_ptr<Conn>> conns;
+  {
+    std::lock_guard lock(conns_mu_);
+    conns.swap(conns_);
+  }
+  for (auto& [raw, conn] : conns) {
+    std::lock_guard lock(conn->mu);
+    conn->closed = true;
+    shutdown(conn->fd, SHUT_RDWR);
+  }
+  close(listen_fd_);
+  for (int fd : {workers_.epoll_fd, nics_.epoll_fd, wake_fd_}) {
+    if (fd >= 0) close(fd);
+  }
+}
+
+Status SocketServer::RegisterRegion(const RegionRegistration& region) {
+  if (!personality_.serve_reads && !personality_.share_regions) {
+    return Status::FailedPrecondition("this transport does not serve one-sided reads");
+  }
+  if (personality_.share_regions && region.fd < 0) {
+    return Status::InvalidArgument(fmt::format(
+        "region {} has no file descriptor: shm clients can only map memfd-backed regions", region.id));
+  }
+  return regions_.Add(region);
+}
+
+double SocketServer::PoolCpuSeconds(Pool& pool) const {
+  double total = pool.exited_cpu_seconds.load();
+  std::lock_guard lock(pool.clocks_mu);
+  for (clockid_t clock : pool.clocks) {
+    timespec ts{};
+    if (clock_gettime(clock, &ts) == 0) total += static_cast<double>(ts.tv_sec) + ts.tv_nsec * 1e-9;
+  }
+  return total;
+}
+
+ServerStats SocketServer::stats() const {
+  ServerStats s;
+  s.requests = requests_.load(std::memory_order_relaxed);
+  s.reads = reads_.load(std::memory_order_relaxed);
+  s.read_bytes = read_bytes_.load(std::memory_order_relaxed);
+  s.connections_closed_for_protocol_errors = protocol_errors_.load(std::memory_order_relaxed);
+  auto* self = const_cast<SocketServer*>(this);
+  s.worker_cpu_seconds = PoolCpuSeconds(self->workers_);
+  s.nic_cpu_seconds = PoolCpuSeconds(self->nics_);
+  return s;
+}
+
+void SocketServer::AcceptLoop() {
+  while (!stopping_.load()) {
+    const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (stopping_.load()) break;
+      if (errno == EINTR || errno == ECONNABORTED) continue;
+      if (errno == EMFILE || errno == ENFILE) {
+        LogError("{}: cannot accept connections: {}; retrying", uri_, std::strerror(errno));
+        pollfd p{listen_fd_, 0, 0};
+        poll(&p, 1, 100);  // back off until descriptors are freed
+        continue;
+      }
+      LogError("{}: accept failed: {}", uri_, std::strerror(errno));
+      break;
+    }
+    SetNoDelay(fd);
+    auto conn = std::make_shared<Conn>(fd, PeerName(fd), options_.max_message_bytes);
+    {
+      std::lock_guard lock(conns_mu_);
+      conns_[conn.get()] = conn;
+    }
+    epoll_event ev{};
+    ev.events = EPOLLIN | EPOLLONESHOT;
+    ev.data.ptr = conn.get();
+    epoll_ctl(workers_.epoll_fd, EPOLL_CTL_ADD, fd, &ev);
+  }
+}
+
+void SocketServer::PoolLoop(Pool* pool, int index, const std::vector<int>& cpus, const char* what) {
+  if (!cpus.empty()) PinThisThread(cpus[static_cast<size_t>(index) % cpus.size()], what);
+  clockid_t clock{};
+  pthread_getcpuclockid(pthread_self(), &clock);
+  {
+    std::lock_guard lock(pool->clocks_mu);
+    pool->clocks.push_back(clock);
+  }
+  while (true) {
+    epoll_event ev{};
+    const int n = epoll_wait(pool->epoll_fd, &ev, 1, -1);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      LogError("{}: epoll_wait failed: {}", uri_, std::strerror(errno));
+      break;
+    }
+    if (n == 0) continue;
+    if (ev.data.ptr == nullptr) break;  // Stop()
+    Serve(static_cast<Conn*>(ev.data.ptr), pool);
+  }
+  {
+    std::lock_guard lock(pool->clocks_mu);
+    std::erase(pool->clocks, clock);
+    double expected = pool->exited_cpu_seconds.load();
+    while (!pool->exited_cpu_seconds.compare_exchange_weak(expected, expected + ThreadCpuSeconds())) {
+    }
+  }
+}
+
+void SocketServer::Serve(Conn* conn, Pool* pool) {
+  {
+    std::lock_guard lock(conn->mu);
+    conn->owned = true;
+  }
+  std::string close_reason;
+  bool peer_gone = false;
+  for (int i = 0; i < kMaxReceivesPerTurn; ++i) {
+    const size_t want = std::max(kReceiveChunk, conn->decoder.BytesWanted());
+    char* room = conn->decoder.PrepareAppend(want);
+    const ssize_t n = recv(conn->fd, room, want, 0);
+    if (n > 0) {
+      conn->decoder.Commit(static_cast<size_t>(n));
+      if (static_cast<size_t>(n) < want) break;
+    } else if (n == 0) {
+      peer_gone = true;
+      break;
+    } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      break;
+    } else if (errno != EINTR) {
+      peer_gone = true;
+      break;
+    }
+  }
+
+  Pool* move_to = nullptr;
+  bool ok = true;
+  FrameHeader header;
+  std::string_view payload;
+  while (ok) {
+    const auto r = conn->decoder.Next(&header, &payload);
+    if (r == FrameDecoder::Result::kNeedMore) break;
+    if (r == FrameDecoder::Result::kMalformed) {
+      close_reason = conn->decoder.error().message();
+      ok = false;
+      break;
+    }
+    ok = Dispatch(conn, header, payload, &move_to);
+    if (!ok) close_reason = "protocol violation";  // Dispatch logged the details
+  }
+  conn->decoder.Consume();
+
+  std::unique_lock lock(conn->mu);
+  const bool flushed = conn->FlushLocked();
+  if (!ok || peer_gone || !flushed) {
+    lock.unlock();
+    if (!ok) protocol_errors_.fetch_add(1, std::memory_order_relaxed);
+    CloseConn(conn, ok ? "" : close_reason);
+    return;
+  }
+  conn->owned = false;
+  epoll_event ev{};
+  // A client that does not read its replies is not read from either, until the replies drain (back-pressure).
+  ev.events = (conn->out.empty() ? EPOLLIN : EPOLLOUT) | EPOLLONESHOT;
+  ev.data.ptr = conn;
+  if (move_to != nullptr && move_to != pool) {
+    epoll_ctl(pool->epoll_fd, EPOLL_CTL_DEL, conn->fd, nullptr);
+    epoll_ctl(move_to->epoll_fd, EPOLL_CTL_ADD, conn->fd, &ev);
+  } else {
+    epoll_ctl(pool->epoll_fd, EPOLL_CTL_MOD, conn->fd, &ev);
+  }
+}
+
+bool SocketServer::Dispatch(Conn* conn, const FrameHeader& header, std::string_view payload, Pool** move_to) {
+  switch (conn->role) {
+    case proto::ROLE_RPC:
+      if (header.type != FrameType::kRequest) break;
+      requests_.fetch_add(1, std::memory_order_relaxed);
+      handler_->Handle(header.aux, payload, Responder(conn->shared_from_this(), header.request_id));
+      return true;
+
+    case proto::ROLE_READ: {
+      if (header.type != FrameType::kReadRequest) break;
+      proto::ReadRequest request;
+      if (!request.ParseFromArray(payload.data(), static_cast<int>(payload.size()))) break;
+      StatusOr<const char*> src = regions_.Resolve(request.region(), request.offset(), request.length());
+      if (src.ok() && request.length() > conn->max_message) {
+        src = Status::InvalidArgument(fmt::format("one-sided read of {} bytes exceeds the message limit of {} bytes",
+                                                  request.length(), conn->max_message));
+      }
+      std::lock_guard lock(conn->mu);
+      if (!src.ok()) {
+        conn->AppendReplyLocked(header.request_id, src.status(), {});
+        return true;
+      }
+      const size_t at = conn->out.size();
+      conn->out.resize(at + kFrameHeaderBytes + request.length());
+      EncodeFrameHeader(FrameHeader{FrameType::kReadResponse, 0, request.length(), header.request_id},
+                        conn->out.data() + at);
+      // Region memory may be changing under us, as under a NIC: copy it with word loads (common/shared_words.h).
+      CopyBytesFromShared(conn->out.data() + at + kFrameHeaderBytes, *src, request.length());
+      reads_.fetch_add(1, std::memory_order_relaxed);
+      read_bytes_.fetch_add(request.length(), std::memory_order_relaxed);
+      return true;
+    }
+
+    case proto::ROLE_MAP:
+      if (header.type != FrameType::kMapRequest) break;
+      return AnswerMapRequest(conn->fd, header.request_id, payload);
+
+    default: {
+      if (header.type != FrameType::kHello) {
+        LogWarning("{}: closing connection from {}: its first frame was not a Hello", uri_, conn->peer);
+        return false;
+      }
+      proto::Hello hello;
+      if (!hello.ParseFromArray(payload.data(), static_cast<int>(payload.size()))) break;
+      const proto::Role role = hello.role();
+      const bool allowed = role == proto::ROLE_RPC || (role == proto::ROLE_READ && personality_.serve_reads) ||
+                           (role == proto::ROLE_MAP && personality_.share_regions);
+      std::lock_guard lock(conn->mu);
+      if (!allowed) {
+        conn->AppendReplyLocked(header.request_id,
+                                Status::InvalidArgument(fmt::format(
+                                    "this server does not accept {} connections", proto::Role_Name(role))),
+                                {});
+        LogWarning("{}: closing connection from {}: unsupported role {}", uri_, conn->peer, static_cast<int>(role));
+        return false;
+      }
+      conn->role = role;
+      proto::HelloReply reply;
+      reply.set_max_message_bytes(options_.max_message_bytes);
+      FillHelloReply(&reply);
+      AppendFrame(conn->out, FrameType::kHelloReply, 0, header.request_id, reply.SerializeAsString());
+      if (role == proto::ROLE_READ) *move_to = &nics_;
+      return true;
+    }
+  }
+  LogWarning("{}: closing connection from {}: unexpected or unparsable frame (type {}) for a {} connection", uri_,
+             conn->peer, static_cast<int>(header.type), proto::Role_Name(conn->role));
+  return false;
+}
+
+void SocketServer::CloseConn(Conn* conn, const std::string& reason) {
+  {
+    std::lock_guard lock(conn->mu);
+    if (conn->closed) return;
+    conn->closed = true;
+  }
+  epoll_ctl(workers_.epoll_fd, EPOLL_CTL_DEL, conn->fd, nullptr);
+  epoll_ctl(nics_.epoll_fd, EPOLL_CTL_DEL, conn->fd, nullptr);
+  shutdown(conn->fd, SHUT_RDWR);
+  if (!reason.empty()) LogWarning("{}: closed connection from {}: {}", uri_, conn->peer, reason);
+  std::lock_guard lock(conns_mu_);
+  conns_.erase(conn);  // the descriptor closes when the last Responder lets go of the connection
+}
+
+}  // namespace cell::rpc

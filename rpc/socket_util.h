@@ -1,0 +1,40 @@
+// Socket plumbing shared by the stream transports (tcp, shm): listening, connecting with a deadline, blocking
+// exchanges for connection set-up, and passing descriptors over Unix sockets.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "cell/status.h"
+#include "rpc/frame.h"
+#include "rpc/transport.h"
+
+namespace cell::rpc {
+
+// A listening socket on host:port (port 0: any free port; the bound port is stored in *bound_port).
+StatusOr<int> ListenTcp(const std::string& host, uint16_t port, uint16_t* bound_port);
+// A listening Unix stream socket at `path` (a stale socket file left by a dead server is replaced).
+StatusOr<int> ListenUnix(const std::string& path);
+
+// A connected, non-blocking socket, or Unavailable saying why (refused, unreachable, timed out).
+StatusOr<int> ConnectTcp(const std::string& host, uint16_t port, Clock::time_point deadline);
+StatusOr<int> ConnectUnix(const std::string& path, Clock::time_point deadline);
+
+// Blocking (poll-based) exchanges on a non-blocking socket, for connection set-up only.
+Status SendAllBy(int fd, std::string_view bytes, Clock::time_point deadline);
+// Receives one whole frame into `decoder` and returns it; the payload stays valid until the decoder's Consume().
+Status ReceiveFrameBy(int fd, FrameDecoder& decoder, Clock::time_point deadline, FrameHeader* header,
+                      std::string_view* payload);
+// Sends `bytes` with descriptor `fd_to_pass` attached (SCM_RIGHTS); the bytes must fit the socket buffer.
+Status SendWithDescriptor(int fd, std::string_view bytes, int fd_to_pass, Clock::time_point deadline);
+// Receives exactly `length` bytes and, if one arrived with them, a descriptor (-1 otherwise).
+Status ReceiveWithDescriptor(int fd, char* out, size_t length, int* received_fd, Clock::time_point deadline);
+
+void SetNoDelay(int fd);
+// Pins the calling thread to `cpu`; logs (does not fail) when the CPU does not exist.
+void PinThisThread(int cpu, const char* what);
+// CPU seconds the calling thread has used.
+double ThreadCpuSeconds();
+
+}  // namespace cell::rpc

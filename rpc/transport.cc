@@ -1,0 +1,137 @@
+// The one place that names every transport: URI parsing and the Listen/Connect factories.
+#include "rpc/transport.h"
+
+#include <charconv>
+#include <future>
+
+#include <fmt/format.h>
+
+#include "rpc/shm/shm_transport.h"
+#include "rpc/tcp/tcp_transport.h"
+#include "rpc/verbs/verbs_transport.h"
+
+namespace cell::rpc {
+
+Responder& Responder::operator=(Responder&& other) noexcept {
+  if (this != &other) {
+    if (sink_) Fail(Status::Internal("the server replaced a request's responder without answering"));
+    sink_ = std::move(other.sink_);
+    id_ = other.id_;
+  }
+  return *this;
+}
+
+Responder::~Responder() {
+  if (sink_) Fail(Status::Internal("the server dropped the request without answering it"));
+}
+
+void Responder::Reply(std::string_view payload) {
+  if (!sink_) return;
+  sink_->Send(id_, Status::OK(), payload);
+  sink_.reset();
+}
+
+void Responder::Fail(const Status& status) {
+  if (!sink_) return;
+  sink_->Send(id_, status.ok() ? Status::Internal("Fail() called with OK") : status, {});
+  sink_.reset();
+}
+
+StatusOr<Endpoint> Endpoint::Parse(std::string_view uri) {
+  Endpoint e;
+  const size_t sep = uri.find("://");
+  if (sep == std::string_view::npos) {
+    return Status::InvalidArgument(
+        fmt::format("'{}' is not a transport URI (tcp://host:port, shm:///path or verbs://host:port)", uri));
+  }
+  const std::string_view scheme = uri.substr(0, sep);
+  const std::string_view rest = uri.substr(sep + 3);
+  if (scheme == "shm") {
+    if (rest.empty() || rest[0] != '/') {
+      return Status::InvalidArgument(fmt::format("'{}': shm URIs name an absolute socket path, shm:///path", uri));
+    }
+    e.scheme = Scheme::kShm;
+    e.path = std::string(rest);
+    return e;
+  }
+  if (scheme == "tcp") {
+    e.scheme = Scheme::kTcp;
+  } else if (scheme == "verbs") {
+    e.scheme = Scheme::kVerbs;
+  } else {
+    return Status::InvalidArgument(fmt::format("'{}': unknown transport '{}' (tcp, shm or verbs)", uri, scheme));
+  }
+  const size_t colon = rest.rfind(':');
+  unsigned port = 0;
+  if (colon == std::string_view::npos || colon == 0 ||
+      std::from_chars(rest.data() + colon + 1, rest.data() + rest.size(), port).ptr != rest.data() + rest.size() ||
+      colon + 1 == rest.size() || port > 65535) {
+    return Status::InvalidArgument(fmt::format("'{}': expected {}://host:port with a port of 0..65535", uri, scheme));
+  }
+  e.host = std::string(rest.substr(0, colon));
+  e.port = static_cast<uint16_t>(port);
+  return e;
+}
+
+StatusOr<std::unique_ptr<Server>> Listen(std::string_view uri, const ServerOptions& options, RpcHandler* handler) {
+  if (options.workers < 1 || options.workers > 1024) {
+    return Status::InvalidArgument(fmt::format("--workers must be 1..1024, not {}", options.workers));
+  }
+  if (options.nic_threads < 1 || options.nic_threads > 1024) {
+    return Status::InvalidArgument(fmt::format("--nic-threads must be 1..1024, not {}", options.nic_threads));
+  }
+  if (options.max_message_bytes < 4096) {
+    return Status::InvalidArgument(
+        fmt::format("the message limit must be at least 4096 bytes, not {}", options.max_message_bytes));
+  }
+  if (handler == nullptr) return Status::InvalidArgument("Listen needs a request handler");
+  auto endpoint = Endpoint::Parse(uri);
+  if (!endpoint.ok()) return endpoint.status();
+  switch (endpoint->scheme) {
+    case Endpoint::Scheme::kTcp: return tcp::Listen(*endpoint, options, handler);
+    case Endpoint::Scheme::kShm: return shm::Listen(*endpoint, options, handler);
+    case Endpoint::Scheme::kVerbs: return verbs::Listen(*endpoint, options, handler);
+  }
+  return Status::Internal("unreachable");
+}
+
+StatusOr<std::unique_ptr<Connection>> Connect(std::string_view uri, const ClientOptions& options) {
+  if (options.max_message_bytes < 4096) {
+    return Status::InvalidArgument(
+        fmt::format("the message limit must be at least 4096 bytes, not {}", options.max_message_bytes));
+  }
+  auto endpoint = Endpoint::Parse(uri);
+  if (!endpoint.ok()) return endpoint.status();
+  switch (endpoint->scheme) {
+    case Endpoint::Scheme::kTcp: return tcp::Connect(*endpoint, options);
+    case Endpoint::Scheme::kShm: return shm::Connect(*endpoint, options);
+    case Endpoint::Scheme::kVerbs: return verbs::Connect(*endpoint, options);
+  }
+  return Status::Internal("unreachable");
+}
+
+StatusOr<std::string> CallSync(Connection& connection, uint16_t method, std::string_view request,
+                               std::chrono::microseconds timeout) {
+  std::promise<StatusOr<std::string>> promise;
+  auto future = promise.get_future();
+  connection.Call(
+      method, request,
+      [&promise](const Status& s, std::string_view response) {
+        if (s.ok()) {
+          promise.set_value(std::string(response));
+        } else {
+          promise.set_value(s);
+        }
+      },
+      timeout);
+  return future.get();
+}
+
+Status ReadSync(Connection& connection, GlobalPtr remote, uint32_t length, void* dest) {
+  std::promise<Status> promise;
+  auto future = promise.get_future();
+  connection.Read(remote, length, dest, [&promise](const Status& s) { promise.set_value(s); });
+  return future.get();
+}
+
+}  // namespace cell::rpc

@@ -1,0 +1,157 @@
+// The transport interface: request/response RPC and one-sided reads between a client and a server.
+//
+// Everything above rpc/ uses only this header. A URI picks the transport:
+//   tcp://host:port          TCP; one-sided reads are served by the server's "NIC" threads, never its workers
+//   shm:///path/to/socket    same host; RPC over a Unix socket, one-sided reads copy from a read-only mapping
+//   verbs://host:port        RDMA (rdma-core): SEND/RECV for RPC, IBV_WR_RDMA_READ for one-sided reads
+//
+// Server: Listen(uri, options, handler) -> Server. Requests run on a pool of exactly `options.workers` threads (the
+// "server CPUs" of every experiment). Regions registered with RegisterRegion can be read one-sidedly, read-only.
+//
+// Client: Connect(uri, options) -> Connection. Call() and Read() are asynchronous and may be issued from any thread,
+// many at a time; each completes exactly once, through its callback, with OK or the error (timeout, peer gone,
+// refused read, ...). Callbacks run on a transport thread (for shm reads without a NIC model: inline, before Read
+// returns); they must not block.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "cell/status.h"
+#include "common/global_ptr.h"
+
+namespace cell::rpc {
+
+using Clock = std::chrono::steady_clock;
+
+// Completion of Call(): the status, and on success the response payload (valid only during the callback).
+using RpcCallback = std::function<void(const Status& status, std::string_view response)>;
+// Completion of Read(): OK once `length` bytes are at `dest`.
+using ReadCallback = std::function<void(const Status& status)>;
+
+// Where a server replies to one request. Move-only; exactly one Reply or Fail per request. A Responder destroyed
+// without either answers the client with an Internal error, so a handler bug never leaves a caller waiting.
+class Responder {
+ public:
+  // The connection-side end a Responder writes to (one per transport).
+  class Sink {
+   public:
+    virtual ~Sink() = default;
+    virtual void Send(uint64_t request_id, const Status& status, std::string_view payload) = 0;
+  };
+
+  Responder() = default;
+  Responder(std::shared_ptr<Sink> sink, uint64_t request_id) : sink_(std::move(sink)), id_(request_id) {}
+  Responder(Responder&&) = default;
+  Responder& operator=(Responder&& other) noexcept;
+  ~Responder();
+
+  void Reply(std::string_view payload);
+  void Fail(const Status& status);
+  bool pending() const { return sink_ != nullptr; }
+
+ private:
+  std::shared_ptr<Sink> sink_;
+  uint64_t id_ = 0;
+};
+
+// The server's request handler. Runs on a worker thread; may answer later, from any thread, through the Responder.
+class RpcHandler {
+ public:
+  virtual ~RpcHandler() = default;
+  virtual void Handle(uint16_t method, std::string_view request, Responder responder) = 0;
+};
+
+// Memory a server lets clients read one-sidedly. `base` must be 8-byte aligned and `size` a multiple of 8; the shm
+// transport also needs `fd`, the region's memfd (read-only descriptors of it are handed to clients).
+struct RegionRegistration {
+  uint32_t id = 0;
+  const void* base = nullptr;
+  uint64_t size = 0;
+  int fd = -1;
+};
+
+struct ServerOptions {
+  int workers = 1;                // threads that run RpcHandler::Handle (and the RPC sockets' I/O)
+  int nic_threads = 1;            // tcp: threads that serve one-sided reads
+  std::vector<int> worker_cpus;   // pin worker i to worker_cpus[i % size]; empty: no pinning
+  std::vector<int> nic_cpus;      // pin NIC thread i likewise
+  uint32_t max_message_bytes = 16u << 20;
+  // shm: "reads_per_s=R,bytes_per_s=B,latency_us=L" (any subset): a NIC model every shm client of this server
+  // obeys: reads are paced by one shared token bucket and complete L microseconds late. Empty: no model.
+  std::string nic_model;
+};
+
+struct ServerStats {
+  uint64_t requests = 0;          // RPC requests handled
+  uint64_t reads = 0;             // one-sided reads served by NIC threads (tcp only; shm and verbs need no server)
+  uint64_t read_bytes = 0;
+  double worker_cpu_seconds = 0;  // CPU time of the worker pool
+  double nic_cpu_seconds = 0;     // CPU time of the NIC threads, reported apart: it is not the server's CPU
+  uint64_t connections_closed_for_protocol_errors = 0;
+};
+
+class Server {
+ public:
+  virtual ~Server() = default;  // stops the server
+  // The URI clients connect to (with the port actually bound, if the listen URI said port 0).
+  virtual const std::string& uri() const = 0;
+  // Makes [base, base + size) readable one-sidedly as region `id`. Registered regions stay registered until the
+  // server stops: clients may keep reading them.
+  virtual Status RegisterRegion(const RegionRegistration& region) = 0;
+  virtual ServerStats stats() const = 0;
+  // Closes every connection (their callers see Unavailable) and joins every thread. Idempotent.
+  virtual void Stop() = 0;
+};
+
+struct ClientOptions {
+  std::chrono::milliseconds connect_timeout{5000};
+  std::chrono::milliseconds call_timeout{10000};  // default per-request timeout, for Call and Read
+  uint32_t max_message_bytes = 16u << 20;
+};
+
+class Connection {
+ public:
+  virtual ~Connection() = default;  // closes the connection
+  // Sends `request` to the server's handler as `method`. A request over the message limit fails at once with
+  // InvalidArgument; no answer within `timeout` (0: the default) fails with DeadlineExceeded.
+  virtual void Call(uint16_t method, std::string_view request, RpcCallback done,
+                    std::chrono::microseconds timeout = std::chrono::microseconds{0}) = 0;
+  // Copies `length` bytes at `remote` on the server into `dest` (which must stay valid until `done` runs). A read
+  // that is not entirely inside a registered region fails with InvalidArgument and reads nothing.
+  virtual void Read(GlobalPtr remote, uint32_t length, void* dest, ReadCallback done) = 0;
+  // OK while the connection is usable; otherwise the error that ended it.
+  virtual Status health() const = 0;
+  virtual const std::string& uri() const = 0;
+  // Fails every outstanding request with Unavailable and releases the connection's threads. Idempotent.
+  virtual void Close() = 0;
+};
+
+// Starts a server at `uri` (tcp://host:port, port 0 picks a free one; shm:///path; verbs://host:port). `handler`
+// must outlive the server.
+StatusOr<std::unique_ptr<Server>> Listen(std::string_view uri, const ServerOptions& options, RpcHandler* handler);
+
+// Connects to the server at `uri`.
+StatusOr<std::unique_ptr<Connection>> Connect(std::string_view uri, const ClientOptions& options = {});
+
+// Blocking helpers over the asynchronous calls (they wait on the callback).
+StatusOr<std::string> CallSync(Connection& connection, uint16_t method, std::string_view request,
+                               std::chrono::microseconds timeout = std::chrono::microseconds{0});
+Status ReadSync(Connection& connection, GlobalPtr remote, uint32_t length, void* dest);
+
+// A parsed transport URI.
+struct Endpoint {
+  enum class Scheme { kTcp, kShm, kVerbs };
+  Scheme scheme = Scheme::kTcp;
+  std::string host;  // tcp, verbs
+  uint16_t port = 0;
+  std::string path;  // shm
+  static StatusOr<Endpoint> Parse(std::string_view uri);
+};
+
+}  // namespace cell::rpc

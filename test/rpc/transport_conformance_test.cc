@@ -1,0 +1,503 @@
+// One conformance suite for every transport: what Connection and Server promise, whatever carries the bytes.
+//
+// Built twice: rpc_transport_conformance_test runs tcp and shm here; rpc_verbs_conformance_test (CELL_TEST_VERBS)
+// runs verbs inside the Soft-RoCE guest (test/rxe/).
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdlib>
+#include <cstring>
+#include <latch>
+#include <mutex>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include "rpc/frame.h"
+#include "rpc/socket_util.h"
+#include "test/rpc/test_handler.h"
+#include "test/test_util.h"
+
+extern char** environ;
+
+namespace cell::rpc {
+namespace {
+
+using cell::testing::TestHandler;
+using cell::testing::TestRegion;
+using namespace std::chrono_literals;
+
+struct TransportCase {
+  std::string name;
+  bool stream;        // frames on a socket (tcp, shm): raw malformed-frame tests apply
+  bool nic_threads;   // one-sided reads are served by server NIC threads (tcp)
+};
+
+std::string ListenUri(const TransportCase& t) {
+  static std::atomic<int> counter{0};
+  if (t.name == "tcp") return "tcp://127.0.0.1:0";
+  if (t.name == "shm") return fmt::format("shm:///tmp/cell-rpc-test-{}-{}.sock", getpid(), counter++);
+  const char* ip = std::getenv("CELL_RXE_IP");
+  return fmt::format("verbs://{}:0", ip != nullptr ? ip : "127.0.0.1");
+}
+
+// Waits for a count of completions with a generous bound, so that a bug fails the test instead of hanging it.
+class Completions {
+ public:
+  void Add() {
+    std::lock_guard lock(mu_);
+    ++done_;
+    cv_.notify_all();
+  }
+  bool WaitFor(int n, std::chrono::seconds bound = 60s) {
+    std::unique_lock lock(mu_);
+    return cv_.wait_for(lock, bound, [&] { return done_ >= n; });
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int done_ = 0;
+};
+
+class TransportTest : public ::testing::TestWithParam<TransportCase> {
+ protected:
+  void SetUp() override { StartServer(ServerOptions{}); }
+
+  void StartServer(ServerOptions options) {
+    server_.reset();
+    auto server = Listen(ListenUri(GetParam()), options, &handler_);
+    ASSERT_TRUE(server.ok()) << server.status().ToString();
+    server_ = std::move(*server);
+    ASSERT_TRUE(server_->RegisterRegion(region_.registration()).ok());
+  }
+
+  std::unique_ptr<Connection> MustConnect(ClientOptions options = {}) {
+    auto c = Connect(server_->uri(), options);
+    EXPECT_TRUE(c.ok()) << c.status().ToString();
+    return c.ok() ? std::move(*c) : nullptr;
+  }
+
+  TestHandler handler_;
+  TestRegion region_{1, 4 << 20, 42};
+  std::unique_ptr<Server> server_;
+};
+
+TEST_P(TransportTest, RoundTripReturnsTheResponse) {
+  auto c = MustConnect();
+  ASSERT_NE(c, nullptr);
+  auto r = CallSync(*c, testing::kEcho, "hello, cell");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(*r, "hello, cell");
+  auto empty = CallSync(*c, testing::kEcho, "");
+  ASSERT_TRUE(empty.ok()) << empty.status().ToString();
+  EXPECT_EQ(*empty, "");
+  EXPECT_TRUE(c->health().ok());
+}
+
+TEST_P(TransportTest, ThousandPipelinedRequestsEachGetTheirOwnReply) {
+  auto c = MustConnect();
+  ASSERT_NE(c, nullptr);
+  constexpr int kRequests = 1000;
+  Completions done;
+  std::atomic<int> mismatches{0}, errors{0};
+  for (int i = 0; i < kRequests; ++i) {
+    std::string payload = fmt::format("request {} {}", i, std::string(i % 300, 'p'));
+    c->Call(testing::kEcho, payload, [&, payload](const Status& s, std::string_view response) {
+      if (!s.ok()) {
+        errors++;
+      } else if (response != payload) {
+        mismatches++;
+      }
+      done.Add();
+    });
+  }
+  ASSERT_TRUE(done.WaitFor(kRequests));
+  EXPECT_EQ(errors.load(), 0);
+  EXPECT_EQ(mismatches.load(), 0);
+}
+
+TEST_P(TransportTest, MessagesAtTheLimitPassAndOverItAreRefused) {
+  constexpr uint32_t kLimit = 64 << 10;
+  ServerOptions server_options;
+  server_options.max_message_bytes = kLimit;
+  StartServer(server_options);
+  ClientOptions client_options;
+  client_options.max_message_bytes = kLimit;
+  auto c = MustConnect(client_options);
+  ASSERT_NE(c, nullptr);
+
+  const std::string at_limit(kLimit, 'a');
+  auto r = CallSync(*c, testing::kEcho, at_limit);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(*r, at_limit);
+
+  auto over = CallSync(*c, testing::kEcho, std::string(kLimit + 1, 'a'));
+  ASSERT_FALSE(over.ok());
+  EXPECT_TRUE(over.status().IsInvalidArgument()) << over.status().ToString();
+  EXPECT_NE(over.status().message().find("exceeds the message limit"), std::string::npos);
+
+  proto::EchoRequest big_reply;
+  big_reply.set_reply_bytes(kLimit + 1);
+  auto too_big = CallSync(*c, testing::kSized, big_reply.SerializeAsString());
+  ASSERT_FALSE(too_big.ok());
+  EXPECT_TRUE(too_big.status().IsResourceExhausted()) << too_big.status().ToString();
+
+  // Neither refusal cost the connection.
+  auto after = CallSync(*c, testing::kEcho, "still here");
+  ASSERT_TRUE(after.ok()) << after.status().ToString();
+  EXPECT_EQ(*after, "still here");
+}
+
+TEST_P(TransportTest, OneSidedReadsReturnExactlyTheRegionBytes) {
+  auto c = MustConnect();
+  ASSERT_NE(c, nullptr);
+  std::mt19937_64 rng(1);
+  // Synchronous reads at random offsets and lengths (unaligned ones included).
+  for (int i = 0; i < 500; ++i) {
+    const uint32_t length = 1 + rng() % 8192;
+    const uint64_t offset = rng() % (region_.size() - length + 1);
+    std::string buffer(length, '\0');
+    Status s = ReadSync(*c, GlobalPtr{1, offset}, length, buffer.data());
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    ASSERT_EQ(0, std::memcmp(buffer.data(), region_.base() + offset, length)) << "offset " << offset;
+  }
+  // Many outstanding at once.
+  constexpr int kOutstanding = 256;
+  std::vector<std::string> buffers(kOutstanding);
+  std::vector<uint64_t> offsets(kOutstanding);
+  Completions done;
+  std::atomic<int> errors{0};
+  for (int i = 0; i < kOutstanding; ++i) {
+    const uint32_t length = 1024;
+    offsets[i] = rng() % (region_.size() - length + 1);
+    buffers[i].assign(length, '\0');
+    c->Read(GlobalPtr{1, offsets[i]}, length, buffers[i].data(), [&](const Status& s) {
+      if (!s.ok()) errors++;
+      done.Add();
+    });
+  }
+  ASSERT_TRUE(done.WaitFor(kOutstanding));
+  EXPECT_EQ(errors.load(), 0);
+  for (int i = 0; i < kOutstanding; ++i) {
+    ASSERT_EQ(0, std::memcmp(buffers[i].data(), region_.base() + offsets[i], 1024)) << i;
+  }
+  const ServerStats stats = server_->stats();
+  if (GetParam().nic_threads) {
+    EXPECT_EQ(stats.reads, 500u + kOutstanding);  // served by NIC threads...
+    EXPECT_EQ(stats.requests, 0u);                // ...never by the worker pool
+  } else {
+    EXPECT_EQ(stats.reads, 0u);  // truly one-sided: the server did nothing
+  }
+}
+
+TEST_P(TransportTest, ReadsOutsideRegisteredRegionsAreRefused) {
+  auto c = MustConnect();
+  ASSERT_NE(c, nullptr);
+  std::string buffer(4096, 'z');
+  struct Case {
+    GlobalPtr at;
+    uint32_t length;
+    const char* expect;
+  };
+  const uint64_t size = region_.size();
+  const Case cases[] = {
+      {GlobalPtr{2, 0}, 8, "not registered"},           // unknown region
+      {GlobalPtr{1, size}, 1, "not inside region 1"},     // starts at the end
+      {GlobalPtr{1, size - 8}, 16, "not inside region 1"}, // crosses the end
+      {GlobalPtr{1, size + 4096}, 8, "not inside region 1"},
+  };
+  for (const Case& k : cases) {
+    Status s = ReadSync(*c, k.at, k.length, buffer.data());
+    ASSERT_FALSE(s.ok()) << "read at " << k.at.offset << " of region " << k.at.region << " was served";
+    EXPECT_TRUE(s.IsInvalidArgument()) << s.ToString();
+    EXPECT_NE(s.message().find(k.expect), std::string::npos) << s.ToString();
+  }
+  EXPECT_EQ(buffer, std::string(4096, 'z'));  // nothing was written to the destination
+  // The connection still reads and calls.
+  ASSERT_TRUE(ReadSync(*c, GlobalPtr{1, size - 8}, 8, buffer.data()).ok());
+  EXPECT_EQ(0, std::memcmp(buffer.data(), region_.base() + size - 8, 8));
+  EXPECT_TRUE(CallSync(*c, testing::kEcho, "ok").ok());
+}
+
+TEST_P(TransportTest, TimeoutFailsOnlyThatRequest) {
+  auto c = MustConnect();
+  ASSERT_NE(c, nullptr);
+  const auto start = Clock::now();
+  auto r = CallSync(*c, testing::kHang, "", std::chrono::microseconds(50000));
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(r.status().IsDeadlineExceeded()) << r.status().ToString();
+  EXPECT_GE(Clock::now() - start, 50ms);
+  auto after = CallSync(*c, testing::kEcho, "alive");
+  ASSERT_TRUE(after.ok()) << after.status().ToString();
+}
+
+TEST_P(TransportTest, RepliesFromAnotherThreadArrive) {
+  auto c = MustConnect();
+  ASSERT_NE(c, nullptr);
+  for (int i = 0; i < 20; ++i) {
+    auto r = CallSync(*c, testing::kAsyncEcho, fmt::format("async {}", i));
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ(*r, fmt::format("async {}", i));
+  }
+}
+
+TEST_P(TransportTest, DroppedRequestAnswersWithAnError) {
+  auto c = MustConnect();
+  ASSERT_NE(c, nullptr);
+  auto r = CallSync(*c, testing::kDrop, "");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Status::Code::kInternal) << r.status().ToString();
+}
+
+TEST_P(TransportTest, WorkerPoolBoundsTheThreadsRunningRequests) {
+  ServerOptions options;
+  options.workers = 2;
+  StartServer(options);
+  std::vector<std::unique_ptr<Connection>> clients;
+  for (int i = 0; i < 4; ++i) clients.push_back(MustConnect());
+  Completions done;
+  std::atomic<int> errors{0};
+  const int kPerClient = 200 * cell::testing::StressScale();
+  std::vector<std::thread> threads;
+  for (auto& c : clients) {
+    ASSERT_NE(c, nullptr);
+    threads.emplace_back([&, conn = c.get()] {
+      for (int i = 0; i < kPerClient; ++i) {
+        conn->Call(testing::kEcho, "x", [&](const Status& s, std::string_view) {
+          if (!s.ok()) errors++;
+          done.Add();
+        });
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  ASSERT_TRUE(done.WaitFor(4 * kPerClient));
+  EXPECT_EQ(errors.load(), 0);
+  EXPECT_LE(handler_.distinct_threads(), 2u);
+  EXPECT_GE(server_->stats().requests, static_cast<uint64_t>(4 * kPerClient));
+}
+
+TEST_P(TransportTest, ConnectingToNothingFailsClearly) {
+  const char* ip = std::getenv("CELL_RXE_IP");
+  const std::string uri = GetParam().name == "shm"   ? "shm:///tmp/cell-no-such-server.sock"
+                          : GetParam().name == "tcp" ? "tcp://127.0.0.1:1"
+                                                     : fmt::format("verbs://{}:1", ip != nullptr ? ip : "127.0.0.1");
+  ClientOptions options;
+  options.connect_timeout = 2000ms;
+  auto c = Connect(uri, options);
+  ASSERT_FALSE(c.ok());
+  EXPECT_TRUE(c.status().IsUnavailable()) << c.status().ToString();
+}
+
+// The server is a real process, killed with SIGKILL while requests wait: every caller hears, none hangs.
+TEST_P(TransportTest, PeerDeathFailsEveryWaitingCaller) {
+  int out[2];
+  ASSERT_EQ(pipe(out), 0);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
+  posix_spawn_file_actions_addclose(&actions, out[0]);
+  const std::string server_path = CELL_RPC_TEST_SERVER;
+  const std::string uri_arg = "--uri=" + ListenUri(GetParam());
+  char* argv[] = {const_cast<char*>(server_path.c_str()), const_cast<char*>(uri_arg.c_str()), nullptr};
+  pid_t pid = 0;
+  ASSERT_EQ(posix_spawn(&pid, argv[0], &actions, nullptr, argv, environ), 0);
+  posix_spawn_file_actions_destroy(&actions);
+  close(out[1]);
+  std::string line;
+  char ch;
+  while (read(out[0], &ch, 1) == 1 && ch != '\n') line += ch;
+  close(out[0]);
+  ASSERT_EQ(line.rfind("READY ", 0), 0u) << "server said: " << line;
+  const std::string uri = line.substr(6);
+
+  auto c = Connect(uri);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  std::string buffer(64, '\0');
+  ASSERT_TRUE(ReadSync(**c, GlobalPtr{1, 0}, 64, buffer.data()).ok());
+
+  constexpr int kWaiting = 50;
+  Completions done;
+  std::atomic<int> unavailable{0};
+  for (int i = 0; i < kWaiting; ++i) {
+    (*c)->Call(testing::kHang, "", [&](const Status& s, std::string_view) {
+      if (s.IsUnavailable()) unavailable++;
+      done.Add();
+    });
+  }
+  // The server has the requests when an echo behind them comes back (requests on a connection run in order).
+  ASSERT_TRUE(CallSync(**c, testing::kEcho, "barrier").ok());
+  ASSERT_EQ(kill(pid, SIGKILL), 0);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  ASSERT_TRUE(done.WaitFor(kWaiting, 30s)) << "callers still waiting after the server died";
+  EXPECT_EQ(unavailable.load(), kWaiting);
+  EXPECT_FALSE((*c)->health().ok());
+  auto late = CallSync(**c, testing::kEcho, "anyone?");
+  EXPECT_TRUE(late.status().IsUnavailable()) << late.status().ToString();
+  Status read = ReadSync(**c, GlobalPtr{1, 0}, 64, buffer.data());
+  EXPECT_TRUE(read.IsUnavailable()) << read.ToString();
+}
+
+TEST_P(TransportTest, ClosingFailsOutstandingRequests) {
+  auto c = MustConnect();
+  ASSERT_NE(c, nullptr);
+  Completions done;
+  std::atomic<int> unavailable{0};
+  for (int i = 0; i < 10; ++i) {
+    c->Call(testing::kHang, "", [&](const Status& s, std::string_view) {
+      if (s.IsUnavailable()) unavailable++;
+      done.Add();
+    });
+  }
+  c->Close();
+  ASSERT_TRUE(done.WaitFor(10));
+  EXPECT_EQ(unavailable.load(), 10);
+  EXPECT_TRUE(CallSync(*c, testing::kEcho, "").status().IsUnavailable());
+}
+
+#ifdef CELL_TEST_VERBS
+INSTANTIATE_TEST_SUITE_P(Verbs, TransportTest, ::testing::Values(TransportCase{"verbs", false, false}),
+                         [](const auto& info) { return info.param.name; });
+#else
+INSTANTIATE_TEST_SUITE_P(Stream, TransportTest,
+                         ::testing::Values(TransportCase{"tcp", true, true}, TransportCase{"shm", true, false}),
+                         [](const auto& info) { return info.param.name; });
+
+// Malformed input on a raw socket: the server closes that connection, logs why, and keeps serving the others.
+class StreamFrameTest : public TransportTest {
+ protected:
+  int RawConnect() {
+    auto endpoint = Endpoint::Parse(server_->uri());
+    EXPECT_TRUE(endpoint.ok());
+    StatusOr<int> fd = endpoint->scheme == Endpoint::Scheme::kTcp
+                           ? ConnectTcp(endpoint->host, endpoint->port, Clock::now() + 5s)
+                           : ConnectUnix(endpoint->path, Clock::now() + 5s);
+    EXPECT_TRUE(fd.ok()) << fd.status().ToString();
+    return fd.ok() ? *fd : -1;
+  }
+
+  // True if the server closes `fd` (end of stream) within the bound, reading and discarding anything before it.
+  static bool ServerCloses(int fd) {
+    const auto deadline = Clock::now() + 30s;
+    char buffer[4096];
+    while (Clock::now() < deadline) {
+      pollfd p{fd, POLLIN, 0};
+      if (poll(&p, 1, 1000) <= 0) continue;
+      const ssize_t n = recv(fd, buffer, sizeof(buffer), 0);
+      if (n == 0 || (n < 0 && errno == ECONNRESET)) return true;
+    }
+    return false;
+  }
+
+  static std::string Hello() {
+    proto::Hello hello;
+    hello.set_role(proto::ROLE_RPC);
+    std::string frame;
+    AppendFrame(frame, FrameType::kHello, 0, 0, hello.SerializeAsString());
+    return frame;
+  }
+
+  void ExpectClosedAndOthersServed(const std::string& bytes, bool then_close_write) {
+    auto healthy = MustConnect();
+    ASSERT_NE(healthy, nullptr);
+    const uint64_t errors_before = server_->stats().connections_closed_for_protocol_errors;
+    const int fd = RawConnect();
+    ASSERT_GE(fd, 0);
+    ASSERT_TRUE(SendAllBy(fd, bytes, Clock::now() + 5s).ok());
+    if (then_close_write) shutdown(fd, SHUT_WR);
+    EXPECT_TRUE(ServerCloses(fd));
+    close(fd);
+    auto r = CallSync(*healthy, testing::kEcho, "unaffected");
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ(*r, "unaffected");
+    auto fresh = MustConnect();
+    ASSERT_NE(fresh, nullptr);
+    EXPECT_TRUE(CallSync(*fresh, testing::kEcho, "new").ok());
+    if (!then_close_write) {
+      EXPECT_EQ(server_->stats().connections_closed_for_protocol_errors, errors_before + 1);
+    }
+  }
+};
+
+TEST_P(StreamFrameTest, GarbageClosesTheConnection) {
+  ExpectClosedAndOthersServed(std::string("GET / HTTP/1.1\r\nHost: cell\r\n\r\n"), false);
+}
+
+TEST_P(StreamFrameTest, OversizedFrameClosesTheConnection) {
+  std::string bytes = Hello();
+  char header[kFrameHeaderBytes];
+  EncodeFrameHeader(FrameHeader{FrameType::kRequest, testing::kEcho, kDefaultMaxMessageBytes + 1, 1}, header);
+  bytes.append(header, sizeof(header));
+  ExpectClosedAndOthersServed(bytes, false);
+}
+
+TEST_P(StreamFrameTest, UnknownFrameTypeClosesTheConnection) {
+  std::string bytes = Hello();
+  char header[kFrameHeaderBytes];
+  EncodeFrameHeader(FrameHeader{FrameType::kRequest, 1, 0, 1}, header);
+  header[5] = 77;
+  bytes.append(header, sizeof(header));
+  ExpectClosedAndOthersServed(bytes, false);
+}
+
+TEST_P(StreamFrameTest, RequestBeforeHelloClosesTheConnection) {
+  std::string bytes;
+  AppendFrame(bytes, FrameType::kRequest, testing::kEcho, 1, "no hello");
+  ExpectClosedAndOthersServed(bytes, false);
+}
+
+TEST_P(StreamFrameTest, TruncatedFrameThenHangUpClosesTheConnection) {
+  std::string bytes = Hello();
+  std::string frame;
+  AppendFrame(frame, FrameType::kRequest, testing::kEcho, 1, std::string(100, 'q'));
+  bytes += frame.substr(0, kFrameHeaderBytes + 10);
+  ExpectClosedAndOthersServed(bytes, true);
+}
+
+INSTANTIATE_TEST_SUITE_P(Stream, StreamFrameTest,
+                         ::testing::Values(TransportCase{"tcp", true, true}, TransportCase{"shm", true, false}),
+                         [](const auto& info) { return info.param.name; });
+
+TEST(VerbsTransport, WithoutADeviceFailsWithNoRdmaDevice) {
+  TestHandler handler;
+  auto server = Listen("verbs://127.0.0.1:0", ServerOptions{}, &handler);
+  ASSERT_FALSE(server.ok());
+  EXPECT_NE(server.status().message().find("no RDMA device"), std::string::npos) << server.status().ToString();
+  auto client = Connect("verbs://127.0.0.1:7000");
+  ASSERT_FALSE(client.ok());
+  EXPECT_NE(client.status().message().find("no RDMA device"), std::string::npos) << client.status().ToString();
+}
+#endif
+
+TEST(EndpointTest, ParsesEveryTransportAndRejectsNonsense) {
+  auto tcp = Endpoint::Parse("tcp://10.1.2.3:7070");
+  ASSERT_TRUE(tcp.ok());
+  EXPECT_EQ(tcp->host, "10.1.2.3");
+  EXPECT_EQ(tcp->port, 7070);
+  auto shm = Endpoint::Parse("shm:///run/cell/server.sock");
+  ASSERT_TRUE(shm.ok());
+  EXPECT_EQ(shm->path, "/run/cell/server.sock");
+  auto verbs = Endpoint::Parse("verbs://node1:9000");
+  ASSERT_TRUE(verbs.ok());
+  EXPECT_EQ(verbs->scheme, Endpoint::Scheme::kVerbs);
+  for (const char* bad : {"", "tcp://", "tcp://host", "tcp://host:", "tcp://host:70000", "tcp://host:12x", "udp://h:1",
+                          "shm://relative", "localhost:80"}) {
+    EXPECT_FALSE(Endpoint::Parse(bad).ok()) << bad;
+  }
+}
+
+}  // namespace
+}  // namespace cell::rpc
