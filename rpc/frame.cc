@@ -71,7 +71,7 @@ char* FrameDecoder::PrepareAppend(size_t bytes) {
     size_t capacity = capacity_ < 4096 ? 4096 : capacity_;
     while (capacity - size_ < bytes) capacity *= 2;
     auto grown = std::make_unique<char[]>(capacity);  // value-initialises once per growth, not per receive
-    std::memcpy(grown.get(), buffer_.get(), size_);
+    if (size_ > 0) std::memcpy(grown.get(), buffer_.get(), size_);
     buffer_ = std::move(grown);
     capacity_ = capacity;
   }

@@ -75,7 +75,11 @@ class FrameDecoder {
   explicit FrameDecoder(uint32_t max_payload_bytes) : max_payload_(max_payload_bytes) {}
 
   // Adds received bytes to the buffer.
-  void Append(std::string_view bytes) { std::memcpy(PrepareAppend(bytes.size()), bytes.data(), bytes.size()); Commit(bytes.size()); }
+  void Append(std::string_view bytes) {
+    if (bytes.empty()) return;
+    std::memcpy(PrepareAppend(bytes.size()), bytes.data(), bytes.size());
+    Commit(bytes.size());
+  }
   // Room to receive up to `bytes` bytes directly into the buffer; then call Commit with the count received.
   char* PrepareAppend(size_t bytes);
   void Commit(size_t bytes) { size_ += bytes; }

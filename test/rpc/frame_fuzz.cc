@@ -1,8 +1,9 @@
 // libFuzzer target for the frame decoder: arbitrary bytes, cut into arbitrary pieces, must never crash the decoder,
 // make it return a frame whose payload lies outside what was fed, or accept a frame over the limit.
 //
-//   cmake -B build-fuzz -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DCELL_FUZZ=ON && ninja -C build-fuzz rpc_frame_fuzz
-//   build-fuzz/bin/rpc_frame_fuzz -max_total_time=60
+//   cmake -B build-fuzz -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DCELL_FUZZ=ON -DCELL_BUILD_TESTS=OFF \
+//     -DCELL_BUILD_BENCH=OFF && ninja -C build-fuzz rpc_frame_fuzz
+//   build-fuzz/bin/rpc_frame_fuzz -max_total_time=60 -print_final_stats=1
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
