@@ -185,7 +185,7 @@ Status SocketServer::RegisterRegion(const RegionRegistration& region) {
   return regions_.Add(region);
 }
 
-double SocketServer::PoolCpuSeconds(Pool& pool) const {
+double SocketServer::PoolCpuSeconds(const Pool& pool) {
   double total = pool.exited_cpu_seconds.load();
   std::lock_guard lock(pool.clocks_mu);
   for (clockid_t clock : pool.clocks) {
@@ -201,9 +201,8 @@ ServerStats SocketServer::stats() const {
   s.reads = reads_.load(std::memory_order_relaxed);
   s.read_bytes = read_bytes_.load(std::memory_order_relaxed);
   s.connections_closed_for_protocol_errors = protocol_errors_.load(std::memory_order_relaxed);
-  auto* self = const_cast<SocketServer*>(this);
-  s.worker_cpu_seconds = PoolCpuSeconds(self->workers_);
-  s.nic_cpu_seconds = PoolCpuSeconds(self->nics_);
+  s.worker_cpu_seconds = PoolCpuSeconds(workers_);
+  s.nic_cpu_seconds = PoolCpuSeconds(nics_);
   return s;
 }
 

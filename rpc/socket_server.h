@@ -21,6 +21,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "rpc/frame.h"
 #include "rpc/proto/transport.pb.h"
 #include "rpc/region_table.h"
 #include "rpc/transport.h"
@@ -62,17 +63,17 @@ class SocketServer : public Server {
     int epoll_fd = -1;
     std::vector<std::thread> threads;
     std::atomic<double> exited_cpu_seconds{0};
-    std::vector<clockid_t> clocks;
-    std::mutex clocks_mu;
+    std::vector<clockid_t> clocks;  // CPU clocks of the live threads
+    mutable std::mutex clocks_mu;
   };
 
   void AcceptLoop();
   void PoolLoop(Pool* pool, int index, const std::vector<int>& cpus, const char* what);
   void Serve(Conn* conn, Pool* pool);
   // Handles one frame; false closes the connection (the reason is already logged).
-  bool Dispatch(Conn* conn, const struct FrameHeader& header, std::string_view payload, Pool** move_to);
+  bool Dispatch(Conn* conn, const FrameHeader& header, std::string_view payload, Pool** move_to);
   void CloseConn(Conn* conn, const std::string& reason);
-  double PoolCpuSeconds(Pool& pool) const;
+  static double PoolCpuSeconds(const Pool& pool);
 
   const std::string uri_;
   const int listen_fd_;
