@@ -1,4 +1,5 @@
-// Wire frames of the stream transports (tcp, shm's Unix socket): how a message is cut out of a byte stream.
+// Wire frames: how a message is cut out of a byte stream (tcp, shm's Unix socket, and verbs, whose SENDs carry the
+// same frames end to end: rpc/verbs/verbs_transport.h).
 //
 // Every message is one frame: a fixed 24-byte header, then `length` bytes of payload. All integers little-endian.
 //
@@ -42,8 +43,8 @@ enum class FrameType : uint8_t {
   kError = 5,         // a failed request, RPC or read (aux = Status code, payload = message)
   kReadRequest = 6,   // one-sided read served by the server's NIC threads (tcp)
   kReadResponse = 7,  // the bytes read
-  kMapRequest = 8,    // shm: ask for a region's read-only descriptor
-  kMapReply = 9,      // shm: the reply; the descriptor rides along as SCM_RIGHTS ancillary data
+  kMapRequest = 8,    // shm: ask for a region's read-only descriptor; verbs: ask for the region list
+  kMapReply = 9,      // shm: the reply, the descriptor riding along as SCM_RIGHTS; verbs: a VerbsRegionList
 };
 inline constexpr uint8_t kMaxFrameType = 9;
 
