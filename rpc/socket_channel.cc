@@ -156,23 +156,7 @@ Status SocketChannel::Issue(Pending& pending, FrameType type, uint16_t aux, std:
   return Status::OK();
 }
 
-bool SocketChannel::FlushLocked() {
-  while (sent_ < out_.size()) {
-    const ssize_t n = send(fd_, out_.data() + sent_, out_.size() - sent_, MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (n > 0) {
-      sent_ += static_cast<size_t>(n);
-    } else if (n < 0 && errno == EINTR) {
-      continue;
-    } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      return true;
-    } else {
-      return false;
-    }
-  }
-  out_.clear();
-  sent_ = 0;
-  return true;
-}
+bool SocketChannel::FlushLocked() { return SendQueued(fd_, &out_, &sent_); }
 
 void SocketChannel::ArmLocked(bool want_write) {
   if (write_armed_ == want_write) return;

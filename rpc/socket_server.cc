@@ -69,23 +69,7 @@ class SocketServer::Conn final : public Responder::Sink, public std::enable_shar
   }
 
   // Sends what it can without blocking; false if the socket failed.
-  bool FlushLocked() {
-    while (sent < out.size()) {
-      const ssize_t n = ::send(fd, out.data() + sent, out.size() - sent, MSG_NOSIGNAL | MSG_DONTWAIT);
-      if (n > 0) {
-        sent += static_cast<size_t>(n);
-      } else if (n < 0 && errno == EINTR) {
-        continue;
-      } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-        return true;
-      } else {
-        return false;
-      }
-    }
-    out.clear();
-    sent = 0;
-    return true;
-  }
+  bool FlushLocked() { return SendQueued(fd, &out, &sent); }
 
   // For replies sent while no worker owns the connection. If the client does not drain its socket for 5 s, the
   // connection is shut down; the worker that next sees it closes it.

@@ -255,6 +255,24 @@ Status ReceiveWithDescriptor(int fd, char* out, size_t length, int* received_fd,
   return Status::OK();
 }
 
+bool SendQueued(int fd, std::string* out, size_t* sent) {
+  while (*sent < out->size()) {
+    const ssize_t n = send(fd, out->data() + *sent, out->size() - *sent, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n > 0) {
+      *sent += static_cast<size_t>(n);
+    } else if (n < 0 && errno == EINTR) {
+      continue;
+    } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      return true;
+    } else {
+      return false;
+    }
+  }
+  out->clear();
+  *sent = 0;
+  return true;
+}
+
 void SetNoDelay(int fd) {
   int one = 1;
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));

@@ -31,6 +31,10 @@ Status SendWithDescriptor(int fd, std::string_view bytes, int fd_to_pass, Clock:
 // Receives exactly `length` bytes and, if one arrived with them, a descriptor (-1 otherwise).
 Status ReceiveWithDescriptor(int fd, char* out, size_t length, int* received_fd, Clock::time_point deadline);
 
+// Sends (*out)[*sent..] without blocking, advancing *sent; once everything is sent, empties *out and zeroes *sent.
+// False if the socket failed (true when it merely would block).
+bool SendQueued(int fd, std::string* out, size_t* sent);
+
 void SetNoDelay(int fd);
 // Pins the calling thread to `cpu`; logs (does not fail) when the CPU does not exist.
 void PinThisThread(int cpu, const char* what);
