@@ -13,25 +13,14 @@ std::string PtrText(GlobalPtr p) {
 }
 }  // namespace
 
-Status LocalNodeSource::Fetch(GlobalPtr ptr, NodeHandle* h) {
-  uint64_t* w = memory_->Resolve(ptr, kNodeSize);
-  if (w == nullptr || ptr.offset % kNodeSize != 0) {
-    return Status::FailedPrecondition("node pointer " + PtrText(ptr) + " is not in a region held by this server");
-  }
-  for (size_t line = 0; line < kNodeSize; line += kCacheLine) {
-    __builtin_prefetch(reinterpret_cast<const char*>(w) + line);
-  }
-  h->ptr = ptr;
-  h->version = WaitStableVersion(w);
-  h->view = NodeView(w);
-  return Status::OK();
+Status LocalNodeSource::NotHeld(GlobalPtr ptr, const char* what) {
+  return Status::FailedPrecondition(std::string(what) + " pointer " + PtrText(ptr) +
+                                    " is not in a region held by this server");
 }
 
 Status LocalNodeSource::ReadWords(GlobalPtr ptr, size_t words, uint64_t* dst) {
   uint64_t* w = memory_->Resolve(ptr, words * 8);
-  if (w == nullptr || ptr.offset % 8 != 0) {
-    return Status::FailedPrecondition("extent pointer " + PtrText(ptr) + " is not in a region held by this server");
-  }
+  if (w == nullptr || ptr.offset % 8 != 0) return NotHeld(ptr, "extent");
   CopyFromShared(dst, w, words);
   return Status::OK();
 }

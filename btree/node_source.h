@@ -11,6 +11,7 @@
 #include <functional>
 
 #include "btree/node_format.h"
+#include "btree/node_lock.h"
 #include "cell/status.h"
 #include "common/global_ptr.h"
 
@@ -24,9 +25,15 @@ struct NodeHandle {
   alignas(kCacheLine) uint64_t copy[kNodeWords];  // copying sources: the private copy
 };
 
+class LocalNodeSource;
+
 class NodeSource {
  public:
   virtual ~NodeSource() = default;
+  // The in-place source behind this interface, or nullptr. Traversals (btree/tree_reader.cc) are templates over the
+  // source type and use this to call an in-place source directly (devirtualized and inlined); the traversal code is
+  // the same for every source.
+  virtual LocalNodeSource* AsLocal() { return nullptr; }
   // Makes h->view show a consistent state of the node at `ptr` (possibly a free or invalid node; judging that is
   // the traversal's job). Errors: the pointer names memory this source cannot reach, or a copy kept failing.
   virtual Status Fetch(GlobalPtr ptr, NodeHandle* h) = 0;
@@ -34,6 +41,8 @@ class NodeSource {
   virtual bool Validate(const NodeHandle& h) = 0;
   // Copies `words` words of extent memory at `ptr` into dst (no validation: extent checksums do that).
   virtual Status ReadWords(GlobalPtr ptr, size_t words, uint64_t* dst) = 0;
+  // Like Fetch, for a meganode header, of which only words 0..7 are read: a source may fetch less of it.
+  virtual Status FetchHeader(GlobalPtr ptr, NodeHandle* h) { return Fetch(ptr, h); }
 };
 
 // The memory regions a server holds, by region id.
@@ -48,7 +57,9 @@ class LocalMemory {
 class LocalNodeSource final : public NodeSource {
  public:
   explicit LocalNodeSource(const LocalMemory* memory) : memory_(memory) {}
-  Status Fetch(GlobalPtr ptr, NodeHandle* h) override;
+  LocalNodeSource* AsLocal() override { return this; }
+  Status Fetch(GlobalPtr ptr, NodeHandle* h) override { return FetchLines(ptr, h, kNodeSize / kCacheLine); }
+  Status FetchHeader(GlobalPtr ptr, NodeHandle* h) override { return FetchLines(ptr, h, 1); }
   bool Validate(const NodeHandle& h) override {
     __atomic_thread_fence(__ATOMIC_ACQUIRE);
     return LoadSharedWord(h.view.words()) == h.version;
@@ -56,6 +67,20 @@ class LocalNodeSource final : public NodeSource {
   Status ReadWords(GlobalPtr ptr, size_t words, uint64_t* dst) override;
 
  private:
+  // Fetch, prefetching the node's first `lines` cache lines.
+  Status FetchLines(GlobalPtr ptr, NodeHandle* h, size_t lines) {
+    uint64_t* w = memory_->Resolve(ptr, kNodeSize);
+    if (w == nullptr || ptr.offset % kNodeSize != 0) [[unlikely]] return NotHeld(ptr, "node");
+    for (size_t line = 0; line < lines; ++line) {
+      __builtin_prefetch(reinterpret_cast<const char*>(w) + line * kCacheLine);
+    }
+    h->ptr = ptr;
+    h->version = WaitStableVersion(w);
+    h->view = NodeView(w);
+    return Status::OK();
+  }
+  static Status NotHeld(GlobalPtr ptr, const char* what);
+
   const LocalMemory* memory_;
 };
 

@@ -15,15 +15,30 @@ Status GaveUp(const char* what) {
 
 }  // namespace
 
+// The public entry points pick the instantiation once per call.
 Status TreeReader::ReadRoot(GlobalPtr* root, int* level) {
+  return local_ ? ReadRootIn(local_, root, level) : ReadRootIn(source_, root, level);
+}
+Status TreeReader::Reach(const SearchKey& k, int target, GlobalPtr ptr, int level, Path* path, NodeHandle* h) {
+  return local_ ? ReachIn(local_, k, target, ptr, level, path, h) : ReachIn(source_, k, target, ptr, level, path, h);
+}
+Status TreeReader::Get(std::string_view key, std::string* value) {
+  return local_ ? GetIn(local_, key, value) : GetIn(source_, key, value);
+}
+Status TreeReader::Scan(std::string_view start, std::string_view end, size_t limit, std::vector<KeyValue>* out) {
+  return local_ ? ScanIn(local_, start, end, limit, out) : ScanIn(source_, start, end, limit, out);
+}
+
+template <class Source>
+Status TreeReader::ReadRootIn(Source* src, GlobalPtr* root, int* level) {
   NodeHandle h;
   for (int retries = 0; retries < kMaxRetries; ++retries) {
-    CELL_RETURN_IF_ERROR(source_->Fetch(meganode_, &h));
+    CELL_RETURN_IF_ERROR(src->FetchHeader(meganode_, &h));
     const NodeView& v = h.view;
     bool ok = v.kind() == NodeKind::kMeganodeHeader && v.valid() && v.meganode() == meganode_;
     uint32_t slot = v.root_slot();
     int lvl = v.root_level();
-    if (!source_->Validate(h)) { ++stats_.retries; continue; }
+    if (!src->Validate(h)) { ++stats_.retries; continue; }
     if (!ok) return Status::FailedPrecondition("no valid meganode at the given pointer");
     if (slot == 0 || lvl >= kMaxLevels) return Status::Corruption("meganode header names an impossible root");
     *root = meganode_.Plus(uint64_t{slot} * kNodeSize);
@@ -38,19 +53,21 @@ Status TreeReader::Descend(const SearchKey& k, int level, Path* path, NodeHandle
   return Reach(k, level, GlobalPtr(), 0, path, h);
 }
 
-Status TreeReader::Reach(const SearchKey& k, int target, GlobalPtr ptr, int level, Path* path, NodeHandle* h) {
+template <class Source>
+Status TreeReader::ReachIn(Source* src, const SearchKey& k, int target, GlobalPtr ptr, int level, Path* path,
+                           NodeHandle* h) {
   int restarts = 0;
   for (int retries = 0; retries < kMaxRetries; ++retries) {
     if (ptr.is_null()) {
-      CELL_RETURN_IF_ERROR(ReadRoot(&ptr, &level));
+      CELL_RETURN_IF_ERROR(ReadRootIn(src, &ptr, &level));
       if (level < target) return Status::NotFound("the tree has no level " + std::to_string(target));
     }
-    CELL_RETURN_IF_ERROR(source_->Fetch(ptr, h));
+    CELL_RETURN_IF_ERROR(src->Fetch(ptr, h));
     const NodeView& v = h->view;
     bool live = v.kind() == NodeKind::kTreeNode && v.valid() && v.level() == level && v.self() == ptr &&
                 v.meganode() == meganode_;
     if (!live || v.CompareMin(k) > 0) {
-      if (!source_->Validate(*h)) { ++stats_.retries; continue; }
+      if (!src->Validate(*h)) { ++stats_.retries; continue; }
       // A consistent node that is not the one we were sent to: the pointer was stale. Restart from the nearest
       // ancestor the first time, then from the root.
       if (++restarts > kMaxRestarts) return GaveUp("restarts");
@@ -68,7 +85,7 @@ Status TreeReader::Reach(const SearchKey& k, int target, GlobalPtr ptr, int leve
     }
     if (v.CompareMax(k) <= 0) {
       GlobalPtr right = v.right();
-      if (!source_->Validate(*h)) { ++stats_.retries; continue; }
+      if (!src->Validate(*h)) { ++stats_.retries; continue; }
       if (right.is_null()) return Status::Corruption("node with a finite max key has no right link");
       if (right.offset % kNodeSize != 0) return Status::Corruption("right link is not node aligned");
       ptr = right;
@@ -79,7 +96,7 @@ Status TreeReader::Reach(const SearchKey& k, int target, GlobalPtr ptr, int leve
       return Status::OK();
     }
     uint32_t child = v.child_slot(v.ChildIndex(k));
-    if (!source_->Validate(*h)) { ++stats_.retries; continue; }
+    if (!src->Validate(*h)) { ++stats_.retries; continue; }
     if (child == 0) return Status::Corruption("inner node points to the meganode header");
     path->Set(level, ptr);
     ptr = meganode_.Plus(uint64_t{child} * kNodeSize);
@@ -88,7 +105,8 @@ Status TreeReader::Reach(const SearchKey& k, int target, GlobalPtr ptr, int leve
   return GaveUp("retries");
 }
 
-Status TreeReader::ReadRecord(const LeafValue& entry, std::string_view key, std::string* value) {
+template <class Source>
+Status TreeReader::ReadRecord(Source* src, const LeafValue& entry, std::string_view key, std::string* value) {
   if (entry.length < kRecordHeaderBytes || entry.length > kMaxRecordBytes) {
     return Status::Corruption("leaf entry has an impossible record length");
   }
@@ -102,38 +120,42 @@ Status TreeReader::ReadRecord(const LeafValue& entry, std::string_view key, std:
     heap.resize(words);
     buffer = heap.data();
   }
-  CELL_RETURN_IF_ERROR(source_->ReadWords(entry.ptr, words, buffer));
+  CELL_RETURN_IF_ERROR(src->ReadWords(entry.ptr, words, buffer));
   std::string_view v;
   if (!CheckRecord(buffer, entry, key, &v)) return Status::Aborted("record changed while read");
   value->assign(v.data(), v.size());
   return Status::OK();
 }
 
-Status TreeReader::Get(std::string_view key, std::string* value) {
+template <class Source>
+Status TreeReader::GetIn(Source* src, std::string_view key, std::string* value) {
   CELL_RETURN_IF_ERROR(CheckKeySize(key));
   SearchKey k(key);
   Path path;
   NodeHandle h;
   GlobalPtr leaf;
   for (int retries = 0; retries < kMaxRetries; ++retries) {
-    CELL_RETURN_IF_ERROR(leaf.is_null() ? Descend(k, 0, &path, &h) : Reach(k, 0, leaf, 0, &path, &h));
+    CELL_RETURN_IF_ERROR(leaf.is_null() ? (path.Clear(), ReachIn(src, k, 0, GlobalPtr(), 0, &path, &h))
+                                                 : ReachIn(src, k, 0, leaf, 0, &path, &h));
     const NodeView& v = h.view;
     uint32_t i = v.LowerBound(k);
     bool found = i < v.size() && v.CompareEntry(i, k) == 0;
     LeafValue entry;
     if (found) entry = v.leaf_value(i);
     bool internal = v.internal_meganode();
-    if (!source_->Validate(h)) { ++stats_.retries; leaf = h.ptr; continue; }
+    if (!src->Validate(h)) { ++stats_.retries; leaf = h.ptr; continue; }
     if (!found) return Status::NotFound("key not found");
     if (internal) return Status::FailedPrecondition("Get on an internal meganode");
-    Status s = ReadRecord(entry, key, value);
+    Status s = ReadRecord(src, entry, key, value);
     if (s.IsAborted()) { ++stats_.retries; leaf = h.ptr; continue; }
     return s;
   }
   return GaveUp("retries");
 }
 
-Status TreeReader::Scan(std::string_view start, std::string_view end, size_t limit, std::vector<KeyValue>* out) {
+template <class Source>
+Status TreeReader::ScanIn(Source* src, std::string_view start, std::string_view end, size_t limit,
+                          std::vector<KeyValue>* out) {
   if (start.size() > kMaxKeySize || end.size() > kMaxKeySize) {
     return Status::InvalidArgument("scan bound longer than " + std::to_string(kMaxKeySize) + " bytes");
   }
@@ -147,7 +169,8 @@ Status TreeReader::Scan(std::string_view start, std::string_view end, size_t lim
   for (int retries = 0; retries < kMaxRetries;) {
     if (out->size() >= wanted || (!end.empty() && CompareKeys(from, end) >= 0)) return Status::OK();
     SearchKey k(from);
-    CELL_RETURN_IF_ERROR(leaf.is_null() ? Descend(k, 0, &path, &h) : Reach(k, 0, leaf, 0, &path, &h));
+    CELL_RETURN_IF_ERROR(leaf.is_null() ? (path.Clear(), ReachIn(src, k, 0, GlobalPtr(), 0, &path, &h))
+                                                 : ReachIn(src, k, 0, leaf, 0, &path, &h));
     const NodeView& v = h.view;
     batch.clear();
     bool done = false;
@@ -161,10 +184,10 @@ Status TreeReader::Scan(std::string_view start, std::string_view end, size_t lim
     bool last_leaf = v.max_is_infinite();
     v.CopyMaxKey(&max_key);
     GlobalPtr right = v.right();
-    if (!source_->Validate(h)) { ++retries; ++stats_.retries; leaf = h.ptr; continue; }
+    if (!src->Validate(h)) { ++retries; ++stats_.retries; leaf = h.ptr; continue; }
     bool changed = false;
     for (auto& [key, entry] : batch) {
-      Status s = ReadRecord(entry, key, &value);
+      Status s = ReadRecord(src, entry, key, &value);
       if (s.IsAborted()) {  // this entry changed since the leaf was read: resume from it
         from = key;
         leaf = h.ptr;

@@ -45,7 +45,8 @@ class TreeReader {
     uint64_t retries = 0;          // node or record changed while read, read again
   };
 
-  TreeReader(NodeSource* source, GlobalPtr meganode) : source_(source), meganode_(meganode) {}
+  TreeReader(NodeSource* source, GlobalPtr meganode)
+      : source_(source), local_(source->AsLocal()), meganode_(meganode) {}
 
   // The value stored for `key`: OK, NotFound, or an error.
   Status Get(std::string_view key, std::string* value);
@@ -65,10 +66,20 @@ class TreeReader {
   GlobalPtr meganode() const { return meganode_; }
 
  private:
+  // The implementations, written once as templates over the source type: instantiated for LocalNodeSource (direct,
+  // inlined calls) and for NodeSource (virtual calls, any other source).
+  template <class Source> Status GetIn(Source* src, std::string_view key, std::string* value);
+  template <class Source> Status ScanIn(Source* src, std::string_view start, std::string_view end, size_t limit,
+                                        std::vector<KeyValue>* out);
+  template <class Source> Status ReachIn(Source* src, const SearchKey& k, int level, GlobalPtr ptr, int ptr_level,
+                                         Path* path, NodeHandle* h);
+  template <class Source> Status ReadRootIn(Source* src, GlobalPtr* root, int* level);
   // Reads the record `entry` points to. Aborted if it no longer matches (the caller re-reads the leaf).
-  Status ReadRecord(const LeafValue& entry, std::string_view key, std::string* value);
+  template <class Source> Status ReadRecord(Source* src, const LeafValue& entry, std::string_view key,
+                                            std::string* value);
 
   NodeSource* source_;
+  LocalNodeSource* local_;  // source_ itself if it is an in-place source, else nullptr
   GlobalPtr meganode_;
   Stats stats_;
 };
