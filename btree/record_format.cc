@@ -21,6 +21,12 @@ bool CheckRecord(const uint64_t* words, const LeafValue& entry, std::string_view
   if (entry.length < kRecordHeaderBytes || entry.length > kMaxRecordBytes) return false;
   const char* bytes = reinterpret_cast<const char*>(words);
   if (XXH3_64bits(bytes, entry.length) != entry.checksum) return false;
+  return CheckRecordFields(words, entry, key, value);
+}
+
+bool CheckRecordFields(const uint64_t* words, const LeafValue& entry, std::string_view key, std::string_view* value) {
+  if (entry.length < kRecordHeaderBytes || entry.length > kMaxRecordBytes) return false;
+  const char* bytes = reinterpret_cast<const char*>(words);
   uint64_t header = words[0];
   size_t value_len = static_cast<uint32_t>(header);
   size_t key_len = (header >> 32) & 0xff;

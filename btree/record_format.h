@@ -31,5 +31,9 @@ uint64_t EncodeRecord(std::string_view key, std::string_view value, std::vector<
 // Checks a copied record against the leaf entry that pointed to it; on success sets *value to view the value bytes
 // inside `words`. False means the record is not (or no longer) the one the entry describes.
 bool CheckRecord(const uint64_t* words, const LeafValue& entry, std::string_view key, std::string_view* value);
+// CheckRecord without the checksum: header, length and key only. Proves nothing about tearing or reuse by itself;
+// only for a reader that has proven by other means that it copied the record the entry describes (see
+// TreeReader::ReadRecord).
+bool CheckRecordFields(const uint64_t* words, const LeafValue& entry, std::string_view key, std::string_view* value);
 
 }  // namespace cell::btree

@@ -1,6 +1,8 @@
 // Lock-free search and scan (see tree_reader.h).
 #include "btree/tree_reader.h"
 
+#include <type_traits>
+
 namespace cell::btree {
 
 namespace {
@@ -106,7 +108,8 @@ Status TreeReader::ReachIn(Source* src, const SearchKey& k, int target, GlobalPt
 }
 
 template <class Source>
-Status TreeReader::ReadRecord(Source* src, const LeafValue& entry, std::string_view key, std::string* value) {
+Status TreeReader::ReadRecord(Source* src, const NodeHandle& leaf, const LeafValue& entry, std::string_view key,
+                              std::string* value) {
   if (entry.length < kRecordHeaderBytes || entry.length > kMaxRecordBytes) {
     return Status::Corruption("leaf entry has an impossible record length");
   }
@@ -122,7 +125,19 @@ Status TreeReader::ReadRecord(Source* src, const LeafValue& entry, std::string_v
   }
   CELL_RETURN_IF_ERROR(src->ReadWords(entry.ptr, words, buffer));
   std::string_view v;
-  if (!CheckRecord(buffer, entry, key, &v)) return Status::Aborted("record changed while read");
+  // In place, a record can be proven without its checksum: if the leaf's version is unchanged after the record was
+  // copied, the copy is the record the entry describes. The record was written before the leaf entry naming it was
+  // published, so the leaf version this reader acquired makes all of its bytes visible. Its block is freed only
+  // after a writer has locked the leaf (CAS to an odd version) and replaced or removed the entry, and a later Put
+  // that reuses the block issues a release fence before writing it (LocalStore::Put). So if any loaded word came
+  // from such a later write, the acquire fence in Validate synchronizes with that release fence, the CAS happens
+  // before the re-check, and the re-check sees a changed version. If the version did change (perhaps for an
+  // unrelated entry), fall back to the checksum, which is proof on its own. Copying sources always use it.
+  bool proven = false;
+  if constexpr (std::is_same_v<Source, LocalNodeSource>) proven = src->Validate(leaf);
+  if (!(proven ? CheckRecordFields(buffer, entry, key, &v) : CheckRecord(buffer, entry, key, &v))) {
+    return Status::Aborted("record changed while read");
+  }
   value->assign(v.data(), v.size());
   return Status::OK();
 }
@@ -146,7 +161,7 @@ Status TreeReader::GetIn(Source* src, std::string_view key, std::string* value) 
     if (!src->Validate(h)) { ++stats_.retries; leaf = h.ptr; continue; }
     if (!found) return Status::NotFound("key not found");
     if (internal) return Status::FailedPrecondition("Get on an internal meganode");
-    Status s = ReadRecord(src, entry, key, value);
+    Status s = ReadRecord(src, h, entry, key, value);
     if (s.IsAborted()) { ++stats_.retries; leaf = h.ptr; continue; }
     return s;
   }
@@ -187,7 +202,7 @@ Status TreeReader::ScanIn(Source* src, std::string_view start, std::string_view 
     if (!src->Validate(h)) { ++retries; ++stats_.retries; leaf = h.ptr; continue; }
     bool changed = false;
     for (auto& [key, entry] : batch) {
-      Status s = ReadRecord(src, entry, key, &value);
+      Status s = ReadRecord(src, h, entry, key, &value);
       if (s.IsAborted()) {  // this entry changed since the leaf was read: resume from it
         from = key;
         leaf = h.ptr;

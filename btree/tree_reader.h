@@ -74,9 +74,10 @@ class TreeReader {
   template <class Source> Status ReachIn(Source* src, const SearchKey& k, int level, GlobalPtr ptr, int ptr_level,
                                          Path* path, NodeHandle* h);
   template <class Source> Status ReadRootIn(Source* src, GlobalPtr* root, int* level);
-  // Reads the record `entry` points to. Aborted if it no longer matches (the caller re-reads the leaf).
-  template <class Source> Status ReadRecord(Source* src, const LeafValue& entry, std::string_view key,
-                                            std::string* value);
+  // Reads the record `entry` (read from the leaf in `leaf`) points to. Aborted if it no longer matches (the caller
+  // re-reads the leaf).
+  template <class Source> Status ReadRecord(Source* src, const NodeHandle& leaf, const LeafValue& entry,
+                                            std::string_view key, std::string* value);
 
   NodeSource* source_;
   LocalNodeSource* local_;  // source_ itself if it is an in-place source, else nullptr

@@ -1,6 +1,8 @@
 // LocalStore: meganode tree + extent records (see local_store.h).
 #include "meganode/local_store.h"
 
+#include <atomic>
+
 #include "btree/record_format.h"
 #include "common/shared_words.h"
 
@@ -45,6 +47,11 @@ Status LocalStore::Put(std::string_view key, std::string_view value) {
   uint64_t checksum = btree::EncodeRecord(key, value, &record);
   auto extent = extents_->Allocate(record.size() * 8);
   if (!extent.ok()) return extent.status();
+  // The block may have held a record that an in-place reader is still copying. This release fence, before the new
+  // bytes are stored, lets such a reader prove its copy by re-checking the leaf version instead of the checksum
+  // (argument in TreeReader::ReadRecord): a reader that loads any of these bytes and then issues an acquire fence
+  // sees every write that happened before this fence, including the lock of the leaf that dropped the old entry.
+  std::atomic_thread_fence(std::memory_order_release);
   CopyToShared(regions_.Resolve(*extent, record.size() * 8), record.data(), record.size());
   btree::LeafValue entry{*extent, static_cast<uint32_t>(btree::RecordLength(key.size(), value.size())), checksum};
   std::optional<btree::LeafValue> replaced;
