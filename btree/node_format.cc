@@ -119,6 +119,10 @@ bool NodeImage::InsertEntry(uint32_t i, std::string_view key, const LeafValue& v
   uint32_t blob_words = EntryWords(key.size(), level) - 2;
   auto fits = [&] { return kHeaderWords + 2 * (n + 1) + blob_words <= view().heap_word(); };
   if (!fits()) {
+    // Compact only if that can make room: the heap words still in use are the fences' and the entries' blobs.
+    uint32_t live = FenceWords(v.min_len()) + FenceWords(v.max_len());
+    for (uint32_t j = 0; j < n; ++j) live += EntryWords(v.key_len(j), level) - 2;
+    if (kHeaderWords + 2 * (n + 1) + live + blob_words > kNodeWords) return false;
     if (!Compact() || !fits()) return false;
   }
   uint32_t heap = view().heap_word() - blob_words;
