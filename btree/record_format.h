@@ -4,9 +4,11 @@
 //   bytes 8..  key bytes, then value bytes; the record is padded with zeros to whole words.
 //
 // The record's length (8 + key + value bytes) and its XXH3-64 checksum are kept in the leaf entry that points to it.
-// A reader copies the record (from local memory or by a one-sided read), recomputes the checksum over `length` bytes
-// and compares: a record that was freed and reused, or torn while being written, does not match, and the reader
-// re-reads the leaf. The key is checked too, so a match also proves the record belongs to the key asked for.
+// A reader that copies the record (by a one-sided read) recomputes the checksum over `length` bytes and compares: a
+// record that was freed and reused, or torn while being written, does not match, and the reader re-reads the leaf.
+// An in-place (server) reader instead re-checks the leaf's version after its copy and uses the checksum only if the
+// version moved (TreeReader::ReadRecord). The key is checked too, so a match also proves the record belongs to the
+// key asked for.
 #pragma once
 
 #include <cstdint>

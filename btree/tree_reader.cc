@@ -126,13 +126,18 @@ Status TreeReader::ReadRecord(Source* src, const NodeHandle& leaf, const LeafVal
   CELL_RETURN_IF_ERROR(src->ReadWords(entry.ptr, words, buffer));
   std::string_view v;
   // In place, a record can be proven without its checksum: if the leaf's version is unchanged after the record was
-  // copied, the copy is the record the entry describes. The record was written before the leaf entry naming it was
-  // published, so the leaf version this reader acquired makes all of its bytes visible. Its block is freed only
-  // after a writer has locked the leaf (CAS to an odd version) and replaced or removed the entry, and a later Put
-  // that reuses the block issues a release fence before writing it (LocalStore::Put). So if any loaded word came
-  // from such a later write, the acquire fence in Validate synchronizes with that release fence, the CAS happens
-  // before the re-check, and the re-check sees a changed version. If the version did change (perhaps for an
-  // unrelated entry), fall back to the checksum, which is proof on its own. Copying sources always use it.
+  // copied, the copy is the record the entry describes.
+  //  - Not stale: the record was written before the leaf entry naming it was published, so the leaf version this
+  //    reader acquired (WaitStableVersion) makes all of its bytes visible; no load can return an older value.
+  //  - Not newer: the block is freed only after a writer has locked the node holding the entry (CAS to an odd
+  //    version) and published it without the entry (version + 2; a version never returns to an earlier value once
+  //    changed). While the entry is being moved by a split, the node it is moved from is locked. Free happens before
+  //    the Allocate that reuses the block (allocator mutex), and that block's writer issues a release fence after
+  //    Allocate, before its stores (LocalStore::Put; the rule in meganode/extent_allocator.h). So if any word loaded
+  //    here came from such a later write, the acquire fence in Validate synchronizes with that release fence, the
+  //    CAS happens before the re-check, and the re-check cannot read the version validated before.
+  // If the version did change (perhaps for an unrelated entry), fall back to the checksum, which is proof on its
+  // own. Copying sources always use it. (ThreadSanitizer does not model fences; this argument is not checked by it.)
   bool proven = false;
   if constexpr (std::is_same_v<Source, LocalNodeSource>) proven = src->Validate(leaf);
   if (!(proven ? CheckRecordFields(buffer, entry, key, &v) : CheckRecord(buffer, entry, key, &v))) {

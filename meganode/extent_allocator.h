@@ -8,8 +8,13 @@
 // with its buddy while the buddy is free and of the same order. Waste is below 50% per record, about 25% for
 // uniformly spread sizes.
 //
-// Freed memory may still be read by a reader holding an old leaf entry; such a reader detects the reuse by the
-// record checksum.
+// Freed memory may still be read by a reader holding an old leaf entry. A copying reader detects the reuse by the
+// record checksum; an in-place reader by the leaf version (TreeReader::ReadRecord), which rests on two things:
+//   - Free happens before any later Allocate that hands out the same memory (both take mu_); keep that ordering if
+//     this allocator ever goes lock-free or per-thread.
+//   - Whoever writes a block it got from Allocate issues a release fence after Allocate and before its first store
+//     to the block (LocalStore::Put is the only writer of extent memory). Any new writer of extent memory must do the
+//     same, or in-place reads may accept a torn or reused record.
 #pragma once
 
 #include <cstdint>

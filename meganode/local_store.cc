@@ -47,10 +47,12 @@ Status LocalStore::Put(std::string_view key, std::string_view value) {
   uint64_t checksum = btree::EncodeRecord(key, value, &record);
   auto extent = extents_->Allocate(record.size() * 8);
   if (!extent.ok()) return extent.status();
-  // The block may have held a record that an in-place reader is still copying. This release fence, before the new
-  // bytes are stored, lets such a reader prove its copy by re-checking the leaf version instead of the checksum
-  // (argument in TreeReader::ReadRecord): a reader that loads any of these bytes and then issues an acquire fence
-  // sees every write that happened before this fence, including the lock of the leaf that dropped the old entry.
+  // The block may have held a record that an in-place reader is still copying. This release fence, after Allocate
+  // and before the new bytes are stored, lets such a reader prove its copy by re-checking the leaf version instead
+  // of the checksum (argument in TreeReader::ReadRecord): a reader that loads any of these bytes and then issues an
+  // acquire fence sees every write that happened before this fence, including (through the allocator's mutex, Free
+  // before this Allocate) the lock of the leaf that dropped the old entry. Required of every extent writer; see
+  // extent_allocator.h.
   std::atomic_thread_fence(std::memory_order_release);
   CopyToShared(regions_.Resolve(*extent, record.size() * 8), record.data(), record.size());
   btree::LeafValue entry{*extent, static_cast<uint32_t>(btree::RecordLength(key.size(), value.size())), checksum};
@@ -60,7 +62,8 @@ Status LocalStore::Put(std::string_view key, std::string_view value) {
     extents_->Free(*extent);
     return s;
   }
-  // Readers that still hold the old entry detect the freed (and perhaps reused) record by its checksum.
+  // Readers that still hold the old entry detect the freed (and perhaps reused) record: copying readers by its
+  // checksum, in-place readers by the leaf version (this Put changed it before the block is freed).
   if (replaced) return extents_->Free(replaced->ptr);
   return Status::OK();
 }
