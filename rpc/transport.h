@@ -11,7 +11,7 @@
 // Client: Connect(uri, options) -> Connection. Call() and Read() are asynchronous and may be issued from any thread,
 // many at a time; each completes exactly once, through its callback, with OK or the error (timeout, peer gone,
 // refused read, ...). Callbacks run on a transport thread (for shm reads without a NIC model: inline, before Read
-// returns); they must not block.
+// returns); they must not block, and must not destroy the Connection they belong to (Close() is fine).
 #pragma once
 
 #include <chrono>
