@@ -36,6 +36,13 @@ void AppendFrame(std::string& out, FrameType type, uint16_t aux, uint64_t reques
   out.append(payload);
 }
 
+Status ErrorFromFrame(uint16_t aux, std::string_view message) {
+  if (aux == 0 || aux > static_cast<uint16_t>(Status::Code::kDeadlineExceeded)) {
+    return Status::Internal(fmt::format("malformed error reply (code {}): {}", aux, message));
+  }
+  return Status::FromCode(static_cast<Status::Code>(aux), message);
+}
+
 Status DecodeFrameHeader(std::string_view bytes, uint32_t max_payload_bytes, FrameHeader* h) {
   if (bytes.size() < kFrameHeaderBytes) return Status::InvalidArgument("malformed frame: header truncated");
   const char* p = bytes.data();

@@ -7,7 +7,7 @@
 //   0       4     magic       0xCE11F4A3; anything else means the peer is not speaking this protocol
 //   4       1     version     kFrameVersion (1); a frame of another version closes the connection
 //   5       1     type        FrameType below
-//   6       2     aux         kRequest: the method id; kError: the Status code; otherwise 0
+//   6       2     aux         kRequest: the method id; kError: the Status code (1..kDeadlineExceeded); otherwise 0
 //   8       4     length      payload bytes; above the connection's limit (default 16 MiB) closes the connection
 //   12      4     reserved    0
 //   16      8     request id  chosen by the client; its response carries the same id
@@ -60,6 +60,10 @@ void EncodeFrameHeader(const FrameHeader& header, char* out);
 
 // Appends one whole frame (header and payload) to `out`.
 void AppendFrame(std::string& out, FrameType type, uint16_t aux, uint64_t request_id, std::string_view payload);
+
+// The error a kError frame carries. A code that is not an error (0, or unknown to this build) yields Internal: an
+// error frame never reads as success.
+Status ErrorFromFrame(uint16_t aux, std::string_view message);
 
 // Parses the header at the start of `bytes` (at least kFrameHeaderBytes long). InvalidArgument, with the reason, if
 // the header is malformed or announces more than `max_payload_bytes` of payload.

@@ -34,7 +34,7 @@ Status ExchangeHello(int fd, const std::string& uri, proto::Role role, const Cli
   std::string_view payload;
   if (s.ok()) s = ReceiveFrameBy(fd, decoder, deadline, &header, &payload);
   if (s.ok() && header.type == FrameType::kError) {
-    s = Status::FromCode(static_cast<Status::Code>(header.aux), payload);
+    s = ErrorFromFrame(header.aux, payload);
   } else if (s.ok() && (header.type != FrameType::kHelloReply ||
                         !reply->ParseFromArray(payload.data(), static_cast<int>(payload.size())))) {
     s = Status::Unavailable("unexpected reply to Hello");
@@ -265,7 +265,7 @@ void SocketChannel::IoLoop() {
         pending_.erase(it);
         deadlines_.erase({c.pending.deadline, header.request_id});
         if (header.type == FrameType::kError) {
-          c.status = Status::FromCode(static_cast<Status::Code>(header.aux), payload);
+          c.status = ErrorFromFrame(header.aux, payload);
         } else if (c.pending.read && (header.type != FrameType::kReadResponse || payload.size() != c.pending.length)) {
           c.status = Status::Internal(fmt::format("read reply of {} bytes for a read of {}", payload.size(),
                                                   c.pending.length));
@@ -291,7 +291,10 @@ void SocketChannel::IoLoop() {
       if (c.pending.rpc) {
         c.pending.rpc(c.status, c.payload);
       } else {
-        if (c.status.ok()) std::memcpy(c.pending.dest, c.payload.data(), c.payload.size());
+        // Checked above, and again here where it matters: never copy more than the caller's buffer holds.
+        if (c.status.ok() && c.payload.size() == c.pending.length) {
+          std::memcpy(c.pending.dest, c.payload.data(), c.payload.size());
+        }
         c.pending.read(c.status);
       }
     }

@@ -1,7 +1,7 @@
 // The client half of one stream-transport socket: pipelined requests matched to replies by request id.
 //
 // Any thread may issue requests; each is written to the socket at once by the calling thread (under the channel's
-// lock). One I/O thread per channel reads replies, runs their callbacks and expires requests past their deadline.
+// lock), or, when the socket is full, by the I/O thread once it drains. One I/O thread per channel reads replies, runs their callbacks and expires requests past their deadline.
 // When the socket fails or the peer closes it, every waiting request fails with Unavailable, and so does every later
 // one.
 #pragma once

@@ -26,6 +26,11 @@ namespace {
 constexpr size_t kReceiveChunk = 64 * 1024;
 constexpr int kMaxReceivesPerTurn = 8;  // then the connection goes to the back of the queue (fairness)
 constexpr size_t kMaxErrorMessage = 4096;
+// A connection whose unsent replies exceed this is not served further (its buffered requests wait, nothing more is
+// read) until they drain: a few bytes of pipelined read requests must not make the server allocate gigabytes.
+constexpr size_t kOutputBudget = 4 << 20;
+// An answer sent from outside the worker pool gives up on a client that takes no bytes for this long.
+constexpr auto kStalledClient = std::chrono::seconds(5);
 
 std::string PeerName(int fd) {
   sockaddr_storage addr{};
@@ -44,24 +49,44 @@ std::string PeerName(int fd) {
 class SocketServer::Conn final : public Responder::Sink, public std::enable_shared_from_this<Conn> {
  public:
   Conn(int fd, std::string peer, uint32_t max_message)
-      : fd(fd), peer(std::move(peer)), decoder(max_message), max_message(max_message) {}
+      : fd(fd), peer(std::move(peer)), decoder(max_message), max_message(max_message), reply_limit(max_message) {}
   ~Conn() override { close(fd); }
 
   void Send(uint64_t request_id, const Status& status, std::string_view payload) override {
-    std::lock_guard lock(mu);
+    std::unique_lock lock(mu);
     if (closed) return;  // the client is gone; nobody waits for this reply
     AppendReplyLocked(request_id, status, payload);
-    if (!owned) FlushBlockingLocked();  // answered later, from another thread: the worker will not flush it
+    if (owned) return;  // the worker serving the connection flushes it at the end of its turn
+    // Answered later, from another thread, while no worker owns the connection: send it from here. Waiting for a
+    // slow client happens without the lock, so workers are never held up; a worker that takes the connection
+    // meanwhile takes over the flushing.
+    size_t pending = out.size() - sent;
+    auto progress_at = Clock::now();
+    while (true) {
+      if (!FlushLocked()) break;
+      if (out.empty() || owned || closed) return;
+      if (out.size() - sent < pending) {
+        pending = out.size() - sent;
+        progress_at = Clock::now();
+      } else if (Clock::now() - progress_at > kStalledClient) {
+        break;
+      }
+      lock.unlock();
+      pollfd p{fd, POLLOUT, 0};
+      poll(&p, 1, 100);
+      lock.lock();
+    }
+    shutdown(fd, SHUT_RDWR);  // the worker that next sees the connection closes it
   }
 
   void AppendReplyLocked(uint64_t request_id, const Status& status, std::string_view payload) {
-    if (status.ok() && payload.size() <= max_message) {
+    if (status.ok() && payload.size() <= reply_limit) {
       AppendFrame(out, FrameType::kResponse, 0, request_id, payload);
       return;
     }
     const Status error = status.ok() ? Status::ResourceExhausted(fmt::format(
                                            "the response of {} bytes exceeds the message limit of {} bytes",
-                                           payload.size(), max_message))
+                                           payload.size(), reply_limit))
                                      : status;
     std::string_view message = error.message();
     if (message.size() > kMaxErrorMessage) message = message.substr(0, kMaxErrorMessage);
@@ -71,24 +96,12 @@ class SocketServer::Conn final : public Responder::Sink, public std::enable_shar
   // Sends what it can without blocking; false if the socket failed.
   bool FlushLocked() { return SendQueued(fd, &out, &sent); }
 
-  // For replies sent while no worker owns the connection. If the client does not drain its socket for 5 s, the
-  // connection is shut down; the worker that next sees it closes it.
-  void FlushBlockingLocked() {
-    const auto deadline = Clock::now() + std::chrono::seconds(5);
-    while (true) {
-      if (!FlushLocked()) break;
-      if (out.empty()) return;
-      pollfd p{fd, POLLOUT, 0};
-      if (Clock::now() >= deadline || poll(&p, 1, 100) < 0) break;
-    }
-    shutdown(fd, SHUT_RDWR);
-  }
-
   const int fd;
   const std::string peer;
   FrameDecoder decoder;  // touched only by the thread that owns the connection (EPOLLONESHOT)
-  const uint32_t max_message;
+  const uint32_t max_message;  // what this server accepts
   proto::Role role = proto::ROLE_UNSPECIFIED;
+  uint32_t reply_limit;        // what the client accepts (its Hello says), at most max_message
 
   std::mutex mu;  // guards what follows
   std::string out;
@@ -116,7 +129,6 @@ Status SocketServer::Start() {
     ev.data.ptr = nullptr;
     epoll_ctl(pool->epoll_fd, EPOLL_CTL_ADD, wake_fd_, &ev);
   }
-  started_ = true;
   for (int i = 0; i < options_.workers; ++i) {
     workers_.threads.emplace_back([this, i] { PoolLoop(&workers_, i, options_.worker_cpus, "worker"); });
   }
@@ -194,16 +206,14 @@ void SocketServer::AcceptLoop() {
   while (!stopping_.load()) {
     const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
-      if (stopping_.load()) break;
-      if (errno == EINTR || errno == ECONNABORTED) continue;
-      if (errno == EMFILE || errno == ENFILE) {
-        LogError("{}: cannot accept connections: {}; retrying", uri_, std::strerror(errno));
-        pollfd p{listen_fd_, 0, 0};
-        poll(&p, 1, 100);  // back off until descriptors are freed
-        continue;
-      }
-      LogError("{}: accept failed: {}", uri_, std::strerror(errno));
-      break;
+      const int err = errno;
+      if (stopping_.load() || err == EBADF || err == EINVAL || err == ENOTSOCK) break;
+      if (err == EINTR || err == ECONNABORTED || err == EAGAIN) continue;
+      // Out of descriptors or memory, or a network error accept(2) says to retry: back off and try again.
+      LogError("{}: cannot accept a connection: {}; retrying", uri_, std::strerror(err));
+      pollfd p{listen_fd_, 0, 0};
+      poll(&p, 1, 100);
+      continue;
     }
     SetNoDelay(fd);
     auto conn = std::make_shared<Conn>(fd, PeerName(fd), options_.max_message_bytes);
@@ -214,7 +224,11 @@ void SocketServer::AcceptLoop() {
     epoll_event ev{};
     ev.events = EPOLLIN | EPOLLONESHOT;
     ev.data.ptr = conn.get();
-    epoll_ctl(workers_.epoll_fd, EPOLL_CTL_ADD, fd, &ev);
+    if (epoll_ctl(workers_.epoll_fd, EPOLL_CTL_ADD, fd, &ev) != 0) {
+      LogError("{}: cannot serve connection from {}: epoll_ctl: {}", uri_, conn->peer, std::strerror(errno));
+      std::lock_guard lock(conns_mu_);
+      conns_.erase(conn.get());  // closes it: the client sees the connection refused
+    }
   }
 }
 
@@ -248,13 +262,16 @@ void SocketServer::PoolLoop(Pool* pool, int index, const std::vector<int>& cpus,
 }
 
 void SocketServer::Serve(Conn* conn, Pool* pool) {
+  bool over_budget;
   {
     std::lock_guard lock(conn->mu);
+    if (conn->owned || conn->closed) return;  // defensive: EPOLLONESHOT hands a connection to one thread at a time
     conn->owned = true;
+    over_budget = conn->out.size() - conn->sent >= kOutputBudget;
   }
   std::string close_reason;
   bool peer_gone = false;
-  for (int i = 0; i < kMaxReceivesPerTurn; ++i) {
+  for (int i = 0; i < kMaxReceivesPerTurn && !over_budget; ++i) {
     const size_t want = std::max(kReceiveChunk, conn->decoder.BytesWanted());
     char* room = conn->decoder.PrepareAppend(want);
     const ssize_t n = recv(conn->fd, room, want, 0);
@@ -276,7 +293,7 @@ void SocketServer::Serve(Conn* conn, Pool* pool) {
   bool ok = true;
   FrameHeader header;
   std::string_view payload;
-  while (ok) {
+  while (ok && !over_budget) {
     const auto r = conn->decoder.Next(&header, &payload);
     if (r == FrameDecoder::Result::kNeedMore) break;
     if (r == FrameDecoder::Result::kMalformed) {
@@ -286,6 +303,8 @@ void SocketServer::Serve(Conn* conn, Pool* pool) {
     }
     ok = Dispatch(conn, header, payload, &move_to);
     if (!ok) close_reason = "protocol violation";  // Dispatch logged the details
+    std::lock_guard lock(conn->mu);
+    over_budget = conn->out.size() - conn->sent >= kOutputBudget;
   }
   conn->decoder.Consume();
 
@@ -299,8 +318,9 @@ void SocketServer::Serve(Conn* conn, Pool* pool) {
   }
   conn->owned = false;
   epoll_event ev{};
-  // A client that does not read its replies is not read from either, until the replies drain (back-pressure).
-  ev.events = (conn->out.empty() ? EPOLLIN : EPOLLOUT) | EPOLLONESHOT;
+  // A client that does not read its replies is not read from either, until the replies drain (back-pressure). Over
+  // budget, requests still buffered wait for the next turn, which EPOLLOUT brings as soon as the socket has room.
+  ev.events = (conn->out.empty() && !over_budget ? EPOLLIN : EPOLLOUT) | EPOLLONESHOT;
   ev.data.ptr = conn;
   if (move_to != nullptr && move_to != pool) {
     epoll_ctl(pool->epoll_fd, EPOLL_CTL_DEL, conn->fd, nullptr);
@@ -323,9 +343,9 @@ bool SocketServer::Dispatch(Conn* conn, const FrameHeader& header, std::string_v
       proto::ReadRequest request;
       if (!request.ParseFromArray(payload.data(), static_cast<int>(payload.size()))) break;
       StatusOr<const char*> src = regions_.Resolve(request.region(), request.offset(), request.length());
-      if (src.ok() && request.length() > conn->max_message) {
+      if (src.ok() && request.length() > conn->reply_limit) {
         src = Status::InvalidArgument(fmt::format("one-sided read of {} bytes exceeds the message limit of {} bytes",
-                                                  request.length(), conn->max_message));
+                                                  request.length(), conn->reply_limit));
       }
       std::lock_guard lock(conn->mu);
       if (!src.ok()) {
@@ -367,6 +387,7 @@ bool SocketServer::Dispatch(Conn* conn, const FrameHeader& header, std::string_v
         return false;
       }
       conn->role = role;
+      if (hello.max_message_bytes() != 0) conn->reply_limit = std::min(conn->max_message, hello.max_message_bytes());
       proto::HelloReply reply;
       reply.set_max_message_bytes(options_.max_message_bytes);
       FillHelloReply(&reply);

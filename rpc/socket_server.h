@@ -87,7 +87,6 @@ class SocketServer : public Server {
   int wake_fd_ = -1;  // eventfd; written once at Stop to wake every pool thread
   std::thread acceptor_;
   std::atomic<bool> stopping_{false};
-  bool started_ = false;
   std::mutex stop_mu_;
 
   std::mutex conns_mu_;

@@ -58,6 +58,24 @@ StatusOr<addrinfo*> Resolve(const std::string& host, uint16_t port, bool passive
 
 StatusOr<int> FinishConnect(int fd, const sockaddr* addr, socklen_t len, Clock::time_point deadline,
                             const std::string& what) {
+  if (addr->sa_family == AF_UNIX) {
+    // A Unix socket connects at once, or fails at once; EAGAIN means the listen backlog is full and nothing was
+    // started: try again until the deadline.
+    while (connect(fd, addr, len) != 0) {
+      const int err = errno;
+      if (err != EAGAIN && err != EINTR) {
+        close(fd);
+        return Status::Unavailable(fmt::format("cannot connect to {}: {}", what, Errno(err)));
+      }
+      if (Clock::now() >= deadline) {
+        close(fd);
+        return Status::Unavailable(fmt::format("cannot connect to {}: its listen backlog stayed full", what));
+      }
+      pollfd none{-1, 0, 0};
+      poll(&none, 0, 1);  // back off 1 ms
+    }
+    return fd;
+  }
   if (connect(fd, addr, len) != 0) {
     if (errno != EINPROGRESS && errno != EAGAIN) {
       const int err = errno;
@@ -236,12 +254,22 @@ Status ReceiveWithDescriptor(int fd, char* out, size_t length, int* received_fd,
     const ssize_t n = recvmsg(fd, &msg, MSG_CMSG_CLOEXEC);
     if (n > 0) {
       for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
-        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+        const size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        for (size_t i = 0; i < count; ++i) {  // keep the first descriptor; close any extra a peer sent
           int passed = -1;
-          std::memcpy(&passed, CMSG_DATA(c), sizeof(int));
-          if (*received_fd >= 0) close(*received_fd);
-          *received_fd = passed;
+          std::memcpy(&passed, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+          if (*received_fd < 0) {
+            *received_fd = passed;
+          } else {
+            close(passed);
+          }
         }
+      }
+      if (msg.msg_flags & MSG_CTRUNC) {
+        if (*received_fd >= 0) close(*received_fd);
+        *received_fd = -1;
+        return Status::Unavailable("a descriptor message was truncated");
       }
       got += static_cast<size_t>(n);
     } else if (n == 0) {
@@ -279,6 +307,10 @@ void SetNoDelay(int fd) {
 }
 
 void PinThisThread(int cpu, const char* what) {
+  if (cpu < 0 || cpu >= CPU_SETSIZE) {
+    LogWarning("cannot pin {} thread to CPU {}: no such CPU; it runs unpinned", what, cpu);
+    return;
+  }
   cpu_set_t set;
   CPU_ZERO(&set);
   CPU_SET(cpu, &set);

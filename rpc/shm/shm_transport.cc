@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -133,6 +134,7 @@ class ShmConnection final : public Connection {
 
   // Maps the server's NIC pacer and starts the thread that completes reads when the model says they are done.
   Status StartNicModel() {
+    std::lock_guard lock(map_mu_);
     int fd = -1;
     uint64_t size = 0;
     CELL_RETURN_IF_ERROR(RequestDescriptor(proto::MapRequest(), /*nic_state=*/true, &fd, &size));
@@ -179,15 +181,18 @@ class ShmConnection final : public Connection {
       done(Status::OK());
       return;
     }
-    const auto due = ReserveNic(nic_word_, model_.BusyNanos(length),
-                                static_cast<int64_t>(model_.latency_us * 1000));
-    std::lock_guard lock(nic_mu_);
-    if (nic_stopping_) {
-      done(Status::Unavailable(fmt::format("connection to {} closed by the client", uri_)));
-      return;
+    {
+      std::lock_guard lock(nic_mu_);
+      if (!nic_stopping_) {
+        // Reserved under the queue's lock, so the queue stays in due-time order.
+        const auto due = ReserveNic(nic_word_, model_.BusyNanos(length),
+                                    static_cast<int64_t>(model_.latency_us * 1000));
+        nic_queue_.push_back(NicJob{due, src, dest, length, std::move(done)});
+        nic_cv_.notify_one();
+        return;
+      }
     }
-    nic_queue_.push_back(NicJob{due, src, dest, length, std::move(done)});
-    nic_cv_.notify_one();
+    done(Status::Unavailable(fmt::format("connection to {} closed by the client", uri_)));
   }
 
   Status health() const override { return rpc_->health(); }
@@ -195,6 +200,7 @@ class ShmConnection final : public Connection {
 
   void Close() override {
     rpc_->Close(Status::Unavailable(fmt::format("connection to {} closed by the client", uri_)));
+    shutdown(map_fd_, SHUT_RDWR);  // ends a map request in progress
     std::lock_guard lock(nic_mu_);
     nic_stopping_ = true;
     nic_cv_.notify_all();
@@ -237,12 +243,25 @@ class ShmConnection final : public Connection {
     for (NicJob& job : left) job.done(Status::Unavailable(fmt::format("connection to {} closed", uri_)));
   }
 
-  // Sends a MapRequest and receives the reply and its descriptor.
+  // Sends a MapRequest and receives the reply and its descriptor. The map socket carries one request at a time; a
+  // request that fails half-way (timeout, malformed reply) leaves it out of step, so it is not used again.
   Status RequestDescriptor(proto::MapRequest request, bool nic_state, int* fd, uint64_t* size) {
+    *fd = -1;
+    if (!map_health_.ok()) return map_health_;
+    Status s = ExchangeMapRequest(std::move(request), nic_state, fd, size);
+    if (!s.ok() && !s.IsInvalidArgument() && s.code() != Status::Code::kFailedPrecondition) {
+      map_health_ = Status::Unavailable(fmt::format("region map channel to {} is broken: {}", uri_, s.ToString()));
+      shutdown(map_fd_, SHUT_RDWR);
+    }
+    return s;
+  }
+
+  Status ExchangeMapRequest(proto::MapRequest request, bool nic_state, int* fd, uint64_t* size) {
     const auto deadline = Clock::now() + options_.connect_timeout;
     request.set_nic_state(nic_state);
     std::string frame;
-    AppendFrame(frame, FrameType::kMapRequest, 0, ++map_requests_, request.SerializeAsString());
+    const uint64_t id = ++map_requests_;
+    AppendFrame(frame, FrameType::kMapRequest, 0, id, request.SerializeAsString());
     CELL_RETURN_IF_ERROR(SendAllBy(map_fd_, frame, deadline));
     char header_bytes[kFrameHeaderBytes];
     CELL_RETURN_IF_ERROR(ReceiveWithDescriptor(map_fd_, header_bytes, sizeof(header_bytes), fd, deadline));
@@ -252,11 +271,14 @@ class ShmConnection final : public Connection {
     int extra_fd = -1;
     if (s.ok()) s = ReceiveWithDescriptor(map_fd_, payload.data(), payload.size(), &extra_fd, deadline);
     if (extra_fd >= 0) close(extra_fd);
-    if (s.ok() && header.type == FrameType::kError) {
-      s = Status::FromCode(static_cast<Status::Code>(header.aux), payload);
+    if (s.ok() && header.request_id != id) {
+      s = Status::Unavailable(fmt::format("map reply for request {} while waiting for {}", header.request_id, id));
+    } else if (s.ok() && header.type == FrameType::kError) {
+      s = ErrorFromFrame(header.aux, payload);
     } else if (s.ok()) {
       proto::MapReply reply;
-      if (header.type != FrameType::kMapReply || !reply.ParseFromString(payload) || *fd < 0) {
+      if (header.type != FrameType::kMapReply || !reply.ParseFromString(payload) || *fd < 0 ||
+          (!nic_state && reply.region() != request.region())) {
         s = Status::Unavailable(fmt::format("malformed map reply from {}", uri_));
       }
       *size = reply.size();
@@ -306,8 +328,9 @@ class ShmConnection final : public Connection {
   const ClientOptions options_;
   const NicModel model_;
 
-  std::mutex map_mu_;  // serialises map requests and guards tables_
+  std::mutex map_mu_;  // serialises map requests and guards tables_, map_requests_ and map_health_
   uint64_t map_requests_ = 0;
+  Status map_health_;
   std::atomic<const MappingTable*> table_{nullptr};
   std::vector<std::unique_ptr<MappingTable>> tables_;
 

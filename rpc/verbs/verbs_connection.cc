@@ -536,7 +536,7 @@ void VerbsConnection::ProcessBatch(const ibv_wc* wc, int n, Status* end) {
         deadlines_.erase({call.deadline, h.request_id});
       }
       if (h.type == FrameType::kError) {
-        call.done(Status::FromCode(static_cast<Status::Code>(h.aux), payload), {});
+        call.done(ErrorFromFrame(h.aux, payload), {});
       } else if (h.type != call.expect) {
         call.done(Status::Internal(fmt::format("unexpected frame type {} in reply", static_cast<int>(h.type))), {});
       } else {
@@ -598,10 +598,12 @@ void VerbsConnection::FailAll(const Status& why) {
   for (auto& [id, call] : calls) call.done(why, {});
   for (auto& [id, op] : reads) op->done(why);
   for (WaitingRead& w : waiting) w.done(why);
-  std::lock_guard lock(mu_);  // a region-list callback above may have queued more; health_ stops new ones
   waiting.clear();
-  waiting.swap(waiting_);
-  for (WaitingRead& w : waiting) w.done(why);
+  {
+    std::lock_guard lock(mu_);  // a region-list callback above may have queued more; health_ stops new ones
+    waiting.swap(waiting_);
+  }
+  for (WaitingRead& w : waiting) w.done(why);  // outside the lock: a callback may issue another read
 }
 
 }  // namespace

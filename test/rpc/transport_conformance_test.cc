@@ -106,12 +106,13 @@ TEST_P(TransportTest, RoundTripReturnsTheResponse) {
   EXPECT_TRUE(c->health().ok());
 }
 
+// (Tests declare what callbacks touch before the connection, so an early return destroys the connection first.)
 TEST_P(TransportTest, ThousandPipelinedRequestsEachGetTheirOwnReply) {
-  auto c = MustConnect();
-  ASSERT_NE(c, nullptr);
   constexpr int kRequests = 1000;
   Completions done;
   std::atomic<int> mismatches{0}, errors{0};
+  auto c = MustConnect();
+  ASSERT_NE(c, nullptr);
   for (int i = 0; i < kRequests; ++i) {
     std::string payload = fmt::format("request {} {}", i, std::string(i % 300, 'p'));
     c->Call(testing::kEcho, payload, [&, payload](const Status& s, std::string_view response) {
@@ -160,7 +161,26 @@ TEST_P(TransportTest, MessagesAtTheLimitPassAndOverItAreRefused) {
   EXPECT_EQ(*after, "still here");
 }
 
+TEST_P(TransportTest, TheClientsLimitBoundsTheServersReplies) {
+  ClientOptions small;
+  small.max_message_bytes = 64 << 10;  // the server's limit stays 16 MiB
+  auto c = MustConnect(small);
+  ASSERT_NE(c, nullptr);
+  proto::EchoRequest big_reply;
+  big_reply.set_reply_bytes(100 << 10);
+  auto r = CallSync(*c, testing::kSized, big_reply.SerializeAsString());
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(r.status().IsResourceExhausted()) << r.status().ToString();  // that call fails, not the connection
+  auto after = CallSync(*c, testing::kEcho, "still here");
+  ASSERT_TRUE(after.ok()) << after.status().ToString();
+}
+
 TEST_P(TransportTest, OneSidedReadsReturnExactlyTheRegionBytes) {
+  constexpr int kOutstanding = 256;
+  std::vector<std::string> buffers(kOutstanding);
+  std::vector<uint64_t> offsets(kOutstanding);
+  Completions done;
+  std::atomic<int> errors{0};
   auto c = MustConnect();
   ASSERT_NE(c, nullptr);
   std::mt19937_64 rng(1);
@@ -174,11 +194,6 @@ TEST_P(TransportTest, OneSidedReadsReturnExactlyTheRegionBytes) {
     ASSERT_EQ(0, std::memcmp(buffer.data(), region_.base() + offset, length)) << "offset " << offset;
   }
   // Many outstanding at once.
-  constexpr int kOutstanding = 256;
-  std::vector<std::string> buffers(kOutstanding);
-  std::vector<uint64_t> offsets(kOutstanding);
-  Completions done;
-  std::atomic<int> errors{0};
   for (int i = 0; i < kOutstanding; ++i) {
     const uint32_t length = 1024;
     offsets[i] = rng() % (region_.size() - length + 1);
@@ -265,10 +280,10 @@ TEST_P(TransportTest, WorkerPoolBoundsTheThreadsRunningRequests) {
   ServerOptions options;
   options.workers = 2;
   StartServer(options);
-  std::vector<std::unique_ptr<Connection>> clients;
-  for (int i = 0; i < 4; ++i) clients.push_back(MustConnect());
   Completions done;
   std::atomic<int> errors{0};
+  std::vector<std::unique_ptr<Connection>> clients;
+  for (int i = 0; i < 4; ++i) clients.push_back(MustConnect());
   const int kPerClient = 200 * cell::testing::StressScale();
   std::vector<std::thread> threads;
   for (auto& c : clients) {
@@ -316,21 +331,31 @@ TEST_P(TransportTest, PeerDeathFailsEveryWaitingCaller) {
   ASSERT_EQ(posix_spawn(&pid, argv[0], &actions, nullptr, argv, environ), 0);
   posix_spawn_file_actions_destroy(&actions);
   close(out[1]);
+  struct KillOnExit {  // an early ASSERT must not leave the server running
+    pid_t pid;
+    ~KillOnExit() {
+      if (pid > 0) {
+        kill(pid, SIGKILL);
+        waitpid(pid, nullptr, 0);
+      }
+    }
+  } guard{pid};
   std::string line;
   char ch;
-  while (read(out[0], &ch, 1) == 1 && ch != '\n') line += ch;
+  pollfd ready{out[0], POLLIN, 0};
+  while (poll(&ready, 1, 60000) == 1 && read(out[0], &ch, 1) == 1 && ch != '\n') line += ch;
   close(out[0]);
   ASSERT_EQ(line.rfind("READY ", 0), 0u) << "server said: " << line;
   const std::string uri = line.substr(6);
 
+  constexpr int kWaiting = 50;
+  Completions done;
+  std::atomic<int> unavailable{0};
   auto c = Connect(uri);
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   std::string buffer(64, '\0');
   ASSERT_TRUE(ReadSync(**c, GlobalPtr{1, 0}, 64, buffer.data()).ok());
 
-  constexpr int kWaiting = 50;
-  Completions done;
-  std::atomic<int> unavailable{0};
   for (int i = 0; i < kWaiting; ++i) {
     (*c)->Call(testing::kHang, "", [&](const Status& s, std::string_view) {
       if (s.IsUnavailable()) unavailable++;
@@ -340,8 +365,8 @@ TEST_P(TransportTest, PeerDeathFailsEveryWaitingCaller) {
   // The server has the requests when an echo behind them comes back (requests on a connection run in order).
   ASSERT_TRUE(CallSync(**c, testing::kEcho, "barrier").ok());
   ASSERT_EQ(kill(pid, SIGKILL), 0);
-  int status = 0;
-  waitpid(pid, &status, 0);
+  waitpid(pid, nullptr, 0);
+  guard.pid = 0;
   ASSERT_TRUE(done.WaitFor(kWaiting, 30s)) << "callers still waiting after the server died";
   EXPECT_EQ(unavailable.load(), kWaiting);
   EXPECT_FALSE((*c)->health().ok());
@@ -352,10 +377,10 @@ TEST_P(TransportTest, PeerDeathFailsEveryWaitingCaller) {
 }
 
 TEST_P(TransportTest, ClosingFailsOutstandingRequests) {
-  auto c = MustConnect();
-  ASSERT_NE(c, nullptr);
   Completions done;
   std::atomic<int> unavailable{0};
+  auto c = MustConnect();
+  ASSERT_NE(c, nullptr);
   for (int i = 0; i < 10; ++i) {
     c->Call(testing::kHang, "", [&](const Status& s, std::string_view) {
       if (s.IsUnavailable()) unavailable++;
@@ -459,7 +484,7 @@ TEST_P(StreamFrameTest, RequestBeforeHelloClosesTheConnection) {
   ExpectClosedAndOthersServed(bytes, false);
 }
 
-TEST_P(StreamFrameTest, TruncatedFrameThenHangUpClosesTheConnection) {
+TEST_P(StreamFrameTest, TruncatedFrameThenHangUpLeavesOthersServed) {
   std::string bytes = Hello();
   std::string frame;
   AppendFrame(frame, FrameType::kRequest, testing::kEcho, 1, std::string(100, 'q'));
@@ -470,6 +495,62 @@ TEST_P(StreamFrameTest, TruncatedFrameThenHangUpClosesTheConnection) {
 INSTANTIATE_TEST_SUITE_P(Stream, StreamFrameTest,
                          ::testing::Values(TransportCase{"tcp", true, true}, TransportCase{"shm", true, false}),
                          [](const auto& info) { return info.param.name; });
+
+// A server (here a fake one) that answers with an error frame whose code is 0 must not make the client report
+// success, nor copy the error text into a read's buffer.
+TEST(StreamClient, ErrorFrameWithoutACodeIsAnErrorAndWritesNothing) {
+  uint16_t port = 0;
+  StatusOr<int> listener = ListenTcp("127.0.0.1", 0, &port);
+  ASSERT_TRUE(listener.ok());
+  std::thread fake([fd = *listener] {
+    std::vector<std::thread> conns;
+    for (int i = 0; i < 2; ++i) {  // the rpc socket, then the read socket
+      const int c = accept4(fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+      if (c < 0) return;
+      conns.emplace_back([c] {
+        FrameDecoder decoder(1 << 20);
+        FrameHeader h;
+        std::string_view payload;
+        const auto deadline = Clock::now() + 30s;
+        std::string out;
+        if (!ReceiveFrameBy(c, decoder, deadline, &h, &payload).ok()) return close(c), void();
+        AppendFrame(out, FrameType::kHelloReply, 0, h.request_id, "");
+        decoder.Consume();
+        (void)SendAllBy(c, out, deadline);
+        out.clear();
+        if (ReceiveFrameBy(c, decoder, deadline, &h, &payload).ok()) {
+          AppendFrame(out, FrameType::kError, 0, h.request_id, std::string(64 << 10, 'E'));
+          (void)SendAllBy(c, out, deadline);
+        }
+        char byte;
+        pollfd p{c, POLLIN, 0};
+        poll(&p, 1, 30000);  // until the client hangs up
+        (void)recv(c, &byte, 1, 0);
+        close(c);
+      });
+    }
+    for (auto& t : conns) t.join();
+  });
+  struct JoinOnExit {
+    std::thread& t;
+    int fd;
+    ~JoinOnExit() {
+      shutdown(fd, SHUT_RDWR);  // ends a pending accept
+      t.join();
+      close(fd);
+    }
+  } join{fake, *listener};
+  {
+    auto c = Connect(fmt::format("tcp://127.0.0.1:{}", port));
+    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    auto r = CallSync(**c, 1, "x");
+    EXPECT_EQ(r.status().code(), Status::Code::kInternal) << r.status().ToString();
+    std::string buffer(16, 'b');
+    Status s = ReadSync(**c, GlobalPtr{1, 0}, 16, buffer.data());
+    EXPECT_EQ(s.code(), Status::Code::kInternal) << s.ToString();
+    EXPECT_EQ(buffer, std::string(16, 'b'));
+  }
+}
 
 TEST(VerbsTransport, WithoutADeviceFailsWithNoRdmaDevice) {
   TestHandler handler;
