@@ -42,7 +42,7 @@ int64_t NicModel::BusyNanos(uint32_t bytes) const {
   double ns = 0;
   if (reads_per_s > 0) ns = 1e9 / reads_per_s;
   if (bytes_per_s > 0) ns = std::max(ns, 1e9 * bytes / bytes_per_s);
-  return static_cast<int64_t>(ns);
+  return static_cast<int64_t>(std::min(ns, 1e15));  // absurd rates (1e-300/s) stay a finite, if long, wait
 }
 
 Clock::time_point ReserveNic(std::atomic<int64_t>* busy_until_ns, int64_t busy_ns, int64_t latency_ns) {
