@@ -2,7 +2,7 @@
 //
 //   cell-rpc-bench --transport=tcp|shm|verbs [--workers=1] [--server-cpu=0] [--client-cpu=1]
 //                  [--outstanding=1,2,4,8,16,32,50,64] [--seconds=1] [--read-bytes=1024] [--read-outstanding=32]
-//                  [--region-mb=64] [--host=127.0.0.1] [--nic-model=...]
+//                  [--region-mb=64] [--backing=memfd|hugetlb] [--host=127.0.0.1] [--nic-model=...]
 //
 // The server process (forked first, pinned to --server-cpu) holds 100,000 keys with 100-byte values in a hash map
 // and answers method 1 (GET key -> value), like redis-server answering redis-benchmark's GET -d 100; it registers a
@@ -53,6 +53,7 @@ struct Flags {
   uint32_t read_bytes = 1024;
   int read_outstanding = 32;
   uint64_t region_mb = 64;
+  std::string backing = "memfd";  // or "hugetlb": a memfd of 2 MiB pages (needs vm.nr_hugepages reserved)
   std::string nic_model;
 };
 
@@ -60,7 +61,8 @@ struct Flags {
   std::fprintf(stderr,
                "cell-rpc-bench: %s\nusage: cell-rpc-bench --transport=tcp|shm|verbs [--workers=N] [--server-cpu=C] "
                "[--client-cpu=C] [--outstanding=1,2,...] [--seconds=S] [--read-bytes=B] [--read-outstanding=N] "
-               "[--region-mb=M] [--host=IP] [--nic-model=reads_per_s=..,bytes_per_s=..,latency_us=..]\n",
+               "[--region-mb=M] [--backing=memfd|hugetlb] [--host=IP] "
+               "[--nic-model=reads_per_s=..,bytes_per_s=..,latency_us=..]\n",
                why.c_str());
   std::exit(2);
 }
@@ -96,6 +98,9 @@ Flags ParseFlags(int argc, char** argv) {
       f.read_outstanding = static_cast<int>(number(1, 4096));
     } else if (name == "region-mb") {
       f.region_mb = static_cast<uint64_t>(number(1, 1 << 16));
+    } else if (name == "backing") {
+      if (value != "memfd" && value != "hugetlb") Usage("--backing is memfd or hugetlb");
+      f.backing = value;
     } else if (name == "nic-model") {
       f.nic_model = value;
     } else if (name == "outstanding") {
@@ -149,9 +154,18 @@ class GetHandler final : public cell::rpc::RpcHandler {
   PinProcess(f.server_cpu);
   GetHandler handler;
   const uint64_t size = f.region_mb << 20;
-  const int fd = memfd_create("cell-bench-region", MFD_CLOEXEC);
-  if (fd < 0 || ftruncate(fd, static_cast<off_t>(size)) != 0) std::_Exit(1);
-  auto* base = static_cast<char*>(mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0));
+  const int fd = memfd_create("cell-bench-region", MFD_CLOEXEC | (f.backing == "hugetlb" ? MFD_HUGETLB : 0));
+  void* mapped = fd < 0 || ftruncate(fd, static_cast<off_t>(size)) != 0
+                     ? MAP_FAILED
+                     : mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+  if (mapped == MAP_FAILED) {
+    const std::string line = fmt::format("ERROR cannot create a {} MB {} region: {}{}\n", f.region_mb, f.backing,
+                                         std::strerror(errno),
+                                         f.backing == "hugetlb" ? " (reserve pages: sysctl vm.nr_hugepages=N)" : "");
+    [[maybe_unused]] ssize_t n = write(uri_out, line.data(), line.size());
+    std::_Exit(1);
+  }
+  auto* base = static_cast<char*>(mapped);
   for (uint64_t i = 0; i < size; i += 8) std::memcpy(base + i, &i, 8);
   cell::rpc::ServerOptions options;
   options.workers = f.workers;
@@ -336,9 +350,9 @@ int main(int argc, char** argv) {
   latency.Run(1, f.seconds);
   Driver throughput(read_issue, /*record=*/false);
   throughput.Run(f.read_outstanding, f.seconds);
-  json += fmt::format("],\"read\":{{\"bytes\":{},\"region_mb\":{},\"p50_us\":{:.2f},\"p99_us\":{:.2f},"
+  json += fmt::format("],\"read\":{{\"bytes\":{},\"region_mb\":{},\"backing\":\"{}\",\"p50_us\":{:.2f},\"p99_us\":{:.2f},"
                       "\"latency_run_ops_per_s\":{:.0f},\"outstanding\":{},\"ops_per_s\":{:.0f}}}",
-                      f.read_bytes, f.region_mb, latency.Percentile(0.5), latency.Percentile(0.99),
+                      f.read_bytes, f.region_mb, f.backing, latency.Percentile(0.5), latency.Percentile(0.99),
                       latency.ops_per_s(), f.read_outstanding, throughput.ops_per_s());
 
   connection->reset();
