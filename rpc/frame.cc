@@ -36,6 +36,16 @@ void AppendFrame(std::string& out, FrameType type, uint16_t aux, uint64_t reques
   out.append(payload);
 }
 
+Status ReplyError(const Status& status, size_t response_bytes, uint32_t limit) {
+  constexpr size_t kMaxErrorMessage = 4096;
+  if (status.ok()) {
+    return Status::ResourceExhausted(fmt::format("the response of {} bytes exceeds the message limit of {} bytes",
+                                                 response_bytes, limit));
+  }
+  if (status.message().size() <= kMaxErrorMessage) return status;
+  return Status::FromCode(status.code(), std::string_view(status.message()).substr(0, kMaxErrorMessage));
+}
+
 Status ErrorFromFrame(uint16_t aux, std::string_view message) {
   if (aux == 0 || aux > static_cast<uint16_t>(Status::Code::kDeadlineExceeded)) {
     return Status::Internal(fmt::format("malformed error reply (code {}): {}", aux, message));

@@ -61,6 +61,10 @@ void EncodeFrameHeader(const FrameHeader& header, char* out);
 // Appends one whole frame (header and payload) to `out`.
 void AppendFrame(std::string& out, FrameType type, uint16_t aux, uint64_t request_id, std::string_view payload);
 
+// What a server sends instead of a response: `status` if it is an error, or ResourceExhausted if an OK response of
+// `response_bytes` is over the connection's `limit`; its message cut to 4 KiB.
+Status ReplyError(const Status& status, size_t response_bytes, uint32_t limit);
+
 // The error a kError frame carries. A code that is not an error (0, or unknown to this build) yields Internal: an
 // error frame never reads as success.
 Status ErrorFromFrame(uint16_t aux, std::string_view message);

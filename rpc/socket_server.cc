@@ -25,7 +25,6 @@ namespace {
 
 constexpr size_t kReceiveChunk = 64 * 1024;
 constexpr int kMaxReceivesPerTurn = 8;  // then the connection goes to the back of the queue (fairness)
-constexpr size_t kMaxErrorMessage = 4096;
 // A connection whose unsent replies exceed this is not served further (its buffered requests wait, nothing more is
 // read) until they drain: a few bytes of pipelined read requests must not make the server allocate gigabytes.
 constexpr size_t kOutputBudget = 4 << 20;
@@ -84,13 +83,8 @@ class SocketServer::Conn final : public Responder::Sink, public std::enable_shar
       AppendFrame(out, FrameType::kResponse, 0, request_id, payload);
       return;
     }
-    const Status error = status.ok() ? Status::ResourceExhausted(fmt::format(
-                                           "the response of {} bytes exceeds the message limit of {} bytes",
-                                           payload.size(), reply_limit))
-                                     : status;
-    std::string_view message = error.message();
-    if (message.size() > kMaxErrorMessage) message = message.substr(0, kMaxErrorMessage);
-    AppendFrame(out, FrameType::kError, static_cast<uint16_t>(error.code()), request_id, message);
+    const Status error = ReplyError(status, payload.size(), reply_limit);
+    AppendFrame(out, FrameType::kError, static_cast<uint16_t>(error.code()), request_id, error.message());
   }
 
   // Sends what it can without blocking; false if the socket failed.

@@ -12,7 +12,6 @@
 
 namespace cell::rpc::verbs {
 
-inline constexpr size_t kMaxErrorMessage = 4096;
 inline constexpr int kListenBacklog = 128;
 inline constexpr int kCompletionsPerPoll = 32;
 inline constexpr int kPollsPerTurn = 8;  // then a busy connection yields its worker to the others (fairness)

@@ -132,13 +132,8 @@ class VerbsServer::Conn final : public Responder::Sink {
     if (status.ok() && payload.size() <= reply_limit) {
       return link->SendFrameLocked(FrameType::kResponse, 0, request_id, payload);
     }
-    const Status error = status.ok() ? Status::ResourceExhausted(fmt::format(
-                                           "the response of {} bytes exceeds the message limit of {} bytes",
-                                           payload.size(), reply_limit))
-                                     : status;
-    std::string_view message = error.message();
-    if (message.size() > kMaxErrorMessage) message = message.substr(0, kMaxErrorMessage);
-    return link->SendFrameLocked(FrameType::kError, static_cast<uint16_t>(error.code()), request_id, message);
+    const Status error = ReplyError(status, payload.size(), reply_limit);
+    return link->SendFrameLocked(FrameType::kError, static_cast<uint16_t>(error.code()), request_id, error.message());
   }
 
   const uint64_t key;
