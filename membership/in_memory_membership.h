@@ -1,0 +1,38 @@
+// The region table and live servers held in this process: the embedded single-server mode (no ZooKeeper), and the
+// fake that unit tests of the layers above use. Thread-safe. Watchers run on the thread that made the change, one
+// change at a time in the order the changes took effect; they may read the membership but not change it.
+#pragma once
+
+#include <map>
+#include <mutex>
+#include <vector>
+
+#include "membership/membership.h"
+
+namespace cell::membership {
+
+class InMemoryMembership final : public Membership {
+ public:
+  Status RegisterServer(const ServerInfo& self) override;
+  Status UnregisterServer(uint64_t id) override;
+  StatusOr<std::vector<ServerInfo>> ListServers() override;
+  StatusOr<uint32_t> AllocateRegionId() override;
+  StatusOr<RegionEntry> CreateRegion(uint32_t region, uint64_t owner) override;
+  StatusOr<RegionEntry> GetRegion(uint32_t region) override;
+  StatusOr<std::vector<RegionEntry>> ListRegions() override;
+  StatusOr<RegionEntry> ChangeOwner(uint32_t region, uint64_t expected_epoch, uint64_t new_owner) override;
+  StatusOr<uint32_t> RootRegion() override;
+  void Watch(std::function<void(const MembershipEvent&)> watcher) override;
+
+ private:
+  void Notify(const MembershipEvent& event);  // with watchers_mu_ held and mu_ not
+
+  std::mutex mu_;
+  std::map<uint64_t, ServerInfo> servers_;
+  std::map<uint32_t, RegionEntry> regions_;
+  uint32_t next_region_ = 1;
+  std::mutex watchers_mu_;  // taken first by every change and held until its watchers have run: one order for all
+  std::vector<std::function<void(const MembershipEvent&)>> watchers_;
+};
+
+}  // namespace cell::membership

@@ -1,0 +1,74 @@
+// Membership: which servers are alive, and which server owns each region (the region table).
+//
+// Every pointer in Cell is (region id, offset); this table alone says where a region lives, so moving a region to
+// another server rewrites one entry and no pointer. Implementations (in the spirit of RAMCloud's ExternalStorage):
+//   InMemoryMembership   one process holds the table (the embedded single-server mode; a fake for unit tests)
+//   (ZooKeeper)          the table in ZooKeeper, for clusters
+//
+// Epochs. Each region entry carries an epoch that grows by one at every change of owner. An owner change is a
+// compare-and-set on the epoch, so two servers racing to take a dead server's region cannot both win, and a client
+// that cached (owner, epoch) can tell a stale answer from a current one.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "cell/status.h"
+
+namespace cell::membership {
+
+struct ServerInfo {
+  uint64_t id = 0;                               // nonzero, unique in the cluster
+  std::map<std::string, std::string> addresses;  // transport -> URI, e.g. "tcp" -> "tcp://10.0.0.5:7000"
+  uint64_t capacity_bytes = 0;                   // memory the server offers for regions
+
+  friend bool operator==(const ServerInfo&, const ServerInfo&) = default;
+};
+
+struct RegionEntry {
+  uint32_t region = 0;  // nonzero
+  uint64_t owner = 0;   // server id; 0: no owner (its server died and nobody has taken it yet)
+  uint64_t epoch = 0;   // 1 at creation, +1 at every owner change
+
+  friend bool operator==(const RegionEntry&, const RegionEntry&) = default;
+};
+
+// What changed, for watchers. Watchers run on an implementation thread; they must not block.
+struct MembershipEvent {
+  enum class Kind { kServerJoined, kServerLeft, kRegionChanged };
+  Kind kind;
+  uint64_t server = 0;  // kServerJoined, kServerLeft
+  RegionEntry region;   // kRegionChanged: the new entry
+};
+
+class Membership {
+ public:
+  virtual ~Membership() = default;
+
+  // Makes `self` a live server. InvalidArgument for id 0; FailedPrecondition if another live server has the id.
+  virtual Status RegisterServer(const ServerInfo& self) = 0;
+  // Removes server `id` from the live servers (a clean shutdown; a crash does the same through its session).
+  virtual Status UnregisterServer(uint64_t id) = 0;
+  virtual StatusOr<std::vector<ServerInfo>> ListServers() = 0;
+
+  // A region id no other call, from any process, has returned or will return.
+  virtual StatusOr<uint32_t> AllocateRegionId() = 0;
+  // Records region `region` (from AllocateRegionId) owned by `owner`, at epoch 1. FailedPrecondition if it exists.
+  virtual StatusOr<RegionEntry> CreateRegion(uint32_t region, uint64_t owner) = 0;
+  // NotFound if the region was never created.
+  virtual StatusOr<RegionEntry> GetRegion(uint32_t region) = 0;
+  virtual StatusOr<std::vector<RegionEntry>> ListRegions() = 0;
+  // Sets the owner if the region is still at `expected_epoch`, moving it to expected_epoch + 1. Aborted (with the
+  // current entry in the message) when another change came first: re-read, decide again.
+  virtual StatusOr<RegionEntry> ChangeOwner(uint32_t region, uint64_t expected_epoch, uint64_t new_owner) = 0;
+  // The root region: the one with the lowest id (the root pointer is at its offset 0). NotFound before any exists.
+  virtual StatusOr<uint32_t> RootRegion() = 0;
+
+  // Calls `watcher` after every change from now on, until the Membership is destroyed.
+  virtual void Watch(std::function<void(const MembershipEvent&)> watcher) = 0;
+};
+
+}  // namespace cell::membership

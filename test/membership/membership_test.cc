@@ -1,0 +1,155 @@
+// What every Membership implementation promises (in-memory here; the ZooKeeper implementation joins this suite).
+#include <algorithm>
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "membership/in_memory_membership.h"
+#include "test/test_util.h"
+
+namespace cell::membership {
+namespace {
+
+using Factory = std::function<std::unique_ptr<Membership>()>;
+
+class MembershipTest : public ::testing::TestWithParam<std::pair<const char*, Factory>> {
+ protected:
+  void SetUp() override { m_ = GetParam().second(); }
+  std::unique_ptr<Membership> m_;
+};
+
+ServerInfo Server(uint64_t id) {
+  return ServerInfo{id, {{"tcp", "tcp://127.0.0.1:" + std::to_string(7000 + id)}}, 64ull << 30};
+}
+
+TEST_P(MembershipTest, RegisteredServersAreListedUntilTheyLeave) {
+  ASSERT_TRUE(m_->RegisterServer(Server(1)).ok());
+  ASSERT_TRUE(m_->RegisterServer(Server(2)).ok());
+  EXPECT_TRUE(m_->RegisterServer(Server(0)).IsInvalidArgument());
+  Status dup = m_->RegisterServer(Server(2));
+  EXPECT_EQ(dup.code(), Status::Code::kFailedPrecondition) << dup.ToString();
+  auto servers = m_->ListServers();
+  ASSERT_TRUE(servers.ok());
+  EXPECT_EQ(*servers, (std::vector<ServerInfo>{Server(1), Server(2)}));
+  ASSERT_TRUE(m_->UnregisterServer(1).ok());
+  EXPECT_TRUE(m_->UnregisterServer(1).IsNotFound());
+  servers = m_->ListServers();
+  ASSERT_TRUE(servers.ok());
+  EXPECT_EQ(*servers, std::vector<ServerInfo>{Server(2)});
+}
+
+TEST_P(MembershipTest, ConcurrentAllocationsGetDisjointIds) {
+  constexpr int kThreads = 4;
+  const int per_thread = 250 * cell::testing::StressScale();
+  std::vector<std::vector<uint32_t>> got(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < per_thread; ++i) {
+        auto id = m_->AllocateRegionId();
+        if (id.ok()) got[t].push_back(*id);
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  std::set<uint32_t> all;
+  for (const auto& ids : got) {
+    EXPECT_EQ(ids.size(), static_cast<size_t>(per_thread));
+    for (uint32_t id : ids) {
+      EXPECT_NE(id, 0u);
+      EXPECT_TRUE(all.insert(id).second) << "region id " << id << " handed out twice";
+    }
+  }
+}
+
+TEST_P(MembershipTest, OwnerChangesAreCompareAndSetOnTheEpoch) {
+  auto id = m_->AllocateRegionId();
+  ASSERT_TRUE(id.ok());
+  auto created = m_->CreateRegion(*id, 1);
+  ASSERT_TRUE(created.ok()) << created.status().ToString();
+  EXPECT_EQ(*created, (RegionEntry{*id, 1, 1}));
+  EXPECT_EQ(m_->CreateRegion(*id, 2).status().code(), Status::Code::kFailedPrecondition);
+  EXPECT_TRUE(m_->CreateRegion(*id + 1000, 2).status().IsInvalidArgument());  // never allocated
+
+  auto moved = m_->ChangeOwner(*id, 1, 2);
+  ASSERT_TRUE(moved.ok()) << moved.status().ToString();
+  EXPECT_EQ(*moved, (RegionEntry{*id, 2, 2}));
+  // A second server that read epoch 1 too loses the race.
+  auto stale = m_->ChangeOwner(*id, 1, 3);
+  ASSERT_FALSE(stale.ok());
+  EXPECT_TRUE(stale.status().IsAborted()) << stale.status().ToString();
+  auto now = m_->GetRegion(*id);
+  ASSERT_TRUE(now.ok());
+  EXPECT_EQ(*now, (RegionEntry{*id, 2, 2}));
+  EXPECT_TRUE(m_->GetRegion(*id + 1000).status().IsNotFound());
+}
+
+TEST_P(MembershipTest, RacingTakeoversHaveExactlyOneWinner) {
+  auto id = m_->AllocateRegionId();
+  ASSERT_TRUE(id.ok());
+  ASSERT_TRUE(m_->CreateRegion(*id, 1).ok());
+  std::atomic<int> winners{0};
+  std::vector<std::thread> threads;
+  for (uint64_t server = 2; server < 10; ++server) {
+    threads.emplace_back([&, server] {
+      if (m_->ChangeOwner(*id, 1, server).ok()) winners++;
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(winners.load(), 1);
+  auto entry = m_->GetRegion(*id);
+  ASSERT_TRUE(entry.ok());
+  EXPECT_EQ(entry->epoch, 2u);
+}
+
+TEST_P(MembershipTest, TheRootIsTheLowestRegion) {
+  EXPECT_TRUE(m_->RootRegion().status().IsNotFound());
+  auto a = m_->AllocateRegionId();
+  auto b = m_->AllocateRegionId();
+  ASSERT_TRUE(a.ok() && b.ok());
+  ASSERT_TRUE(m_->CreateRegion(*b, 1).ok());
+  auto root = m_->RootRegion();
+  ASSERT_TRUE(root.ok());
+  EXPECT_EQ(*root, *b);
+  ASSERT_TRUE(m_->CreateRegion(*a, 1).ok());
+  root = m_->RootRegion();
+  ASSERT_TRUE(root.ok());
+  EXPECT_EQ(*root, std::min(*a, *b));
+}
+
+TEST_P(MembershipTest, WatchersSeeEveryChangeInOrder) {
+  std::mutex mu;
+  std::vector<MembershipEvent> seen;
+  m_->Watch([&](const MembershipEvent& e) {
+    std::lock_guard lock(mu);
+    seen.push_back(e);
+  });
+  ASSERT_TRUE(m_->RegisterServer(Server(5)).ok());
+  auto id = m_->AllocateRegionId();
+  ASSERT_TRUE(id.ok());
+  ASSERT_TRUE(m_->CreateRegion(*id, 5).ok());
+  ASSERT_TRUE(m_->ChangeOwner(*id, 1, 0).ok());
+  ASSERT_TRUE(m_->UnregisterServer(5).ok());
+  std::lock_guard lock(mu);
+  ASSERT_EQ(seen.size(), 4u);
+  EXPECT_EQ(seen[0].kind, MembershipEvent::Kind::kServerJoined);
+  EXPECT_EQ(seen[0].server, 5u);
+  EXPECT_EQ(seen[1].kind, MembershipEvent::Kind::kRegionChanged);
+  EXPECT_EQ(seen[1].region, (RegionEntry{*id, 5, 1}));
+  EXPECT_EQ(seen[2].region, (RegionEntry{*id, 0, 2}));
+  EXPECT_EQ(seen[3].kind, MembershipEvent::Kind::kServerLeft);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    InMemory, MembershipTest,
+    ::testing::Values(std::make_pair("in_memory", Factory([] { return std::make_unique<InMemoryMembership>(); }))),
+    [](const auto& info) { return std::string(info.param.first); });
+
+}  // namespace
+}  // namespace cell::membership
