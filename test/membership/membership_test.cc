@@ -1,5 +1,6 @@
 // What every Membership implementation promises (in-memory here; the ZooKeeper implementation joins this suite).
 #include <algorithm>
+#include <condition_variable>
 #include <atomic>
 #include <functional>
 #include <memory>
@@ -11,6 +12,8 @@
 #include <gtest/gtest.h>
 
 #include "membership/in_memory_membership.h"
+#include "membership/zookeeper_membership.h"
+#include "test/membership/zk_harness.h"
 #include "test/test_util.h"
 
 namespace cell::membership {
@@ -20,7 +23,10 @@ using Factory = std::function<std::unique_ptr<Membership>()>;
 
 class MembershipTest : public ::testing::TestWithParam<std::pair<const char*, Factory>> {
  protected:
-  void SetUp() override { m_ = GetParam().second(); }
+  void SetUp() override {
+    m_ = GetParam().second();
+    ASSERT_NE(m_, nullptr);
+  }
   std::unique_ptr<Membership> m_;
 };
 
@@ -123,33 +129,103 @@ TEST_P(MembershipTest, TheRootIsTheLowestRegion) {
   EXPECT_EQ(*root, std::min(*a, *b));
 }
 
-TEST_P(MembershipTest, WatchersSeeEveryChangeInOrder) {
+// Watchers hear of every change (ZooKeeper reports changes that come faster than it re-reads as their end state,
+// so the test waits for each before making the next).
+TEST_P(MembershipTest, WatchersSeeEachChange) {
   std::mutex mu;
+  std::condition_variable cv;
   std::vector<MembershipEvent> seen;
   m_->Watch([&](const MembershipEvent& e) {
     std::lock_guard lock(mu);
     seen.push_back(e);
+    cv.notify_all();
   });
+  auto wait_for = [&](auto predicate) {
+    std::unique_lock lock(mu);
+    return cv.wait_for(lock, std::chrono::seconds(30), [&] {
+      return std::any_of(seen.begin(), seen.end(), predicate);
+    });
+  };
   ASSERT_TRUE(m_->RegisterServer(Server(5)).ok());
+  EXPECT_TRUE(wait_for([](const MembershipEvent& e) {
+    return e.kind == MembershipEvent::Kind::kServerJoined && e.server == 5;
+  }));
   auto id = m_->AllocateRegionId();
   ASSERT_TRUE(id.ok());
   ASSERT_TRUE(m_->CreateRegion(*id, 5).ok());
+  EXPECT_TRUE(wait_for([&](const MembershipEvent& e) { return e.region == RegionEntry{*id, 5, 1}; }));
   ASSERT_TRUE(m_->ChangeOwner(*id, 1, 0).ok());
+  EXPECT_TRUE(wait_for([&](const MembershipEvent& e) { return e.region == RegionEntry{*id, 0, 2}; }));
   ASSERT_TRUE(m_->UnregisterServer(5).ok());
-  std::lock_guard lock(mu);
-  ASSERT_EQ(seen.size(), 4u);
-  EXPECT_EQ(seen[0].kind, MembershipEvent::Kind::kServerJoined);
-  EXPECT_EQ(seen[0].server, 5u);
-  EXPECT_EQ(seen[1].kind, MembershipEvent::Kind::kRegionChanged);
-  EXPECT_EQ(seen[1].region, (RegionEntry{*id, 5, 1}));
-  EXPECT_EQ(seen[2].region, (RegionEntry{*id, 0, 2}));
-  EXPECT_EQ(seen[3].kind, MembershipEvent::Kind::kServerLeft);
+  EXPECT_TRUE(wait_for([](const MembershipEvent& e) {
+    return e.kind == MembershipEvent::Kind::kServerLeft && e.server == 5;
+  }));
+}
+
+std::unique_ptr<Membership> OpenZooKeeper() {
+  static std::atomic<int> cluster{0};
+  auto& zk = cell::testing::ZooKeeperHarness::Shared();
+  if (zk.connect().empty()) {
+    ADD_FAILURE() << zk.error();
+    return nullptr;
+  }
+  ZooKeeperOptions options;
+  options.connect = zk.connect();
+  options.cluster = "test" + std::to_string(cluster++);  // each test its own table
+  auto m = ZooKeeperMembership::Open(options);
+  if (!m.ok()) {
+    ADD_FAILURE() << m.status().ToString();
+    return nullptr;
+  }
+  return std::move(*m);
 }
 
 INSTANTIATE_TEST_SUITE_P(
-    InMemory, MembershipTest,
-    ::testing::Values(std::make_pair("in_memory", Factory([] { return std::make_unique<InMemoryMembership>(); }))),
+    All, MembershipTest,
+    ::testing::Values(std::make_pair("in_memory", Factory([] { return std::make_unique<InMemoryMembership>(); })),
+                      std::make_pair("zookeeper", Factory(OpenZooKeeper))),
     [](const auto& info) { return std::string(info.param.first); });
+
+// Several processes (each its own ZooKeeper session) allocating at once never get the same id.
+TEST(ZooKeeperMembership, ConcurrentProcessesGetDisjointRegionIds) {
+  auto& zk = cell::testing::ZooKeeperHarness::Shared();
+  ASSERT_FALSE(zk.connect().empty()) << zk.error();
+  constexpr int kProcesses = 3, kEach = 200;
+  std::vector<FILE*> pipes;
+  for (int p = 0; p < kProcesses; ++p) {
+    const std::string command = std::string(CELL_ALLOCATE_IDS) + " " + zk.connect() + " multiprocess " +
+                                std::to_string(kEach);
+    pipes.push_back(popen(command.c_str(), "r"));
+    ASSERT_NE(pipes.back(), nullptr);
+  }
+  std::set<uint32_t> all;
+  size_t total = 0;
+  for (FILE* pipe : pipes) {
+    unsigned id = 0;
+    while (std::fscanf(pipe, "%u", &id) == 1) {
+      ++total;
+      EXPECT_TRUE(all.insert(id).second) << "region id " << id << " handed to two processes";
+    }
+    EXPECT_EQ(pclose(pipe), 0);
+  }
+  EXPECT_EQ(total, static_cast<size_t>(kProcesses * kEach));
+}
+
+TEST(ZooKeeperMembership, MalformedEntriesAreReportedNotTrusted) {
+  for (const char* bad : {"", "owner=7\n", "epoch=3\n", "owner=x\nepoch=1\n", "owner=1\nepoch=0\n", "garbage"}) {
+    auto r = ZooKeeperMembership::ParseRegion(4, bad, "/cell/default/regions/00000004");
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_TRUE(r.status().IsCorruption()) << r.status().ToString();
+    EXPECT_NE(r.status().message().find("/cell/default/regions/00000004"), std::string::npos);
+  }
+  auto good = ZooKeeperMembership::ParseRegion(4, "owner=7\nepoch=3\n", "p");
+  ASSERT_TRUE(good.ok());
+  EXPECT_EQ(*good, (RegionEntry{4, 7, 3}));
+  EXPECT_FALSE(ZooKeeperMembership::ParseServer(3, "tcp=tcp://h:1\n", "p").ok());  // no capacity
+  auto server = ZooKeeperMembership::ParseServer(3, "capacity=10\ntcp=tcp://h:1\n", "p");
+  ASSERT_TRUE(server.ok());
+  EXPECT_EQ(server->addresses.at("tcp"), "tcp://h:1");
+}
 
 }  // namespace
 }  // namespace cell::membership

@@ -1,0 +1,502 @@
+#include "membership/zookeeper_membership.h"
+
+#include <zookeeper/zookeeper.h>
+
+#include <charconv>
+#include <cstdlib>
+
+#include <fmt/format.h>
+
+#include "common/global_ptr.h"
+#include "common/log.h"
+
+namespace cell::membership {
+namespace {
+
+constexpr int kMaxNodeBytes = 64 * 1024;
+
+void GlobalWatcher(zhandle_t*, int type, int state, const char*, void* context) {
+  auto* self = static_cast<ZooKeeperMembership*>(context);
+  if (type == ZOO_SESSION_EVENT) {
+    self->OnSessionEvent(state);
+  } else {
+    self->OnWatchFired();
+  }
+}
+
+template <typename T>
+bool ParseNumber(std::string_view text, T* out) {
+  return !text.empty() && std::from_chars(text.data(), text.data() + text.size(), *out).ptr == text.data() + text.size();
+}
+
+// Splits "key=value" lines; false if a line is not of that form.
+bool ParseLines(std::string_view data, std::vector<std::pair<std::string_view, std::string_view>>* out) {
+  while (!data.empty()) {
+    const size_t nl = data.find('\n');
+    const std::string_view line = data.substr(0, nl);
+    data = nl == std::string_view::npos ? std::string_view() : data.substr(nl + 1);
+    if (line.empty()) continue;
+    const size_t eq = line.find('=');
+    if (eq == std::string_view::npos || eq == 0) return false;
+    out->emplace_back(line.substr(0, eq), line.substr(eq + 1));
+  }
+  return true;
+}
+
+std::string RegionName(uint32_t region) { return fmt::format("{:08d}", region); }
+
+}  // namespace
+
+StatusOr<RegionEntry> ZooKeeperMembership::ParseRegion(uint32_t region, std::string_view data, std::string_view path) {
+  std::vector<std::pair<std::string_view, std::string_view>> lines;
+  RegionEntry entry{region, 0, 0};
+  bool have_owner = false, have_epoch = false;
+  bool ok = ParseLines(data, &lines);
+  for (const auto& [key, value] : lines) {
+    if (key == "owner") {
+      have_owner = ParseNumber(value, &entry.owner);
+      ok = ok && have_owner;
+    } else if (key == "epoch") {
+      have_epoch = ParseNumber(value, &entry.epoch) && entry.epoch > 0;
+      ok = ok && have_epoch;
+    }
+  }
+  if (!ok || !have_owner || !have_epoch) {
+    return Status::Corruption(fmt::format("region table entry {} is malformed (want \"owner=<id>\\nepoch=<n>\\n\", "
+                                          "found {:?}); not trusting it",
+                                          path, std::string(data.substr(0, 200))));
+  }
+  return entry;
+}
+
+StatusOr<ServerInfo> ZooKeeperMembership::ParseServer(uint64_t id, std::string_view data, std::string_view path) {
+  std::vector<std::pair<std::string_view, std::string_view>> lines;
+  ServerInfo info;
+  info.id = id;
+  bool ok = ParseLines(data, &lines);
+  bool have_capacity = false;
+  for (const auto& [key, value] : lines) {
+    if (key == "capacity") {
+      have_capacity = ParseNumber(value, &info.capacity_bytes);
+      ok = ok && have_capacity;
+    } else {
+      info.addresses[std::string(key)] = std::string(value);
+    }
+  }
+  if (!ok || !have_capacity) {
+    return Status::Corruption(fmt::format("server entry {} is malformed (want \"capacity=<bytes>\\n<transport>=<uri>"
+                                          "\\n...\", found {:?}); not trusting it",
+                                          path, std::string(data.substr(0, 200))));
+  }
+  return info;
+}
+
+ZooKeeperMembership::ZooKeeperMembership(const ZooKeeperOptions& options) : options_(options) {}
+
+StatusOr<std::unique_ptr<ZooKeeperMembership>> ZooKeeperMembership::Open(const ZooKeeperOptions& options) {
+  if (options.connect.empty()) return Status::InvalidArgument("--zk needs host:port[,host:port...]");
+  if (options.root.empty() || options.root[0] != '/' || options.root.back() == '/' ||
+      options.cluster.find('/') != std::string::npos || options.cluster.empty()) {
+    return Status::InvalidArgument(
+        fmt::format("ZooKeeper root '{}' must be an absolute path and cluster '{}' a plain name", options.root,
+                    options.cluster));
+  }
+  zoo_set_debug_level(ZOO_LOG_LEVEL_ERROR);
+  auto m = std::unique_ptr<ZooKeeperMembership>(new ZooKeeperMembership(options));
+  m->zh_ = zookeeper_init(options.connect.c_str(), GlobalWatcher, static_cast<int>(options.session_timeout.count()),
+                          nullptr, m.get(), 0);
+  if (m->zh_ == nullptr) {
+    return Status::InvalidArgument(fmt::format("cannot start a ZooKeeper client for '{}': {}", options.connect,
+                                               std::strerror(errno)));
+  }
+  {
+    std::unique_lock lock(m->state_mu_);
+    if (!m->state_cv_.wait_for(lock, options.operation_timeout, [&] { return m->state_ == ZOO_CONNECTED_STATE; })) {
+      return Status::Unavailable(fmt::format("no ZooKeeper answered at {} within {} ms", options.connect,
+                                             options.operation_timeout.count()));
+    }
+  }
+  // The layout's parents; another process may be creating them at the same time.
+  std::string path;
+  std::vector<std::string> parents;
+  size_t at = 1;
+  while (at <= options.root.size()) {
+    const size_t slash = options.root.find('/', at);
+    parents.push_back(options.root.substr(0, slash));
+    if (slash == std::string::npos) break;
+    at = slash + 1;
+  }
+  parents.push_back(m->Path(""));
+  for (const char* child : {"servers", "regions", "region-ids"}) parents.push_back(m->Path(child));
+  for (const std::string& p : parents) {
+    const int rc = m->Retry([&] { return zoo_create(m->zh_, p.c_str(), "", 0, &ZOO_OPEN_ACL_UNSAFE, 0, nullptr, 0); });
+    if (rc != ZOK && rc != ZNODEEXISTS) return m->Error(rc, fmt::format("creating {}", p));
+  }
+  m->refresher_ = std::thread([raw = m.get()] { raw->RefreshLoop(); });
+  return m;
+}
+
+ZooKeeperMembership::~ZooKeeperMembership() {
+  {
+    std::lock_guard lock(watch_mu_);
+    stopping_ = true;
+    watch_cv_.notify_all();
+  }
+  if (refresher_.joinable()) refresher_.join();
+  if (zh_ != nullptr) zookeeper_close(zh_);  // ends the session: this process's ephemeral znodes go with it
+}
+
+std::string ZooKeeperMembership::Path(std::string_view child) const {
+  std::string p = fmt::format("{}/{}", options_.root, options_.cluster);
+  if (!child.empty()) fmt::format_to(std::back_inserter(p), "/{}", child);
+  return p;
+}
+
+int ZooKeeperMembership::Retry(const std::function<int()>& op, bool* retried) {
+  const auto deadline = std::chrono::steady_clock::now() + options_.operation_timeout;
+  int backoff_ms = 10;
+  while (true) {
+    const int rc = op();
+    if (rc != ZCONNECTIONLOSS && rc != ZOPERATIONTIMEOUT) return rc;
+    if (retried != nullptr) *retried = true;
+    if (std::chrono::steady_clock::now() >= deadline) return rc;
+    std::unique_lock lock(state_mu_);  // back off until the client reports a connection, or a while
+    state_cv_.wait_for(lock, std::chrono::milliseconds(backoff_ms), [&] { return state_ == ZOO_CONNECTED_STATE; });
+    backoff_ms = std::min(backoff_ms * 2, 500);
+  }
+}
+
+Status ZooKeeperMembership::Error(int rc, std::string_view what) const {
+  const std::string message = fmt::format("ZooKeeper at {}: {}: {}", options_.connect, what, zerror(rc));
+  switch (rc) {
+    case ZNONODE: return Status::NotFound(message);
+    case ZNODEEXISTS: return Status::FailedPrecondition(message);
+    case ZBADVERSION: return Status::Aborted(message);
+    case ZBADARGUMENTS: return Status::InvalidArgument(message);
+    default: return Status::Unavailable(message);
+  }
+}
+
+StatusOr<std::string> ZooKeeperMembership::ReadNode(const std::string& path, bool watch, int* version) {
+  std::string buffer(kMaxNodeBytes, '\0');
+  int length = 0;
+  Stat stat{};
+  const int rc = Retry([&] {
+    length = kMaxNodeBytes;
+    return zoo_get(zh_, path.c_str(), watch ? 1 : 0, buffer.data(), &length, &stat);
+  });
+  if (rc != ZOK) return Error(rc, fmt::format("reading {}", path));
+  buffer.resize(length < 0 ? 0 : static_cast<size_t>(length));
+  if (version != nullptr) *version = stat.version;
+  return buffer;
+}
+
+StatusOr<std::vector<std::string>> ZooKeeperMembership::Children(const std::string& path, bool watch) {
+  String_vector children{};
+  const int rc = Retry([&] {
+    deallocate_String_vector(&children);
+    children = String_vector{};
+    return zoo_get_children(zh_, path.c_str(), watch ? 1 : 0, &children);
+  });
+  if (rc != ZOK) return Error(rc, fmt::format("listing {}", path));
+  std::vector<std::string> out;
+  for (int i = 0; i < children.count; ++i) out.emplace_back(children.data[i]);
+  deallocate_String_vector(&children);
+  return out;
+}
+
+Status ZooKeeperMembership::RegisterServer(const ServerInfo& self) {
+  if (self.id == 0) return Status::InvalidArgument("server id 0 is reserved");
+  std::string data = fmt::format("capacity={}\n", self.capacity_bytes);
+  for (const auto& [transport, uri] : self.addresses) {
+    if (transport.empty() || transport.find_first_of("=\n") != std::string::npos ||
+        uri.find('\n') != std::string::npos) {
+      return Status::InvalidArgument(fmt::format("address {}={} cannot be stored", transport, uri));
+    }
+    fmt::format_to(std::back_inserter(data), "{}={}\n", transport, uri);
+  }
+  const std::string path = Path(fmt::format("servers/{}", self.id));
+  bool retried = false;
+  const int rc = Retry(
+      [&] {
+        return zoo_create(zh_, path.c_str(), data.data(), static_cast<int>(data.size()), &ZOO_OPEN_ACL_UNSAFE,
+                          ZOO_EPHEMERAL, nullptr, 0);
+      },
+      &retried);
+  if (rc == ZNODEEXISTS) {
+    // Ours, if a create lost to connection loss went through after all; otherwise another live server's.
+    Stat stat{};
+    char buffer[1];
+    int length = 0;
+    if (retried && zoo_get(zh_, path.c_str(), 0, buffer, &length, &stat) == ZOK &&
+        stat.ephemeralOwner == zoo_client_id(zh_)->client_id) {
+      return Status::OK();
+    }
+    return Status::FailedPrecondition(fmt::format("server {} is already registered ({})", self.id, path));
+  }
+  if (rc != ZOK) return Error(rc, fmt::format("registering server {}", self.id));
+  return Status::OK();
+}
+
+Status ZooKeeperMembership::UnregisterServer(uint64_t id) {
+  const std::string path = Path(fmt::format("servers/{}", id));
+  const int rc = Retry([&] { return zoo_delete(zh_, path.c_str(), -1); });
+  if (rc == ZNONODE) return Status::NotFound(fmt::format("server {} is not registered", id));
+  if (rc != ZOK) return Error(rc, fmt::format("unregistering server {}", id));
+  return Status::OK();
+}
+
+StatusOr<std::vector<ServerInfo>> ZooKeeperMembership::ListServers() {
+  auto names = Children(Path("servers"), false);
+  if (!names.ok()) return names.status();
+  std::map<uint64_t, ServerInfo> servers;
+  for (const std::string& name : *names) {
+    const std::string path = Path("servers/" + name);
+    uint64_t id = 0;
+    if (!ParseNumber(std::string_view(name), &id) || id == 0) {
+      return Status::Corruption(fmt::format("server znode {} is not named by a server id; not trusting it", path));
+    }
+    auto data = ReadNode(path, false, nullptr);
+    if (data.status().IsNotFound()) continue;  // it left while we listed
+    if (!data.ok()) return data.status();
+    auto info = ParseServer(id, *data, path);
+    if (!info.ok()) return info.status();
+    servers[id] = *info;
+  }
+  std::vector<ServerInfo> out;
+  for (auto& [id, info] : servers) out.push_back(std::move(info));
+  return out;
+}
+
+StatusOr<uint32_t> ZooKeeperMembership::AllocateRegionId() {
+  const std::string prefix = Path("region-ids/id-");
+  char created[512];
+  const int rc = Retry([&] {
+    return zoo_create(zh_, prefix.c_str(), "", 0, &ZOO_OPEN_ACL_UNSAFE, ZOO_SEQUENCE, created, sizeof(created));
+  });
+  if (rc != ZOK) return Error(rc, "allocating a region id");
+  const std::string_view name(created);
+  uint64_t seq = 0;
+  if (name.size() <= prefix.size() || !ParseNumber(name.substr(prefix.size()), &seq)) {
+    return Status::Internal(fmt::format("unexpected sequential znode name {}", name));
+  }
+  (void)Retry([&] { return zoo_delete(zh_, created, -1); });  // the counter lives in the parent
+  if (seq + 1 > GlobalPtr::kMaxRegionId) {
+    return Status::ResourceExhausted(fmt::format("all {} region ids are used", GlobalPtr::kMaxRegionId));
+  }
+  return static_cast<uint32_t>(seq + 1);
+}
+
+StatusOr<RegionEntry> ZooKeeperMembership::CreateRegion(uint32_t region, uint64_t owner) {
+  if (region == 0 || region > GlobalPtr::kMaxRegionId) {
+    return Status::InvalidArgument(fmt::format("region id {} is out of range", region));
+  }
+  // Ids come from the parent's sequence counter: one above it was never handed out.
+  Stat stat{};
+  char unused[1];
+  int length = 0;
+  const std::string ids = Path("region-ids");
+  if (const int rc = Retry([&] { return zoo_get(zh_, ids.c_str(), 0, unused, &length, &stat); }); rc != ZOK) {
+    return Error(rc, "reading the region id counter");
+  }
+  if (static_cast<int64_t>(region) > static_cast<int64_t>(stat.cversion)) {
+    return Status::InvalidArgument(fmt::format("region {} was not allocated by AllocateRegionId", region));
+  }
+  const RegionEntry entry{region, owner, 1};
+  const std::string data = fmt::format("owner={}\nepoch=1\n", owner);
+  const std::string path = Path("regions/" + RegionName(region));
+  bool retried = false;
+  const int rc = Retry(
+      [&] {
+        return zoo_create(zh_, path.c_str(), data.data(), static_cast<int>(data.size()), &ZOO_OPEN_ACL_UNSAFE, 0,
+                          nullptr, 0);
+      },
+      &retried);
+  if (rc == ZNODEEXISTS) {
+    auto now = GetRegion(region);
+    if (retried && now.ok() && *now == entry) return entry;  // our create went through before the connection broke
+    return Status::FailedPrecondition(fmt::format("region {} already exists", region));
+  }
+  if (rc != ZOK) return Error(rc, fmt::format("creating region {}", region));
+  return entry;
+}
+
+StatusOr<RegionEntry> ZooKeeperMembership::GetRegion(uint32_t region) {
+  const std::string path = Path("regions/" + RegionName(region));
+  auto data = ReadNode(path, false, nullptr);
+  if (data.status().IsNotFound()) return Status::NotFound(fmt::format("region {} does not exist", region));
+  if (!data.ok()) return data.status();
+  return ParseRegion(region, *data, path);
+}
+
+StatusOr<std::vector<RegionEntry>> ZooKeeperMembership::ListRegions() {
+  auto names = Children(Path("regions"), false);
+  if (!names.ok()) return names.status();
+  std::map<uint32_t, RegionEntry> regions;
+  for (const std::string& name : *names) {
+    uint32_t id = 0;
+    if (!ParseNumber(std::string_view(name), &id) || id == 0) {
+      return Status::Corruption(
+          fmt::format("region znode {} is not named by a region id; not trusting it", Path("regions/" + name)));
+    }
+    auto entry = GetRegion(id);
+    if (entry.status().IsNotFound()) continue;
+    if (!entry.ok()) return entry.status();
+    regions[id] = *entry;
+  }
+  std::vector<RegionEntry> out;
+  for (auto& [id, e] : regions) out.push_back(e);
+  return out;
+}
+
+StatusOr<RegionEntry> ZooKeeperMembership::ChangeOwner(uint32_t region, uint64_t expected_epoch, uint64_t new_owner) {
+  const std::string path = Path("regions/" + RegionName(region));
+  int version = 0;
+  auto data = ReadNode(path, false, &version);
+  if (data.status().IsNotFound()) return Status::NotFound(fmt::format("region {} does not exist", region));
+  if (!data.ok()) return data.status();
+  auto current = ParseRegion(region, *data, path);
+  if (!current.ok()) return current.status();
+  auto stale = [&](const RegionEntry& now) {
+    return Status::Aborted(fmt::format("region {} is at epoch {} (owner {}), not {}: re-read and decide again",
+                                       region, now.epoch, now.owner, expected_epoch));
+  };
+  if (current->epoch != expected_epoch) return stale(*current);
+  const RegionEntry next{region, new_owner, expected_epoch + 1};
+  const std::string update = fmt::format("owner={}\nepoch={}\n", next.owner, next.epoch);
+  bool retried = false;
+  const int rc = Retry([&] { return zoo_set(zh_, path.c_str(), update.data(), static_cast<int>(update.size()), version); },
+                       &retried);
+  if (rc == ZOK) return next;
+  if (rc == ZBADVERSION) {
+    auto now = GetRegion(region);
+    if (!now.ok()) return now.status();
+    if (retried && *now == next) return next;  // our write landed before the connection broke
+    return stale(*now);
+  }
+  return Error(rc, fmt::format("changing the owner of region {}", region));
+}
+
+StatusOr<uint32_t> ZooKeeperMembership::RootRegion() {
+  auto regions = ListRegions();
+  if (!regions.ok()) return regions.status();
+  if (regions->empty()) return Status::NotFound("no region exists yet, so there is no root");
+  return regions->front().region;
+}
+
+void ZooKeeperMembership::Watch(std::function<void(const MembershipEvent&)> watcher) {
+  bool first;
+  {
+    std::lock_guard lock(watch_mu_);
+    first = !have_baseline_;
+  }
+  if (first) {
+    // The baseline is read here, before Watch returns, so that every later change is reported. (Not under
+    // watch_mu_: the client's event thread takes it, and synchronous calls wait on that thread.)
+    std::map<uint64_t, ServerInfo> servers;
+    std::map<uint32_t, RegionEntry> regions;
+    const bool ok = ReadState(&servers, &regions);
+    std::lock_guard lock(watch_mu_);
+    if (!have_baseline_ && ok) {
+      seen_servers_ = std::move(servers);
+      seen_regions_ = std::move(regions);
+      have_baseline_ = true;
+    } else if (!ok) {
+      dirty_ = true;
+    }
+  }
+  std::lock_guard lock(watch_mu_);
+  watchers_.push_back(std::move(watcher));
+  watch_cv_.notify_all();
+}
+
+bool ZooKeeperMembership::ReadState(std::map<uint64_t, ServerInfo>* servers, std::map<uint32_t, RegionEntry>* regions) {
+  auto server_names = Children(Path("servers"), true);
+  if (!server_names.ok()) return false;
+  for (const auto& n : *server_names) {
+    uint64_t id = 0;
+    if (ParseNumber(std::string_view(n), &id)) (*servers)[id] = ServerInfo{id, {}, 0};
+  }
+  auto region_names = Children(Path("regions"), true);
+  if (!region_names.ok()) return false;
+  for (const auto& n : *region_names) {
+    uint32_t id = 0;
+    if (!ParseNumber(std::string_view(n), &id)) continue;
+    const std::string path = Path("regions/" + n);
+    auto data = ReadNode(path, true, nullptr);
+    if (!data.ok()) continue;
+    auto entry = ParseRegion(id, *data, path);
+    if (entry.ok()) {
+      (*regions)[id] = *entry;
+    } else {
+      LogError("{}", entry.status().ToString());  // reported, not trusted
+    }
+  }
+  return true;
+}
+
+void ZooKeeperMembership::OnSessionEvent(int state) {
+  {
+    std::lock_guard lock(state_mu_);
+    state_ = state;
+  }
+  state_cv_.notify_all();
+  if (state == ZOO_EXPIRED_SESSION_STATE) {
+    LogError("ZooKeeper session at {} expired: this process's registration is gone", options_.connect);
+  }
+  if (state == ZOO_CONNECTED_STATE) OnWatchFired();  // watches may have fired while disconnected
+}
+
+void ZooKeeperMembership::OnWatchFired() {
+  std::lock_guard lock(watch_mu_);
+  dirty_ = true;
+  watch_cv_.notify_all();
+}
+
+void ZooKeeperMembership::RefreshLoop() {
+  // Runs on its own thread: the ZooKeeper client's event thread must not block in synchronous calls. Watches are
+  // one-shot; every read here re-arms them. Changes that come faster than a read are reported as their end state.
+  std::unique_lock lock(watch_mu_);
+  while (true) {
+    watch_cv_.wait(lock, [&] { return stopping_ || (dirty_ && !watchers_.empty()); });
+    if (stopping_) return;
+    dirty_ = false;
+    lock.unlock();
+    std::map<uint64_t, ServerInfo> servers;
+    std::map<uint32_t, RegionEntry> regions;
+    const bool ok = ReadState(&servers, &regions);
+    lock.lock();
+    if (!ok) {
+      dirty_ = true;  // try again after the next event (a reconnect brings one)
+      lock.unlock();
+      std::unique_lock state(state_mu_);
+      state_cv_.wait_for(state, std::chrono::milliseconds(200), [&] { return state_ == ZOO_CONNECTED_STATE; });
+      state.unlock();
+      lock.lock();
+      continue;
+    }
+    std::vector<MembershipEvent> events;
+    if (have_baseline_) {
+      for (const auto& [id, info] : servers) {
+        if (!seen_servers_.contains(id)) events.push_back({MembershipEvent::Kind::kServerJoined, id, {}});
+      }
+      for (const auto& [id, info] : seen_servers_) {
+        if (!servers.contains(id)) events.push_back({MembershipEvent::Kind::kServerLeft, id, {}});
+      }
+      for (const auto& [id, e] : regions) {
+        auto it = seen_regions_.find(id);
+        if (it == seen_regions_.end() || !(it->second == e)) {
+          events.push_back({MembershipEvent::Kind::kRegionChanged, 0, e});
+        }
+      }
+    }
+    have_baseline_ = true;
+    seen_servers_ = std::move(servers);
+    seen_regions_ = std::move(regions);
+    for (const auto& e : events) {
+      for (const auto& w : watchers_) w(e);
+    }
+  }
+}
+
+}  // namespace cell::membership

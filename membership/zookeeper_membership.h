@@ -1,0 +1,92 @@
+// The region table and live servers in ZooKeeper (C client, libzookeeper-mt).
+//
+// Znode layout under <root>/<cluster> (default /cell/default):
+//   servers/<id>            ephemeral; "capacity=<bytes>\n<transport>=<uri>\n..." (one line per transport)
+//   regions/<id, 8 digits>  persistent; "owner=<server id>\nepoch=<n>\n"
+//   region-ids/id-<seq>     persistent-sequential, deleted at once: the parent's sequence counter hands out
+//                           region ids (seq + 1), unique across the cluster however many servers allocate at once
+// Owner changes are versioned writes (zoo_set with the version read), so the epoch compare-and-set holds across
+// processes. Entries that do not parse are reported (Corruption, naming the znode), never trusted.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "membership/membership.h"
+
+struct _zhandle;
+
+namespace cell::membership {
+
+struct ZooKeeperOptions {
+  std::string connect;                       // "host:port,host:port,..."
+  std::string root = "/cell";
+  std::string cluster = "default";
+  std::chrono::milliseconds session_timeout{6000};
+  std::chrono::milliseconds operation_timeout{10000};  // how long an operation retries through connection loss
+};
+
+class ZooKeeperMembership final : public Membership {
+ public:
+  // Connects (waiting up to operation_timeout) and creates the layout's parent znodes if missing.
+  static StatusOr<std::unique_ptr<ZooKeeperMembership>> Open(const ZooKeeperOptions& options);
+  ~ZooKeeperMembership() override;
+
+  Status RegisterServer(const ServerInfo& self) override;
+  Status UnregisterServer(uint64_t id) override;
+  StatusOr<std::vector<ServerInfo>> ListServers() override;
+  StatusOr<uint32_t> AllocateRegionId() override;
+  StatusOr<RegionEntry> CreateRegion(uint32_t region, uint64_t owner) override;
+  StatusOr<RegionEntry> GetRegion(uint32_t region) override;
+  StatusOr<std::vector<RegionEntry>> ListRegions() override;
+  StatusOr<RegionEntry> ChangeOwner(uint32_t region, uint64_t expected_epoch, uint64_t new_owner) override;
+  StatusOr<uint32_t> RootRegion() override;
+  void Watch(std::function<void(const MembershipEvent&)> watcher) override;
+
+  // Parsing of znode contents, exposed for tests of malformed entries.
+  static StatusOr<RegionEntry> ParseRegion(uint32_t region, std::string_view data, std::string_view path);
+  static StatusOr<ServerInfo> ParseServer(uint64_t id, std::string_view data, std::string_view path);
+
+  // Called by the ZooKeeper client's event thread.
+  void OnSessionEvent(int state);
+  void OnWatchFired();
+
+ private:
+  explicit ZooKeeperMembership(const ZooKeeperOptions& options);
+  std::string Path(std::string_view child) const;
+  // Runs `op` (a zoo_* call returning a ZooKeeper error code) until it succeeds, fails for good, or the operation
+  // timeout passes; connection loss is retried (the client reconnects by itself).
+  int Retry(const std::function<int()>& op, bool* retried = nullptr);
+  Status Error(int rc, std::string_view what) const;
+  StatusOr<std::string> ReadNode(const std::string& path, bool watch, int* version);
+  StatusOr<std::vector<std::string>> Children(const std::string& path, bool watch);
+  // Reads the live servers and the region table, arming watches on both; false if ZooKeeper could not be read.
+  bool ReadState(std::map<uint64_t, ServerInfo>* servers, std::map<uint32_t, RegionEntry>* regions);
+  // Re-reads after every watch event and tells watchers what changed since the last read.
+  void RefreshLoop();
+
+  const ZooKeeperOptions options_;
+  _zhandle* zh_ = nullptr;
+
+  std::mutex state_mu_;
+  std::condition_variable state_cv_;
+  int state_ = 0;
+
+  std::mutex watch_mu_;  // guards what follows
+  std::condition_variable watch_cv_;
+  bool dirty_ = false;
+  bool stopping_ = false;
+  bool have_baseline_ = false;
+  std::vector<std::function<void(const MembershipEvent&)>> watchers_;
+  std::map<uint64_t, ServerInfo> seen_servers_;
+  std::map<uint32_t, RegionEntry> seen_regions_;
+  std::thread refresher_;
+};
+
+}  // namespace cell::membership
