@@ -15,6 +15,7 @@ Status InMemoryMembership::RegisterServer(const ServerInfo& self) {
       return Status::FailedPrecondition(fmt::format("server {} is already registered", self.id));
     }
     servers_[self.id] = self;
+    registered_ = self.id;
   }
   Notify(MembershipEvent{MembershipEvent::Kind::kServerJoined, self.id, {}});
   return Status::OK();
@@ -25,6 +26,7 @@ Status InMemoryMembership::UnregisterServer(uint64_t id) {
   {
     std::lock_guard lock(mu_);
     if (servers_.erase(id) == 0) return Status::NotFound(fmt::format("server {} is not registered", id));
+    if (registered_ == id) registered_ = 0;
   }
   Notify(MembershipEvent{MembershipEvent::Kind::kServerLeft, id, {}});
   return Status::OK();
@@ -99,6 +101,12 @@ StatusOr<uint32_t> InMemoryMembership::RootRegion() {
   std::lock_guard lock(mu_);
   if (regions_.empty()) return Status::NotFound("no region exists yet, so there is no root");
   return regions_.begin()->first;
+}
+
+Status InMemoryMembership::ServingStatus() {
+  std::lock_guard lock(mu_);
+  if (registered_ == 0) return Status::FailedPrecondition("no server is registered through this membership");
+  return Status::OK();
 }
 
 void InMemoryMembership::Watch(std::function<void(const MembershipEvent&)> watcher) {

@@ -69,6 +69,14 @@ class Membership {
 
   // Calls `watcher` after every change from now on, until the Membership is destroyed.
   virtual void Watch(std::function<void(const MembershipEvent&)> watcher) = 0;
+
+  // Fencing. OK while the server registered through this object may serve its regions. FailedPrecondition once its
+  // registration is gone (its ZooKeeper session expired: survivors may already own its regions): call Renew(),
+  // RegisterServer() again and re-read the table before serving. Unavailable while it has lost touch with ZooKeeper
+  // for most of a session timeout (it cannot know whether it still owns anything).
+  virtual Status ServingStatus() = 0;
+  // Starts a new session after an expiry (a no-op otherwise). The server must then register again.
+  virtual Status Renew() = 0;
 };
 
 }  // namespace cell::membership

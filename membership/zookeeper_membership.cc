@@ -3,6 +3,7 @@
 #include <zookeeper/zookeeper.h>
 
 #include <charconv>
+#include <shared_mutex>
 #include <cstdlib>
 
 #include <fmt/format.h>
@@ -103,19 +104,7 @@ StatusOr<std::unique_ptr<ZooKeeperMembership>> ZooKeeperMembership::Open(const Z
   }
   zoo_set_debug_level(ZOO_LOG_LEVEL_ERROR);
   auto m = std::unique_ptr<ZooKeeperMembership>(new ZooKeeperMembership(options));
-  m->zh_ = zookeeper_init(options.connect.c_str(), GlobalWatcher, static_cast<int>(options.session_timeout.count()),
-                          nullptr, m.get(), 0);
-  if (m->zh_ == nullptr) {
-    return Status::InvalidArgument(fmt::format("cannot start a ZooKeeper client for '{}': {}", options.connect,
-                                               std::strerror(errno)));
-  }
-  {
-    std::unique_lock lock(m->state_mu_);
-    if (!m->state_cv_.wait_for(lock, options.operation_timeout, [&] { return m->state_ == ZOO_CONNECTED_STATE; })) {
-      return Status::Unavailable(fmt::format("no ZooKeeper answered at {} within {} ms", options.connect,
-                                             options.operation_timeout.count()));
-    }
-  }
+  CELL_RETURN_IF_ERROR(m->Connect());
   // The layout's parents; another process may be creating them at the same time.
   std::string path;
   std::vector<std::string> parents;
@@ -133,7 +122,95 @@ StatusOr<std::unique_ptr<ZooKeeperMembership>> ZooKeeperMembership::Open(const Z
     if (rc != ZOK && rc != ZNODEEXISTS) return m->Error(rc, fmt::format("creating {}", p));
   }
   m->refresher_ = std::thread([raw = m.get()] { raw->RefreshLoop(); });
+  m->lease_ = std::thread([raw = m.get()] { raw->LeaseLoop(); });
   return m;
+}
+
+Status ZooKeeperMembership::Connect() {
+  {
+    std::lock_guard lock(state_mu_);
+    state_ = 0;
+  }
+  zh_ = zookeeper_init(options_.connect.c_str(), GlobalWatcher, static_cast<int>(options_.session_timeout.count()),
+                       nullptr, this, 0);
+  if (zh_ == nullptr) {
+    return Status::InvalidArgument(fmt::format("cannot start a ZooKeeper client for '{}': {}", options_.connect,
+                                               std::strerror(errno)));
+  }
+  std::unique_lock lock(state_mu_);
+  if (!state_cv_.wait_for(lock, options_.operation_timeout, [&] { return state_ == ZOO_CONNECTED_STATE; })) {
+    return Status::Unavailable(fmt::format("no ZooKeeper answered at {} within {} ms", options_.connect,
+                                           options_.operation_timeout.count()));
+  }
+  return Status::OK();
+}
+
+Status ZooKeeperMembership::Renew() {
+  {
+    std::lock_guard lock(lease_mu_);
+    if (!expired_) return Status::OK();
+  }
+  {
+    // Calls on the old handle finish first (they fail: the session expired); callers retry on the new one.
+    std::unique_lock handle(handle_mu_);
+    zookeeper_close(zh_);
+    zh_ = nullptr;
+    CELL_RETURN_IF_ERROR(Connect());
+  }
+  {
+    std::lock_guard lock(lease_mu_);
+    expired_ = false;
+    registered_ = 0;
+  }
+  OnWatchFired();  // re-read, and re-arm the watches on the new session
+  return Status::OK();
+}
+
+Status ZooKeeperMembership::ServingStatus() {
+  std::lock_guard lock(lease_mu_);
+  if (registered_ == 0) return Status::FailedPrecondition("no server is registered through this membership");
+  if (expired_) {
+    return Status::FailedPrecondition(fmt::format(
+        "the ZooKeeper session of server {} expired: other servers may own its regions now; renew the session, "
+        "register again and re-read the region table before serving",
+        registered_));
+  }
+  const auto age = std::chrono::steady_clock::now() - confirmed_;
+  if (age > options_.session_timeout * 2 / 3) {
+    return Status::Unavailable(fmt::format(
+        "server {} has not heard from ZooKeeper for {} ms (session timeout {} ms): not serving until it does",
+        registered_, std::chrono::duration_cast<std::chrono::milliseconds>(age).count(),
+        options_.session_timeout.count()));
+  }
+  return Status::OK();
+}
+
+void ZooKeeperMembership::LeaseLoop() {
+  std::unique_lock lock(lease_mu_);
+  while (!lease_stopping_) {
+    lease_cv_.wait_for(lock, options_.session_timeout / 3);
+    if (lease_stopping_ || registered_ == 0 || expired_) continue;
+    const uint64_t id = registered_;
+    lock.unlock();
+    // The time is taken before asking: the answer proves the registration was alive at least then.
+    const auto asked = std::chrono::steady_clock::now();
+    Stat stat{};
+    const std::string path = Path(fmt::format("servers/{}", id));
+    int rc;
+    int64_t session;
+    {
+      std::shared_lock handle(handle_mu_);
+      rc = zoo_exists(zh_, path.c_str(), 0, &stat);
+      session = zoo_client_id(zh_)->client_id;
+    }
+    lock.lock();
+    if (registered_ != id) continue;
+    if (rc == ZOK && stat.ephemeralOwner == session) {
+      confirmed_ = asked;
+    } else if (rc == ZNONODE || rc == ZSESSIONEXPIRED || (rc == ZOK && stat.ephemeralOwner != session)) {
+      expired_ = true;  // the registration is gone: fenced until renewed
+    }
+  }
 }
 
 ZooKeeperMembership::~ZooKeeperMembership() {
@@ -142,7 +219,13 @@ ZooKeeperMembership::~ZooKeeperMembership() {
     stopping_ = true;
     watch_cv_.notify_all();
   }
+  {
+    std::lock_guard lock(lease_mu_);
+    lease_stopping_ = true;
+    lease_cv_.notify_all();
+  }
   if (refresher_.joinable()) refresher_.join();
+  if (lease_.joinable()) lease_.join();
   if (zh_ != nullptr) zookeeper_close(zh_);  // ends the session: this process's ephemeral znodes go with it
 }
 
@@ -156,7 +239,11 @@ int ZooKeeperMembership::Retry(const std::function<int()>& op, bool* retried) {
   const auto deadline = std::chrono::steady_clock::now() + options_.operation_timeout;
   int backoff_ms = 10;
   while (true) {
-    const int rc = op();
+    int rc;
+    {
+      std::shared_lock handle(handle_mu_);  // Renew() swaps the handle under the exclusive lock
+      rc = op();
+    }
     if (rc != ZCONNECTIONLOSS && rc != ZOPERATIONTIMEOUT) return rc;
     if (retried != nullptr) *retried = true;
     if (std::chrono::steady_clock::now() >= deadline) return rc;
@@ -228,13 +315,24 @@ Status ZooKeeperMembership::RegisterServer(const ServerInfo& self) {
     Stat stat{};
     char buffer[1];
     int length = 0;
-    if (retried && zoo_get(zh_, path.c_str(), 0, buffer, &length, &stat) == ZOK &&
-        stat.ephemeralOwner == zoo_client_id(zh_)->client_id) {
+    bool ours = false;
+    if (retried) {
+      std::shared_lock handle(handle_mu_);
+      ours = zoo_get(zh_, path.c_str(), 0, buffer, &length, &stat) == ZOK &&
+             stat.ephemeralOwner == zoo_client_id(zh_)->client_id;
+    }
+    if (ours) {
+      std::lock_guard lock(lease_mu_);
+      registered_ = self.id;
+      confirmed_ = std::chrono::steady_clock::now();
       return Status::OK();
     }
     return Status::FailedPrecondition(fmt::format("server {} is already registered ({})", self.id, path));
   }
   if (rc != ZOK) return Error(rc, fmt::format("registering server {}", self.id));
+  std::lock_guard lock(lease_mu_);
+  registered_ = self.id;
+  confirmed_ = std::chrono::steady_clock::now();
   return Status::OK();
 }
 
@@ -243,6 +341,8 @@ Status ZooKeeperMembership::UnregisterServer(uint64_t id) {
   const int rc = Retry([&] { return zoo_delete(zh_, path.c_str(), -1); });
   if (rc == ZNONODE) return Status::NotFound(fmt::format("server {} is not registered", id));
   if (rc != ZOK) return Error(rc, fmt::format("unregistering server {}", id));
+  std::lock_guard lock(lease_mu_);
+  if (registered_ == id) registered_ = 0;
   return Status::OK();
 }
 
@@ -442,7 +542,10 @@ void ZooKeeperMembership::OnSessionEvent(int state) {
   }
   state_cv_.notify_all();
   if (state == ZOO_EXPIRED_SESSION_STATE) {
-    LogError("ZooKeeper session at {} expired: this process's registration is gone", options_.connect);
+    LogError("ZooKeeper session at {} expired: this process's registration is gone; fenced until renewed",
+             options_.connect);
+    std::lock_guard lock(lease_mu_);
+    expired_ = true;
   }
   if (state == ZOO_CONNECTED_STATE) OnWatchFired();  // watches may have fired while disconnected
 }

@@ -7,6 +7,12 @@
 //                           region ids (seq + 1), unique across the cluster however many servers allocate at once
 // Owner changes are versioned writes (zoo_set with the version read), so the epoch compare-and-set holds across
 // processes. Entries that do not parse are reported (Corruption, naming the znode), never trusted.
+//
+// Fencing. A server may serve only while ZooKeeper still holds its ephemeral servers/<id>: once its session expires,
+// survivors may take its regions. A lease thread confirms the znode (and that this session owns it) every third of
+// the session timeout; ServingStatus() refuses when the last confirmation is older than two thirds of it (a server
+// cut off from ZooKeeper, or stopped, cannot hear its own expiry, so it stops before the ensemble can expire it), and
+// for good once the session has expired, until Renew() and RegisterServer().
 #pragma once
 
 #include <chrono>
@@ -14,6 +20,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <shared_mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -48,6 +55,8 @@ class ZooKeeperMembership final : public Membership {
   StatusOr<RegionEntry> ChangeOwner(uint32_t region, uint64_t expected_epoch, uint64_t new_owner) override;
   StatusOr<uint32_t> RootRegion() override;
   void Watch(std::function<void(const MembershipEvent&)> watcher) override;
+  Status ServingStatus() override;
+  Status Renew() override;
 
   // Parsing of znode contents, exposed for tests of malformed entries.
   static StatusOr<RegionEntry> ParseRegion(uint32_t region, std::string_view data, std::string_view path);
@@ -70,13 +79,24 @@ class ZooKeeperMembership final : public Membership {
   bool ReadState(std::map<uint64_t, ServerInfo>* servers, std::map<uint32_t, RegionEntry>* regions);
   // Re-reads after every watch event and tells watchers what changed since the last read.
   void RefreshLoop();
+  void LeaseLoop();
+  Status Connect();  // a new session; waits until it is connected
 
   const ZooKeeperOptions options_;
+  std::shared_mutex handle_mu_;  // shared by every call on zh_; exclusive to replace it (Renew)
   _zhandle* zh_ = nullptr;
 
   std::mutex state_mu_;
   std::condition_variable state_cv_;
   int state_ = 0;
+
+  std::mutex lease_mu_;  // guards what follows
+  std::condition_variable lease_cv_;
+  uint64_t registered_ = 0;                        // the server registered through this object, 0: none
+  bool expired_ = false;                           // its session expired: fenced until Renew and RegisterServer
+  std::chrono::steady_clock::time_point confirmed_;  // when ZooKeeper last confirmed the registration
+  bool lease_stopping_ = false;
+  std::thread lease_;
 
   std::mutex watch_mu_;  // guards what follows
   std::condition_variable watch_cv_;

@@ -1,4 +1,11 @@
 // What every Membership implementation promises (in-memory here; the ZooKeeper implementation joins this suite).
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <condition_variable>
 #include <atomic>
@@ -16,15 +23,22 @@
 #include "test/membership/zk_harness.h"
 #include "test/test_util.h"
 
+extern char** environ;
+
 namespace cell::membership {
 namespace {
 
 using Factory = std::function<std::unique_ptr<Membership>()>;
+struct Implementation {
+  const char* name;
+  Factory make;
+  friend void PrintTo(const Implementation& i, std::ostream* os) { *os << i.name; }
+};
 
-class MembershipTest : public ::testing::TestWithParam<std::pair<const char*, Factory>> {
+class MembershipTest : public ::testing::TestWithParam<Implementation> {
  protected:
   void SetUp() override {
-    m_ = GetParam().second();
+    m_ = GetParam().make();
     ASSERT_NE(m_, nullptr);
   }
   std::unique_ptr<Membership> m_;
@@ -182,9 +196,9 @@ std::unique_ptr<Membership> OpenZooKeeper() {
 
 INSTANTIATE_TEST_SUITE_P(
     All, MembershipTest,
-    ::testing::Values(std::make_pair("in_memory", Factory([] { return std::make_unique<InMemoryMembership>(); })),
-                      std::make_pair("zookeeper", Factory(OpenZooKeeper))),
-    [](const auto& info) { return std::string(info.param.first); });
+    ::testing::Values(Implementation{"in_memory", [] { return std::make_unique<InMemoryMembership>(); }},
+                      Implementation{"zookeeper", OpenZooKeeper}),
+    [](const auto& info) { return std::string(info.param.name); });
 
 // Several processes (each its own ZooKeeper session) allocating at once never get the same id.
 TEST(ZooKeeperMembership, ConcurrentProcessesGetDisjointRegionIds) {
@@ -209,6 +223,86 @@ TEST(ZooKeeperMembership, ConcurrentProcessesGetDisjointRegionIds) {
     EXPECT_EQ(pclose(pipe), 0);
   }
   EXPECT_EQ(total, static_cast<size_t>(kProcesses * kEach));
+}
+
+// A server stopped (SIGSTOP) past its session timeout loses its registration; watchers hear it; resumed, it refuses
+// to serve at once (it cannot have heard of its own expiry yet) and serves again only after registering anew.
+TEST(ZooKeeperMembership, AnExpiredServerIsFencedUntilItRegistersAgain) {
+  auto& zk = cell::testing::ZooKeeperHarness::Shared();
+  ASSERT_FALSE(zk.connect().empty()) << zk.error();
+  ZooKeeperOptions options;
+  options.connect = zk.connect();
+  options.cluster = "fencing";
+  auto observer = ZooKeeperMembership::Open(options);
+  ASSERT_TRUE(observer.ok()) << observer.status().ToString();
+  std::mutex mu;
+  std::condition_variable cv;
+  int joined = 0, left = 0;
+  (*observer)->Watch([&](const MembershipEvent& e) {
+    std::lock_guard lock(mu);
+    if (e.server == 42 && e.kind == MembershipEvent::Kind::kServerJoined) joined++;
+    if (e.server == 42 && e.kind == MembershipEvent::Kind::kServerLeft) left++;
+    cv.notify_all();
+  });
+
+  int out[2];
+  ASSERT_EQ(pipe(out), 0);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
+  posix_spawn_file_actions_addclose(&actions, out[0]);
+  const std::string connect = zk.connect();
+  char* argv[] = {const_cast<char*>(CELL_FENCED_SERVER), const_cast<char*>(connect.c_str()),
+                  const_cast<char*>("fencing"), const_cast<char*>("42"), nullptr};
+  pid_t pid = 0;
+  ASSERT_EQ(posix_spawn(&pid, argv[0], &actions, nullptr, argv, environ), 0);
+  posix_spawn_file_actions_destroy(&actions);
+  close(out[1]);
+  struct KillOnExit {
+    pid_t pid;
+    int fd;
+    ~KillOnExit() {
+      kill(pid, SIGKILL);
+      waitpid(pid, nullptr, 0);
+      close(fd);
+    }
+  } guard{pid, out[0]};
+  FILE* lines = fdopen(out[0], "r");
+  guard.fd = -1;
+  auto next_line = [&]() {
+    char buffer[1024];
+    pollfd p{fileno(lines), POLLIN, 0};
+    if (poll(&p, 1, 30000) != 1 || std::fgets(buffer, sizeof(buffer), lines) == nullptr) return std::string("EOF");
+    return std::string(buffer);
+  };
+  std::string line;
+  do line = next_line(); while (line.rfind("serving", 0) != 0 && line != "EOF");
+  ASSERT_EQ(line, "serving\n");
+  {
+    std::unique_lock lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(30), [&] { return joined >= 1; }));
+  }
+
+  ASSERT_EQ(kill(pid, SIGSTOP), 0);
+  {
+    std::unique_lock lock(mu);  // the ensemble expires the session and deletes the ephemeral node
+    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(30), [&] { return left >= 1; }));
+  }
+  // What the stopped process printed before it stopped is stale: skip it all (it prints nothing while stopped).
+  int flags = fcntl(fileno(lines), F_GETFL);
+  fcntl(fileno(lines), F_SETFL, flags | O_NONBLOCK);
+  char drain[4096];
+  while (read(fileno(lines), drain, sizeof(drain)) > 0) {
+  }
+  fcntl(fileno(lines), F_SETFL, flags);
+  ASSERT_EQ(kill(pid, SIGCONT), 0);
+  line = next_line();
+  EXPECT_EQ(line.rfind("fenced", 0), 0u) << "first report after resuming: " << line;
+  do line = next_line(); while (line.rfind("serving", 0) != 0 && line != "EOF");
+  EXPECT_EQ(line, "serving\n");  // after renewing its session and registering again
+  std::unique_lock lock(mu);
+  EXPECT_TRUE(cv.wait_for(lock, std::chrono::seconds(30), [&] { return joined >= 2; }));
+  fclose(lines);
 }
 
 TEST(ZooKeeperMembership, MalformedEntriesAreReportedNotTrusted) {
