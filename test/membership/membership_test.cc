@@ -305,6 +305,52 @@ TEST(ZooKeeperMembership, AnExpiredServerIsFencedUntilItRegistersAgain) {
   fclose(lines);
 }
 
+// ZooKeeper restarts under a client: its calls retry through the outage and the table is intact afterwards.
+TEST(ZooKeeperMembership, ClientsCarryOnAcrossAZooKeeperRestart) {
+  cell::testing::ZooKeeperHarness zk(1);
+  ASSERT_FALSE(zk.connect().empty()) << zk.error();
+  ZooKeeperOptions options;
+  options.connect = zk.connect();
+  options.operation_timeout = std::chrono::seconds(30);
+  auto m = ZooKeeperMembership::Open(options);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  auto id = (*m)->AllocateRegionId();
+  ASSERT_TRUE(id.ok());
+  ASSERT_TRUE((*m)->CreateRegion(*id, 1).ok());
+  ASSERT_TRUE(zk.StopNode(1, /*kill=*/false));
+  ASSERT_TRUE(zk.RestartNode(1));
+  auto moved = (*m)->ChangeOwner(*id, 1, 2);
+  ASSERT_TRUE(moved.ok()) << moved.status().ToString();
+  auto entry = (*m)->GetRegion(*id);
+  ASSERT_TRUE(entry.ok()) << entry.status().ToString();
+  EXPECT_EQ(*entry, (RegionEntry{*id, 2, 2}));
+}
+
+// A 3-node ensemble loses its leader (a crash) and keeps serving reads and compare-and-set writes.
+TEST(ZooKeeperMembership, AThreeNodeEnsembleSurvivesLosingItsLeader) {
+  cell::testing::ZooKeeperHarness zk(3);
+  ASSERT_FALSE(zk.connect().empty()) << zk.error();
+  ZooKeeperOptions options;
+  options.connect = zk.connect();
+  options.operation_timeout = std::chrono::seconds(30);
+  auto m = ZooKeeperMembership::Open(options);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  auto id = (*m)->AllocateRegionId();
+  ASSERT_TRUE(id.ok());
+  ASSERT_TRUE((*m)->CreateRegion(*id, 1).ok());
+  const int leader = zk.Leader();
+  ASSERT_GE(leader, 1);
+  ASSERT_TRUE(zk.StopNode(leader, /*kill=*/true));
+  auto moved = (*m)->ChangeOwner(*id, 1, 2);
+  ASSERT_TRUE(moved.ok()) << "with the leader (node " << leader << ") down: " << moved.status().ToString();
+  auto regions = (*m)->ListRegions();
+  ASSERT_TRUE(regions.ok()) << regions.status().ToString();
+  EXPECT_EQ(*regions, (std::vector<RegionEntry>{{*id, 2, 2}}));
+  auto fresh = (*m)->AllocateRegionId();
+  ASSERT_TRUE(fresh.ok()) << fresh.status().ToString();
+  EXPECT_GT(*fresh, *id);
+}
+
 TEST(ZooKeeperMembership, MalformedEntriesAreReportedNotTrusted) {
   for (const char* bad : {"", "owner=7\n", "epoch=3\n", "owner=x\nepoch=1\n", "owner=1\nepoch=0\n", "garbage"}) {
     auto r = ZooKeeperMembership::ParseRegion(4, bad, "/cell/default/regions/00000004");

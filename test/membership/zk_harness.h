@@ -3,6 +3,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <string>
 
@@ -40,6 +41,27 @@ class ZooKeeperHarness {
       [[maybe_unused]] int rc = std::system(command.c_str());
     }
   }
+  // Stops node `i` (1-based): a crash with `kill`, else a clean shutdown. Its data stays for RestartNode.
+  bool StopNode(int i, bool kill) {
+    return Run("zk-stop.sh --dir=" + dir_ + " --node=" + std::to_string(i) + (kill ? " --kill" : ""));
+  }
+  // Starts node `i` again with its data; with `wait`, until it serves.
+  bool RestartNode(int i, bool wait = true) {
+    return Run("zk-start.sh --dir=" + dir_ + " --restart-node=" + std::to_string(i) + (wait ? "" : " --no-wait"));
+  }
+  // The node that leads the ensemble now (1-based), or 0 if none does.
+  int Leader() const {
+    const std::string command = std::string(CELL_SOURCE_DIR) + "/deploy/zookeeper/zk-status.sh --dir=" + dir_ + " 2>/dev/null";
+    FILE* out = popen(command.c_str(), "r");
+    if (out == nullptr) return 0;
+    char line[512];
+    int leader = 0;
+    while (std::fgets(line, sizeof(line), out) != nullptr) {
+      if (std::strncmp(line, "ZK_LEADER=", 10) == 0) leader = std::atoi(line + 10);
+    }
+    pclose(out);
+    return leader;
+  }
   const std::string& connect() const { return connect_; }
   const std::string& dir() const { return dir_; }
   const std::string& error() const { return error_; }
@@ -51,6 +73,11 @@ class ZooKeeperHarness {
   }
 
  private:
+  static bool Run(const std::string& script_and_args) {
+    const std::string command =
+        std::string(CELL_SOURCE_DIR) + "/deploy/zookeeper/" + script_and_args + " >/dev/null 2>&1";
+    return std::system(command.c_str()) == 0;
+  }
   std::string connect_, dir_, error_;
 };
 
