@@ -3,6 +3,7 @@
 #include <zookeeper/zookeeper.h>
 
 #include <charconv>
+#include <future>
 #include <shared_mutex>
 #include <cstdlib>
 
@@ -15,6 +16,16 @@ namespace cell::membership {
 namespace {
 
 constexpr int kMaxNodeBytes = 64 * 1024;
+
+// With --zk-auth: the creating (authenticated) identity may do anything; anyone may read.
+::ACL kWriterAndReaders[] = {{ZOO_PERM_ALL, {const_cast<char*>("auth"), const_cast<char*>("")}},
+                           {ZOO_PERM_READ, {const_cast<char*>("world"), const_cast<char*>("anyone")}}};
+::ACL_vector kClusterAcl = {2, kWriterAndReaders};
+
+void AuthDone(int rc, const void* data) {
+  auto* promise = static_cast<std::promise<int>*>(const_cast<void*>(data));
+  promise->set_value(rc);
+}
 
 void GlobalWatcher(zhandle_t*, int type, int state, const char*, void* context) {
   auto* self = static_cast<ZooKeeperMembership*>(context);
@@ -117,8 +128,14 @@ StatusOr<std::unique_ptr<ZooKeeperMembership>> ZooKeeperMembership::Open(const Z
   }
   parents.push_back(m->Path(""));
   for (const char* child : {"servers", "regions", "region-ids"}) parents.push_back(m->Path(child));
-  for (const std::string& p : parents) {
-    const int rc = m->Retry([&] { return zoo_create(m->zh_, p.c_str(), "", 0, &ZOO_OPEN_ACL_UNSAFE, 0, nullptr, 0); });
+  for (size_t i = 0; i < parents.size(); ++i) {
+    const std::string& p = parents[i];
+    // The root (shared by clusters) stays open; the cluster's own znodes get the cluster's ACL.
+    const ::ACL_vector* acl = i + 4 < parents.size() ? &ZOO_OPEN_ACL_UNSAFE : m->Acl();
+    // Existing parents are left alone (a reader without the cluster's identity may not even try to create them).
+    Stat stat{};
+    int rc = m->Retry([&] { return zoo_exists(m->zh_, p.c_str(), 0, &stat); });
+    if (rc == ZNONODE) rc = m->Retry([&] { return zoo_create(m->zh_, p.c_str(), "", 0, acl, 0, nullptr, 0); });
     if (rc != ZOK && rc != ZNODEEXISTS) return m->Error(rc, fmt::format("creating {}", p));
   }
   m->refresher_ = std::thread([raw = m.get()] { raw->RefreshLoop(); });
@@ -137,12 +154,34 @@ Status ZooKeeperMembership::Connect() {
     return Status::InvalidArgument(fmt::format("cannot start a ZooKeeper client for '{}': {}", options_.connect,
                                                std::strerror(errno)));
   }
-  std::unique_lock lock(state_mu_);
-  if (!state_cv_.wait_for(lock, options_.operation_timeout, [&] { return state_ == ZOO_CONNECTED_STATE; })) {
-    return Status::Unavailable(fmt::format("no ZooKeeper answered at {} within {} ms", options_.connect,
-                                           options_.operation_timeout.count()));
+  {
+    std::unique_lock lock(state_mu_);
+    if (!state_cv_.wait_for(lock, options_.operation_timeout, [&] { return state_ == ZOO_CONNECTED_STATE; })) {
+      return Status::Unavailable(fmt::format("no ZooKeeper answered at {} within {} ms", options_.connect,
+                                             options_.operation_timeout.count()));
+    }
+  }
+  if (!options_.auth.empty()) {
+    if (options_.auth.find(':') == std::string::npos) {
+      return Status::InvalidArgument("--zk-auth must be user:password");
+    }
+    std::promise<int> done;
+    auto result = done.get_future();
+    int rc = zoo_add_auth(zh_, "digest", options_.auth.data(), static_cast<int>(options_.auth.size()), AuthDone,
+                          &done);
+    if (rc == ZOK) {
+      if (result.wait_for(options_.operation_timeout) != std::future_status::ready) {
+        return Status::Unavailable("ZooKeeper did not answer the authentication in time");
+      }
+      rc = result.get();
+    }
+    if (rc != ZOK) return Error(rc, "authenticating with --zk-auth");
   }
   return Status::OK();
+}
+
+const ::ACL_vector* ZooKeeperMembership::Acl() const {
+  return options_.auth.empty() ? &ZOO_OPEN_ACL_UNSAFE : &kClusterAcl;
 }
 
 Status ZooKeeperMembership::Renew() {
@@ -260,6 +299,9 @@ Status ZooKeeperMembership::Error(int rc, std::string_view what) const {
     case ZNODEEXISTS: return Status::FailedPrecondition(message);
     case ZBADVERSION: return Status::Aborted(message);
     case ZBADARGUMENTS: return Status::InvalidArgument(message);
+    case ZNOAUTH:
+    case ZAUTHFAILED:
+      return Status::FailedPrecondition(message + " (the cluster's znodes are writable only with its --zk-auth)");
     default: return Status::Unavailable(message);
   }
 }
@@ -306,7 +348,7 @@ Status ZooKeeperMembership::RegisterServer(const ServerInfo& self) {
   bool retried = false;
   const int rc = Retry(
       [&] {
-        return zoo_create(zh_, path.c_str(), data.data(), static_cast<int>(data.size()), &ZOO_OPEN_ACL_UNSAFE,
+        return zoo_create(zh_, path.c_str(), data.data(), static_cast<int>(data.size()), Acl(),
                           ZOO_EPHEMERAL, nullptr, 0);
       },
       &retried);
@@ -372,7 +414,7 @@ StatusOr<uint32_t> ZooKeeperMembership::AllocateRegionId() {
   const std::string prefix = Path("region-ids/id-");
   char created[512];
   const int rc = Retry([&] {
-    return zoo_create(zh_, prefix.c_str(), "", 0, &ZOO_OPEN_ACL_UNSAFE, ZOO_SEQUENCE, created, sizeof(created));
+    return zoo_create(zh_, prefix.c_str(), "", 0, Acl(), ZOO_SEQUENCE, created, sizeof(created));
   });
   if (rc != ZOK) return Error(rc, "allocating a region id");
   const std::string_view name(created);
@@ -408,8 +450,7 @@ StatusOr<RegionEntry> ZooKeeperMembership::CreateRegion(uint32_t region, uint64_
   bool retried = false;
   const int rc = Retry(
       [&] {
-        return zoo_create(zh_, path.c_str(), data.data(), static_cast<int>(data.size()), &ZOO_OPEN_ACL_UNSAFE, 0,
-                          nullptr, 0);
+        return zoo_create(zh_, path.c_str(), data.data(), static_cast<int>(data.size()), Acl(), 0, nullptr, 0);
       },
       &retried);
   if (rc == ZNODEEXISTS) {

@@ -13,6 +13,11 @@
 // the session timeout; ServingStatus() refuses when the last confirmation is older than two thirds of it (a server
 // cut off from ZooKeeper, or stopped, cannot hear its own expiry, so it stops before the ensemble can expire it), and
 // for good once the session has expired, until Renew() and RegisterServer().
+//
+// Authentication (ZooKeeperOptions::auth): with a digest identity, the cluster's znodes get the ACL "the creating
+// identity may do anything, anyone may read", so only the cluster's identity can register servers, allocate ids or
+// change owners; a client without it can read the table, and its writes fail with FailedPrecondition naming
+// --zk-auth.
 #pragma once
 
 #include <chrono>
@@ -28,6 +33,7 @@
 #include "membership/membership.h"
 
 struct _zhandle;
+struct ACL_vector;
 
 namespace cell::membership {
 
@@ -37,6 +43,9 @@ struct ZooKeeperOptions {
   std::string cluster = "default";
   std::chrono::milliseconds session_timeout{6000};
   std::chrono::milliseconds operation_timeout{10000};  // how long an operation retries through connection loss
+  // "user:password" (--zk-auth): the session authenticates with ZooKeeper's digest scheme, and the znodes it creates
+  // for the cluster are writable only by that identity (everyone may read). Empty: no authentication, open ACLs.
+  std::string auth;
 };
 
 class ZooKeeperMembership final : public Membership {
@@ -80,7 +89,8 @@ class ZooKeeperMembership final : public Membership {
   // Re-reads after every watch event and tells watchers what changed since the last read.
   void RefreshLoop();
   void LeaseLoop();
-  Status Connect();  // a new session; waits until it is connected
+  Status Connect();  // a new session; waits until it is connected (and authenticated, with options_.auth)
+  const ::ACL_vector* Acl() const;  // for the znodes this object creates
 
   const ZooKeeperOptions options_;
   std::shared_mutex handle_mu_;  // shared by every call on zh_; exclusive to replace it (Renew)

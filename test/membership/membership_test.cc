@@ -351,6 +351,40 @@ TEST(ZooKeeperMembership, AThreeNodeEnsembleSurvivesLosingItsLeader) {
   EXPECT_GT(*fresh, *id);
 }
 
+// With --zk-auth, only the cluster's identity can change the table; anyone can read it.
+TEST(ZooKeeperMembership, OnlyTheClustersIdentityCanChangeTheTable) {
+  auto& zk = cell::testing::ZooKeeperHarness::Shared();
+  ASSERT_FALSE(zk.connect().empty()) << zk.error();
+  auto open = [&](const std::string& auth) {
+    ZooKeeperOptions options;
+    options.connect = zk.connect();
+    options.cluster = "secured";
+    options.auth = auth;
+    return ZooKeeperMembership::Open(options);
+  };
+  auto owner = open("cell:secret");
+  ASSERT_TRUE(owner.ok()) << owner.status().ToString();
+  auto id = (*owner)->AllocateRegionId();
+  ASSERT_TRUE(id.ok()) << id.status().ToString();
+  ASSERT_TRUE((*owner)->CreateRegion(*id, 1).ok());
+  for (const char* other_auth : {"", "cell:wrong", "intruder:secret"}) {
+    auto other = open(other_auth);
+    ASSERT_TRUE(other.ok()) << other.status().ToString();
+    auto read = (*other)->GetRegion(*id);
+    ASSERT_TRUE(read.ok()) << read.status().ToString();  // reading is open
+    EXPECT_EQ(*read, (RegionEntry{*id, 1, 1}));
+    for (const Status& s : {(*other)->ChangeOwner(*id, 1, 9).status(), (*other)->AllocateRegionId().status(),
+                            (*other)->RegisterServer(Server(9))}) {
+      EXPECT_EQ(s.code(), Status::Code::kFailedPrecondition) << "auth '" << other_auth << "': " << s.ToString();
+      EXPECT_NE(s.message().find("--zk-auth"), std::string::npos) << s.ToString();
+    }
+  }
+  auto moved = (*owner)->ChangeOwner(*id, 1, 2);
+  ASSERT_TRUE(moved.ok()) << moved.status().ToString();
+  auto bad = open("no-colon");
+  EXPECT_TRUE(bad.status().IsInvalidArgument()) << bad.status().ToString();
+}
+
 TEST(ZooKeeperMembership, MalformedEntriesAreReportedNotTrusted) {
   for (const char* bad : {"", "owner=7\n", "epoch=3\n", "owner=x\nepoch=1\n", "owner=1\nepoch=0\n", "garbage"}) {
     auto r = ZooKeeperMembership::ParseRegion(4, bad, "/cell/default/regions/00000004");
