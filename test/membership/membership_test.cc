@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "membership/in_memory_membership.h"
@@ -383,6 +384,30 @@ TEST(ZooKeeperMembership, OnlyTheClustersIdentityCanChangeTheTable) {
   ASSERT_TRUE(moved.ok()) << moved.status().ToString();
   auto bad = open("no-colon");
   EXPECT_TRUE(bad.status().IsInvalidArgument()) << bad.status().ToString();
+}
+
+// An entry someone else wrote badly into ZooKeeper is reported, naming its znode, and never used.
+TEST(ZooKeeperMembership, AMalformedZnodeInZooKeeperIsRefused) {
+  auto& zk = cell::testing::ZooKeeperHarness::Shared();
+  ASSERT_FALSE(zk.connect().empty()) << zk.error();
+  ZooKeeperOptions options;
+  options.connect = zk.connect();
+  options.cluster = "vandalised";
+  auto m = ZooKeeperMembership::Open(options);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  auto id = (*m)->AllocateRegionId();
+  ASSERT_TRUE(id.ok());
+  ASSERT_TRUE((*m)->CreateRegion(*id, 1).ok());
+  const std::string path = fmt::format("/cell/vandalised/regions/{:08d}", *id);
+  const std::string command = std::string(CELL_SOURCE_DIR) + "/deploy/zookeeper/zk-cli.sh -server " + zk.connect() +
+                              " set " + path + " owner=banana >/dev/null 2>&1";
+  ASSERT_EQ(std::system(command.c_str()), 0);
+  auto entry = (*m)->GetRegion(*id);
+  ASSERT_FALSE(entry.ok());
+  EXPECT_TRUE(entry.status().IsCorruption()) << entry.status().ToString();
+  EXPECT_NE(entry.status().message().find(path), std::string::npos) << entry.status().ToString();
+  EXPECT_TRUE((*m)->ListRegions().status().IsCorruption());
+  EXPECT_TRUE((*m)->ChangeOwner(*id, 1, 2).status().IsCorruption());
 }
 
 TEST(ZooKeeperMembership, MalformedEntriesAreReportedNotTrusted) {
