@@ -1,10 +1,5 @@
 // What every Membership implementation promises (in-memory here; the ZooKeeper implementation joins this suite).
-#include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <condition_variable>
@@ -21,10 +16,9 @@
 
 #include "membership/in_memory_membership.h"
 #include "membership/zookeeper_membership.h"
+#include "test/child_process.h"
 #include "test/membership/zk_harness.h"
 #include "test/test_util.h"
-
-extern char** environ;
 
 namespace cell::membership {
 namespace {
@@ -246,74 +240,45 @@ TEST(ZooKeeperMembership, AnExpiredServerIsFencedUntilItRegistersAgain) {
     cv.notify_all();
   });
 
-  int out[2];
-  ASSERT_EQ(pipe(out), 0);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
-  posix_spawn_file_actions_addclose(&actions, out[0]);
-  const std::string connect = zk.connect();
-  char* argv[] = {const_cast<char*>(CELL_FENCED_SERVER), const_cast<char*>(connect.c_str()),
-                  const_cast<char*>("fencing"), const_cast<char*>("42"), nullptr};
-  pid_t pid = 0;
-  ASSERT_EQ(posix_spawn(&pid, argv[0], &actions, nullptr, argv, environ), 0);
-  posix_spawn_file_actions_destroy(&actions);
-  close(out[1]);
-  struct KillOnExit {
-    pid_t pid;
-    int fd;
-    ~KillOnExit() {
-      kill(pid, SIGKILL);
-      waitpid(pid, nullptr, 0);
-      close(fd);
-    }
-  } guard{pid, out[0]};
-  FILE* lines = fdopen(out[0], "r");
-  guard.fd = -1;
-  auto next_line = [&]() {
-    char buffer[1024];
-    pollfd p{fileno(lines), POLLIN, 0};
-    if (poll(&p, 1, 30000) != 1 || std::fgets(buffer, sizeof(buffer), lines) == nullptr) return std::string("EOF");
-    return std::string(buffer);
-  };
+  cell::testing::ChildProcess server({CELL_FENCED_SERVER, zk.connect(), "fencing", "42"});
+  ASSERT_TRUE(server.ok());
+  auto next_line = [&] { return server.ReadLine(std::chrono::seconds(30)).value_or("EOF"); };
   std::string line;
-  do line = next_line(); while (line.rfind("serving", 0) != 0 && line != "EOF");
-  ASSERT_EQ(line, "serving\n");
+  do line = next_line(); while (line != "serving" && line != "EOF");
+  ASSERT_EQ(line, "serving");
   {
     std::unique_lock lock(mu);
     ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(30), [&] { return joined >= 1; }));
   }
 
-  ASSERT_EQ(kill(pid, SIGSTOP), 0);
+  ASSERT_EQ(kill(server.pid(), SIGSTOP), 0);
   {
     std::unique_lock lock(mu);  // the ensemble expires the session and deletes the ephemeral node
     ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(30), [&] { return left >= 1; }));
   }
-  // What the stopped process printed before it stopped is stale: skip it all (it prints nothing while stopped).
-  int flags = fcntl(fileno(lines), F_GETFL);
-  fcntl(fileno(lines), F_SETFL, flags | O_NONBLOCK);
-  char drain[4096];
-  while (read(fileno(lines), drain, sizeof(drain)) > 0) {
-  }
-  fcntl(fileno(lines), F_SETFL, flags);
-  ASSERT_EQ(kill(pid, SIGCONT), 0);
+  server.DrainOutput();  // what it printed before it stopped is stale (it prints nothing while stopped)
+  ASSERT_EQ(kill(server.pid(), SIGCONT), 0);
   line = next_line();
   EXPECT_EQ(line.rfind("fenced", 0), 0u) << "first report after resuming: " << line;
-  do line = next_line(); while (line.rfind("serving", 0) != 0 && line != "EOF");
-  EXPECT_EQ(line, "serving\n");  // after renewing its session and registering again
+  do line = next_line(); while (line != "serving" && line != "EOF");
+  EXPECT_EQ(line, "serving");  // after renewing its session and registering again
   std::unique_lock lock(mu);
   EXPECT_TRUE(cv.wait_for(lock, std::chrono::seconds(30), [&] { return joined >= 2; }));
-  fclose(lines);
+}
+
+// A client that rides out ZooKeeper outages of up to 30 s.
+StatusOr<std::unique_ptr<ZooKeeperMembership>> OpenPatient(const std::string& connect) {
+  ZooKeeperOptions options;
+  options.connect = connect;
+  options.operation_timeout = std::chrono::seconds(30);
+  return ZooKeeperMembership::Open(options);
 }
 
 // ZooKeeper restarts under a client: its calls retry through the outage and the table is intact afterwards.
 TEST(ZooKeeperMembership, ClientsCarryOnAcrossAZooKeeperRestart) {
   cell::testing::ZooKeeperHarness zk(1);
   ASSERT_FALSE(zk.connect().empty()) << zk.error();
-  ZooKeeperOptions options;
-  options.connect = zk.connect();
-  options.operation_timeout = std::chrono::seconds(30);
-  auto m = ZooKeeperMembership::Open(options);
+  auto m = OpenPatient(zk.connect());
   ASSERT_TRUE(m.ok()) << m.status().ToString();
   auto id = (*m)->AllocateRegionId();
   ASSERT_TRUE(id.ok());
@@ -331,10 +296,7 @@ TEST(ZooKeeperMembership, ClientsCarryOnAcrossAZooKeeperRestart) {
 TEST(ZooKeeperMembership, AThreeNodeEnsembleSurvivesLosingItsLeader) {
   cell::testing::ZooKeeperHarness zk(3);
   ASSERT_FALSE(zk.connect().empty()) << zk.error();
-  ZooKeeperOptions options;
-  options.connect = zk.connect();
-  options.operation_timeout = std::chrono::seconds(30);
-  auto m = ZooKeeperMembership::Open(options);
+  auto m = OpenPatient(zk.connect());
   ASSERT_TRUE(m.ok()) << m.status().ToString();
   auto id = (*m)->AllocateRegionId();
   ASSERT_TRUE(id.ok());

@@ -26,10 +26,9 @@
 
 #include "rpc/frame.h"
 #include "rpc/socket_util.h"
+#include "test/child_process.h"
 #include "test/rpc/test_handler.h"
 #include "test/test_util.h"
-
-extern char** environ;
 
 namespace cell::rpc {
 namespace {
@@ -341,33 +340,9 @@ TEST_P(TransportTest, ConnectingToNothingFailsClearly) {
 
 // The server is a real process, killed with SIGKILL while requests wait: every caller hears, none hangs.
 TEST_P(TransportTest, PeerDeathFailsEveryWaitingCaller) {
-  int out[2];
-  ASSERT_EQ(pipe(out), 0);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
-  posix_spawn_file_actions_addclose(&actions, out[0]);
-  const std::string server_path = CELL_RPC_TEST_SERVER;
-  const std::string uri_arg = "--uri=" + ListenUri(GetParam());
-  char* argv[] = {const_cast<char*>(server_path.c_str()), const_cast<char*>(uri_arg.c_str()), nullptr};
-  pid_t pid = 0;
-  ASSERT_EQ(posix_spawn(&pid, argv[0], &actions, nullptr, argv, environ), 0);
-  posix_spawn_file_actions_destroy(&actions);
-  close(out[1]);
-  struct KillOnExit {  // an early ASSERT must not leave the server running
-    pid_t pid;
-    ~KillOnExit() {
-      if (pid > 0) {
-        kill(pid, SIGKILL);
-        waitpid(pid, nullptr, 0);
-      }
-    }
-  } guard{pid};
-  std::string line;
-  char ch;
-  pollfd ready{out[0], POLLIN, 0};
-  while (poll(&ready, 1, 60000) == 1 && read(out[0], &ch, 1) == 1 && ch != '\n') line += ch;
-  close(out[0]);
+  cell::testing::ChildProcess server({CELL_RPC_TEST_SERVER, "--uri=" + ListenUri(GetParam())});
+  ASSERT_TRUE(server.ok());
+  const std::string line = server.ReadLine(std::chrono::seconds(60)).value_or("(nothing)");
   ASSERT_EQ(line.rfind("READY ", 0), 0u) << "server said: " << line;
   const std::string uri = line.substr(6);
 
@@ -387,9 +362,7 @@ TEST_P(TransportTest, PeerDeathFailsEveryWaitingCaller) {
   }
   // The server has the requests when an echo behind them comes back (requests on a connection run in order).
   ASSERT_TRUE(CallSync(**c, testing::kEcho, "barrier").ok());
-  ASSERT_EQ(kill(pid, SIGKILL), 0);
-  waitpid(pid, nullptr, 0);
-  guard.pid = 0;
+  server.Kill();
   ASSERT_TRUE(done.WaitFor(kWaiting, 30s)) << "callers still waiting after the server died";
   EXPECT_EQ(unavailable.load(), kWaiting);
   EXPECT_FALSE((*c)->health().ok());
