@@ -98,7 +98,8 @@ report_failure() {
 kill_nodes() {
   local i pid pids=()
   for i in $(zk_nodes "$dir"); do
-    if zk_pid_alive "$dir/node$i/pid" "$dir/node$i/zoo.cfg"; then
+    # Our own children (perhaps not yet exec'd into java), so their pids are not recycled: zk_pid_gone suffices.
+    if [ -r "$dir/node$i/pid" ] && ! zk_pid_gone "$(<"$dir/node$i/pid")"; then
       pid=$(<"$dir/node$i/pid")
       kill -KILL "$pid" 2>/dev/null || true
       pids+=("$pid")
@@ -118,7 +119,9 @@ wait_serving() {
   while :; do
     all=1 leaders=0
     for i in "$@"; do
-      zk_pid_alive "$dir/node$i/pid" "$dir/node$i/zoo.cfg" || { report_failure "node $i exited during startup"; return 1; }
+      # Not zk_pid_alive: until the forked shell has exec'd java, the pid's command line does not name zoo.cfg
+      # yet. The pid is our own child here, so it cannot have been recycled while we watch it.
+      ! zk_pid_gone "$(<"$dir/node$i/pid")" || { report_failure "node $i exited during startup"; return 1; }
       mode=$(zk_mode "$(zk_node_port "$dir" "$i")")
       [ -n "$mode" ] || all=0
       [ "$mode" != leader ] || leaders=$((leaders + 1))
