@@ -44,28 +44,34 @@ struct MembershipEvent {
   RegionEntry region;   // kRegionChanged: the new entry
 };
 
-class Membership {
+// Reading the table: all a client needs. A client of a ZooKeeper cluster reads ZooKeeper directly
+// (ZooKeeperMembership); a client of an embedded server reads it over RPC (client/remote_table.h).
+class RegionTableReader {
  public:
-  virtual ~Membership() = default;
+  virtual ~RegionTableReader() = default;
+  virtual StatusOr<std::vector<ServerInfo>> ListServers() = 0;
+  // NotFound if the region was never created.
+  virtual StatusOr<RegionEntry> GetRegion(uint32_t region) = 0;
+  virtual StatusOr<std::vector<RegionEntry>> ListRegions() = 0;
+  // The root region: the one with the lowest id (the root pointer is at its offset 0). NotFound before any exists.
+  virtual StatusOr<uint32_t> RootRegion() = 0;
+};
 
+// The whole interface: what servers use.
+class Membership : public RegionTableReader {
+ public:
   // Makes `self` a live server. InvalidArgument for id 0; FailedPrecondition if another live server has the id.
   virtual Status RegisterServer(const ServerInfo& self) = 0;
   // Removes server `id` from the live servers (a clean shutdown; a crash does the same through its session).
   virtual Status UnregisterServer(uint64_t id) = 0;
-  virtual StatusOr<std::vector<ServerInfo>> ListServers() = 0;
 
   // A region id no other call, from any process, has returned or will return.
   virtual StatusOr<uint32_t> AllocateRegionId() = 0;
   // Records region `region` (from AllocateRegionId) owned by `owner`, at epoch 1. FailedPrecondition if it exists.
   virtual StatusOr<RegionEntry> CreateRegion(uint32_t region, uint64_t owner) = 0;
-  // NotFound if the region was never created.
-  virtual StatusOr<RegionEntry> GetRegion(uint32_t region) = 0;
-  virtual StatusOr<std::vector<RegionEntry>> ListRegions() = 0;
   // Sets the owner if the region is still at `expected_epoch`, moving it to expected_epoch + 1. Aborted (with the
   // current entry in the message) when another change came first: re-read, decide again.
   virtual StatusOr<RegionEntry> ChangeOwner(uint32_t region, uint64_t expected_epoch, uint64_t new_owner) = 0;
-  // The root region: the one with the lowest id (the root pointer is at its offset 0). NotFound before any exists.
-  virtual StatusOr<uint32_t> RootRegion() = 0;
 
   // Calls `watcher` after every change from now on, until the Membership is destroyed.
   virtual void Watch(std::function<void(const MembershipEvent&)> watcher) = 0;

@@ -2,6 +2,7 @@
 
 #include <zookeeper/zookeeper.h>
 
+#include <algorithm>
 #include <charconv>
 #include <future>
 #include <shared_mutex>
@@ -101,6 +102,44 @@ StatusOr<ServerInfo> ZooKeeperMembership::ParseServer(uint64_t id, std::string_v
                                           path, std::string(data.substr(0, 200))));
   }
   return info;
+}
+
+StatusOr<ZooKeeperOptions> ParseZooKeeperUri(std::string_view uri) {
+  constexpr std::string_view kScheme = "zk://";
+  const auto bad = [uri](std::string_view why) {
+    return Status::InvalidArgument(fmt::format(
+        "'{}' is not a ZooKeeper cluster URI ({}); expected zk://host:port[,host:port...][/root/cluster], "
+        "e.g. zk://127.0.0.1:2181/cell/default",
+        uri, why));
+  };
+  if (uri.substr(0, kScheme.size()) != kScheme) return bad("it must start with zk://");
+  std::string_view rest = uri.substr(kScheme.size());
+  const size_t slash = rest.find('/');
+  const std::string_view hosts = rest.substr(0, slash);
+  ZooKeeperOptions options;
+  if (hosts.empty()) return bad("no host:port");
+  size_t at = 0;
+  while (at <= hosts.size()) {
+    const size_t comma = std::min(hosts.find(',', at), hosts.size());
+    const std::string_view host = hosts.substr(at, comma - at);
+    const size_t colon = host.rfind(':');
+    if (colon == std::string_view::npos || colon == 0 || colon + 1 == host.size() ||
+        host.find_first_not_of("0123456789", colon + 1) != std::string_view::npos) {
+      return bad(fmt::format("'{}' is not host:port", host));
+    }
+    at = comma + 1;
+  }
+  options.connect = std::string(hosts);
+  if (slash != std::string_view::npos && slash + 1 < rest.size()) {
+    std::string_view path = rest.substr(slash);
+    while (path.size() > 1 && path.back() == '/') path.remove_suffix(1);
+    const size_t last = path.rfind('/');
+    if (last == 0) return bad("the path needs a root and a cluster name, /root/cluster");
+    if (path.find("//") != std::string_view::npos) return bad("empty path component");
+    options.root = std::string(path.substr(0, last));
+    options.cluster = std::string(path.substr(last + 1));
+  }
+  return options;
 }
 
 ZooKeeperMembership::ZooKeeperMembership(const ZooKeeperOptions& options) : options_(options) {}

@@ -48,6 +48,11 @@ struct ZooKeeperOptions {
   std::string auth;
 };
 
+// Parses a cluster URI "zk://host:port[,host:port...][/root/cluster]" (the form of --membership and --cluster) into
+// options: the path names the cluster's znode, its last component the cluster and the rest the root; without a path,
+// /cell/default. Other fields keep their defaults. InvalidArgument, with an example, for anything else.
+StatusOr<ZooKeeperOptions> ParseZooKeeperUri(std::string_view uri);
+
 class ZooKeeperMembership final : public Membership {
  public:
   // Connects (waiting up to operation_timeout) and creates the layout's parent znodes if missing.

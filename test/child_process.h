@@ -20,12 +20,14 @@ namespace cell::testing {
 
 class ChildProcess {
  public:
-  explicit ChildProcess(const std::vector<std::string>& args) {
+  // With `merge_stderr`, its stderr comes down the same pipe (for checking error messages).
+  explicit ChildProcess(const std::vector<std::string>& args, bool merge_stderr = false) {
     int out[2];
     if (pipe(out) != 0) return;
     posix_spawn_file_actions_t actions;
     posix_spawn_file_actions_init(&actions);
     posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
+    if (merge_stderr) posix_spawn_file_actions_adddup2(&actions, out[1], STDERR_FILENO);
     posix_spawn_file_actions_addclose(&actions, out[0]);
     std::vector<char*> argv;
     for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
@@ -74,6 +76,29 @@ class ChildProcess {
     }
     fcntl(fd_, F_SETFL, flags);
     buffer_.clear();
+  }
+
+  // Everything it writes until it exits (or `timeout` passes).
+  std::string ReadAll(std::chrono::milliseconds timeout) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    std::string all;
+    while (true) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) break;
+      auto line = ReadLine(left);
+      if (!line) break;
+      all += *line + "\n";
+    }
+    return all + buffer_;
+  }
+
+  // Waits for it to exit; its exit code, or 128 + the signal that ended it.
+  int Wait() {
+    if (pid_ <= 0) return -1;
+    int status = 0;
+    waitpid(pid_, &status, 0);
+    pid_ = 0;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   }
 
   // SIGKILL, and reap it.

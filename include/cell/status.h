@@ -126,3 +126,14 @@ class StatusOr {
     ::cell::Status _cell_status = (expr);   \
     if (!_cell_status.ok()) return _cell_status; \
   } while (0)
+
+// `lhs = value of expr` if the StatusOr `expr` holds one; otherwise returns its Status from the enclosing function.
+//   CELL_ASSIGN_OR_RETURN(auto table, OpenTable(uri));
+#define CELL_ASSIGN_OR_RETURN(lhs, expr) \
+  CELL_ASSIGN_OR_RETURN_IMPL_(CELL_STATUS_CONCAT_(_cell_status_or_, __LINE__), lhs, expr)
+#define CELL_ASSIGN_OR_RETURN_IMPL_(tmp, lhs, expr) \
+  auto tmp = (expr);                                \
+  if (!tmp.ok()) return tmp.status();               \
+  lhs = std::move(tmp).value()
+#define CELL_STATUS_CONCAT_(a, b) CELL_STATUS_CONCAT_INNER_(a, b)
+#define CELL_STATUS_CONCAT_INNER_(a, b) a##b

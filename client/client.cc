@@ -1,0 +1,51 @@
+#include "cell/client.h"
+
+#include <algorithm>
+
+#include "client/region_cache.h"
+#include "client/remote_table.h"
+
+namespace cell {
+
+struct Client::Impl {
+  std::unique_ptr<membership::RegionTableReader> table;
+  std::unique_ptr<client::RegionCache> regions;
+};
+
+Client::Client(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Client::~Client() = default;
+
+StatusOr<std::unique_ptr<Client>> Client::Open(const ClientOptions& options) {
+  if (options.cluster.empty()) {
+    return Status::InvalidArgument(
+        "no cluster given: set ClientOptions::cluster (cellctl: --cluster) to zk://host:port/root/cluster or to an "
+        "embedded server's tcp://host:port");
+  }
+  client::TableOptions table_options;
+  table_options.rpc.connect_timeout = options.timeout;
+  table_options.rpc.call_timeout = options.timeout;
+  table_options.zk_operation_timeout = options.timeout;
+  auto impl = std::make_unique<Impl>();
+  CELL_ASSIGN_OR_RETURN(impl->table, client::OpenRegionTable(options.cluster, table_options));
+  impl->regions = std::make_unique<client::RegionCache>(impl->table.get());
+  return std::unique_ptr<Client>(new Client(std::move(impl)));
+}
+
+StatusOr<std::vector<ServerDescription>> Client::Servers() {
+  CELL_ASSIGN_OR_RETURN(auto servers, impl_->table->ListServers());
+  std::vector<ServerDescription> out;
+  for (const auto& s : servers) out.push_back({.id = s.id, .addresses = s.addresses, .capacity_bytes = s.capacity_bytes});
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.id < b.id; });
+  return out;
+}
+
+StatusOr<std::vector<RegionDescription>> Client::Regions() {
+  CELL_ASSIGN_OR_RETURN(auto regions, impl_->table->ListRegions());
+  std::vector<RegionDescription> out;
+  for (const auto& r : regions) out.push_back({.id = r.region, .owner = r.owner, .epoch = r.epoch});
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.id < b.id; });
+  if (!out.empty()) out.front().root = true;
+  return out;
+}
+
+}  // namespace cell

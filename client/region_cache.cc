@@ -1,0 +1,121 @@
+#include "client/region_cache.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <optional>
+
+namespace cell::client {
+
+StatusOr<Route> RegionCache::Lookup(uint32_t region) {
+  uint64_t floor = 0;
+  {
+    std::lock_guard lock(mu_);
+    const auto r = regions_.find(region);
+    if (r != regions_.end()) {
+      const auto s = servers_.find(r->second.owner);
+      if (s != servers_.end()) {
+        ++stats_.hits;
+        return Route{r->second, s->second};
+      }
+    }
+    const auto k = known_epochs_.find(region);
+    if (k != known_epochs_.end()) floor = k->second;
+  }
+  // A miss: read the region's entry (and, if its owner is unknown, the live servers) without holding the lock. A
+  // read older than an epoch already seen (a lagging ZooKeeper follower, or a read that raced a move) is read again.
+  membership::RegionEntry entry;
+  for (int attempt = 0;; ++attempt) {
+    auto fresh = table_->GetRegion(region);
+    {
+      std::lock_guard lock(mu_);
+      ++stats_.table_reads;
+      const auto k = known_epochs_.find(region);
+      if (k != known_epochs_.end()) floor = std::max(floor, k->second);
+    }
+    if (!fresh.ok()) return fresh.status();
+    entry = *fresh;
+    if (entry.epoch >= floor) break;
+    if (attempt == kStaleTableRetries) {
+      return Status::Unavailable(fmt::format(
+          "the region table is behind: it gives region {} at epoch {}, but epoch {} was already seen; retry", region,
+          entry.epoch, floor));
+    }
+  }
+  if (entry.owner == 0) {
+    return Status::Unavailable(fmt::format(
+        "region {} has no owner at the moment (epoch {}): its server failed and no survivor has taken it over yet",
+        region, entry.epoch));
+  }
+  std::optional<membership::ServerInfo> owner;
+  {
+    std::lock_guard lock(mu_);
+    const auto s = servers_.find(entry.owner);
+    if (s != servers_.end()) owner = s->second;
+  }
+  if (!owner) {
+    auto servers = table_->ListServers();
+    std::lock_guard lock(mu_);
+    ++stats_.table_reads;
+    if (!servers.ok()) return servers.status();
+    servers_.clear();
+    for (const auto& s : *servers) {
+      servers_[s.id] = s;
+      if (s.id == entry.owner) owner = s;
+    }
+  }
+  if (!owner) {
+    return Status::Unavailable(fmt::format(
+        "region {} belongs to server {} (epoch {}), which is not live: it may have failed and its regions not yet "
+        "been taken over",
+        region, entry.owner, entry.epoch));
+  }
+  std::lock_guard lock(mu_);
+  // Epochs only grow: never cache (or return) an entry older than one already seen, which another thread may have
+  // cached or learnt of (OnWrongOwner) while this one read the table.
+  uint64_t& known = known_epochs_[region];
+  if (entry.epoch < known) {
+    const auto r = regions_.find(region);
+    if (r != regions_.end()) {
+      const auto s = servers_.find(r->second.owner);
+      if (s != servers_.end()) return Route{r->second, s->second};
+    }
+    return Status::Unavailable(fmt::format(
+        "region {} moved while it was being looked up (epoch {} read, {} seen); retry", region, entry.epoch, known));
+  }
+  known = entry.epoch;
+  regions_[region] = entry;
+  return Route{entry, *owner};
+}
+
+void RegionCache::OnWrongOwner(uint32_t region, uint64_t server, uint64_t server_epoch) {
+  std::lock_guard lock(mu_);
+  uint64_t& known = known_epochs_[region];
+  const auto r = regions_.find(region);
+  // Already moved past what that server knows, to another server: the entry is newer than the complaint.
+  if (r != regions_.end() && r->second.epoch > server_epoch && r->second.owner != server) return;
+  known = std::max(known, server_epoch);
+  if (r == regions_.end()) return;
+  regions_.erase(r);
+  ++stats_.invalidations;
+}
+
+void RegionCache::OnServerUnreachable(uint64_t server) {
+  std::lock_guard lock(mu_);
+  servers_.erase(server);
+  for (auto r = regions_.begin(); r != regions_.end();) {
+    if (r->second.owner == server) {
+      r = regions_.erase(r);
+      ++stats_.invalidations;
+    } else {
+      ++r;
+    }
+  }
+}
+
+RegionCache::Stats RegionCache::stats() const {
+  std::lock_guard lock(mu_);
+  return stats_;
+}
+
+}  // namespace cell::client

@@ -1,0 +1,63 @@
+// The client's cache of the region table: region -> (owner, epoch) and server -> addresses.
+//
+// A lookup that hits costs nothing; a miss reads the table (ZooKeeper, or the embedded server). Entries are dropped,
+// and so re-read at their next lookup, when:
+//   - a server answers "wrong owner" for a region (OnWrongOwner): it no longer owns it, or does not yet;
+//   - a connection to a server fails (OnServerUnreachable): its regions may be moving to survivors, and a restarted
+//     server may listen at new addresses.
+// A stale entry can therefore cost a request to the wrong server and a retry, never a wrong answer: a server checks
+// that it owns the region (at the epoch the table gives it) before it answers for it.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+
+#include "membership/membership.h"
+
+namespace cell::client {
+
+struct Route {
+  membership::RegionEntry entry;  // region, owner, epoch
+  membership::ServerInfo owner;   // the owner's id and addresses
+};
+
+class RegionCache {
+ public:
+  struct Stats {
+    uint64_t hits = 0;
+    uint64_t table_reads = 0;  // GetRegion and ListServers calls on the table
+    uint64_t invalidations = 0;
+  };
+
+  // `table` must outlive the cache. Thread-safe.
+  explicit RegionCache(membership::RegionTableReader* table) : table_(table) {}
+
+  // Where `region` lives. NotFound if the table has no such region; Unavailable if it has no owner at the moment, or
+  // its owner is not a live server (it failed and its regions are not yet taken over), or the table lags an epoch
+  // already seen: retry later. Errors reading the table are returned as they are (Unavailable, DeadlineExceeded).
+  // Never returns an entry older than one it returned before, or than an epoch named to OnWrongOwner.
+  StatusOr<Route> Lookup(uint32_t region);
+
+  // Server `server` answered that it does not own `region` (it knows the region at `server_epoch`). Drops the cached
+  // entry unless it is already newer than what that server knows and names another owner.
+  void OnWrongOwner(uint32_t region, uint64_t server, uint64_t server_epoch);
+
+  // A connection to `server` failed: drops its addresses and every region it owned in the cache.
+  void OnServerUnreachable(uint64_t server);
+
+  Stats stats() const;
+
+ private:
+  membership::RegionTableReader* const table_;
+  mutable std::mutex mu_;  // guards what follows; never held while reading the table
+  std::map<uint32_t, membership::RegionEntry> regions_;
+  std::map<uint64_t, membership::ServerInfo> servers_;
+  // The highest epoch seen for each region (cached, or named in a complaint); kept after the entry is dropped, so
+  // the cache never goes back to an older entry. A few bytes per region ever looked up.
+  std::map<uint32_t, uint64_t> known_epochs_;
+  Stats stats_;
+  static constexpr int kStaleTableRetries = 3;
+};
+
+}  // namespace cell::client

@@ -1,0 +1,137 @@
+#include "server/cell_server.h"
+
+#include <fmt/format.h>
+
+#include "common/log.h"
+#include "membership/in_memory_membership.h"
+#include "membership/zookeeper_membership.h"
+
+namespace cell::server {
+
+namespace {
+std::string_view SchemeName(rpc::Endpoint::Scheme scheme) {
+  switch (scheme) {
+    case rpc::Endpoint::Scheme::kTcp: return "tcp";
+    case rpc::Endpoint::Scheme::kShm: return "shm";
+    case rpc::Endpoint::Scheme::kVerbs: return "verbs";
+  }
+  return "unknown";
+}
+}  // namespace
+
+StatusOr<std::unique_ptr<CellServer>> CellServer::Start(const ServerConfig& config) {
+  auto server = std::unique_ptr<CellServer>(new CellServer(config));
+  const bool embedded = config.membership == "embedded";
+  if (config.listen.empty()) return Status::InvalidArgument("give at least one --listen URI");
+  if (config.workers < 1) return Status::InvalidArgument(fmt::format("--workers must be >= 1, not {}", config.workers));
+  if (embedded) {
+    if (!config.zk_auth.empty()) return Status::InvalidArgument("--zk-auth applies only to --membership=zk://...");
+    if (server->config_.id == 0) server->config_.id = 1;
+    server->membership_ = std::make_unique<membership::InMemoryMembership>();
+    server->table_service_ = std::make_unique<TableService>(server->membership_.get());
+  } else {
+    if (config.membership.substr(0, 5) != "zk://") {
+      return Status::InvalidArgument(fmt::format(
+          "--membership must be 'embedded' or zk://host:port[,host:port...]/root/cluster, not '{}'", config.membership));
+    }
+    if (config.id == 0) {
+      return Status::InvalidArgument("--id is required with ZooKeeper membership: a nonzero id unique in the cluster");
+    }
+    CELL_ASSIGN_OR_RETURN(membership::ZooKeeperOptions zk, membership::ParseZooKeeperUri(config.membership));
+    zk.auth = config.zk_auth;
+    zk.session_timeout = config.zk_session_timeout;
+    CELL_ASSIGN_OR_RETURN(auto m, membership::ZooKeeperMembership::Open(zk));
+    server->membership_ = std::move(m);
+  }
+
+  rpc::ServerOptions options;
+  options.workers = config.workers;
+  std::map<std::string, std::string> seen;
+  for (const std::string& uri : config.listen) {
+    CELL_ASSIGN_OR_RETURN(rpc::Endpoint endpoint, rpc::Endpoint::Parse(uri));
+    const std::string scheme(SchemeName(endpoint.scheme));
+    if (seen.count(scheme) != 0) {
+      return Status::InvalidArgument(
+          fmt::format("--listen names two {} URIs ({} and {}); give one per transport", scheme, seen[scheme], uri));
+    }
+    auto listener = rpc::Listen(uri, options, server.get());
+    if (!listener.ok()) {
+      return Status::FromCode(listener.status().code(),
+                              fmt::format("--listen={}: {}", uri, listener.status().message()));
+    }
+    seen[scheme] = (*listener)->uri();
+    server->uris_.push_back((*listener)->uri());
+    server->listeners_.push_back(std::move(*listener));
+  }
+
+  CELL_RETURN_IF_ERROR(server->membership_->RegisterServer(server->Self()));
+  // A new cluster needs a root region; the first server to find none creates one. Two servers starting together
+  // may both create one: the root is the lowest id, and the other region is simply a region.
+  auto root = server->membership_->RootRegion();
+  if (!root.ok() && root.status().IsNotFound()) {
+    CELL_ASSIGN_OR_RETURN(uint32_t region, server->membership_->AllocateRegionId());
+    CELL_RETURN_IF_ERROR(server->membership_->CreateRegion(region, server->config_.id).status());
+    LogInfo("server {}: created region {} for a new cluster", server->config_.id, region);
+  } else if (!root.ok()) {
+    return root.status();
+  }
+  return server;
+}
+
+CellServer::~CellServer() { Stop(); }
+
+membership::ServerInfo CellServer::Self() const {
+  membership::ServerInfo self;
+  self.id = config_.id;
+  self.capacity_bytes = config_.capacity_bytes;
+  for (const std::string& uri : uris_) {
+    auto endpoint = rpc::Endpoint::Parse(uri);
+    if (endpoint.ok()) self.addresses[std::string(SchemeName(endpoint->scheme))] = uri;
+  }
+  return self;
+}
+
+Status CellServer::CheckFencing() {
+  Status serving = membership_->ServingStatus();
+  if (serving.code() != Status::Code::kFailedPrecondition) {
+    fenced_.store(!serving.ok(), std::memory_order_relaxed);
+    return serving;
+  }
+  // Our session expired: survivors may own our regions now. Stop serving until registered again with a fresh view.
+  if (!fenced_.exchange(true)) LogWarning("server {}: fenced: {}", config_.id, serving.ToString());
+  CELL_RETURN_IF_ERROR(membership_->Renew());
+  CELL_RETURN_IF_ERROR(membership_->RegisterServer(Self()));
+  CELL_ASSIGN_OR_RETURN(auto regions, membership_->ListRegions());
+  size_t owned = 0;
+  for (const auto& r : regions) owned += r.owner == config_.id ? 1 : 0;
+  serving = membership_->ServingStatus();
+  if (serving.ok()) {
+    fenced_.store(false);
+    LogInfo("server {}: registered again after fencing; it owns {} of {} regions", config_.id, owned, regions.size());
+  }
+  return serving;
+}
+
+void CellServer::Stop() {
+  if (stopped_) return;
+  stopped_ = true;
+  if (membership_ != nullptr) {
+    Status s = membership_->UnregisterServer(config_.id);
+    if (!s.ok()) LogWarning("server {}: leaving the membership: {}", config_.id, s.ToString());
+  }
+  for (auto& listener : listeners_) listener->Stop();
+}
+
+void CellServer::Handle(uint16_t method, std::string_view request, rpc::Responder responder) {
+  if (TableService::IsTableMethod(method)) {
+    if (table_service_ == nullptr) {
+      return responder.Fail(Status::FailedPrecondition(fmt::format(
+          "server {} keeps no region table: its cluster's table is in ZooKeeper ({}); read it there", config_.id,
+          config_.membership)));
+    }
+    return table_service_->Handle(method, request, std::move(responder));
+  }
+  responder.Fail(Status::InvalidArgument(fmt::format("server {}: unknown RPC method {}", config_.id, method)));
+}
+
+}  // namespace cell::server

@@ -1,0 +1,80 @@
+// cell-server: one server of a Cell cluster. See --help, and docs/DESIGN.md for what it does.
+//
+// On start it prints one line per listener, "listening <uri>", then "ready server=<id> ..." on stdout (logs go to
+// stderr), and runs until SIGINT or SIGTERM, when it leaves the membership cleanly and exits 0.
+#include <signal.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <ctime>
+
+#include "common/log.h"
+#include "server/cell_server.h"
+
+int main(int argc, char** argv) {
+  cell::server::ServerConfig config;
+  CLI::App app{"cell-server: a server of a Cell cluster (a distributed, in-memory, sorted key-value store)"};
+  app.option_defaults()->always_capture_default();
+  app.add_option("--listen", config.listen,
+                 "a transport URI to serve, once per transport: tcp://host:port, shm:///path/to/socket, "
+                 "verbs://host:port (port 0: any free port)")
+      ->default_str("tcp://127.0.0.1:7000");
+  app.add_option("--membership", config.membership,
+                 "'embedded' (this server alone holds the region table; no ZooKeeper) or "
+                 "zk://host:port[,host:port...]/root/cluster");
+  app.add_option("--id", config.id, "this server's id, nonzero and unique in the cluster (embedded: default 1)");
+  app.add_option("--zk-auth", config.zk_auth,
+                 "user:password: authenticate to ZooKeeper (digest); the cluster's znodes become writable only by "
+                 "this identity");
+  int64_t session_ms = config.zk_session_timeout.count();
+  app.add_option("--zk-session-timeout-ms", session_ms, "ZooKeeper session timeout; a server cut off longer is fenced")
+      ->check(CLI::Range(int64_t{1000}, int64_t{60000}));
+  app.add_option("--capacity", config.capacity_bytes, "memory this server offers for regions (e.g. 1GiB)")
+      ->transform(CLI::AsSizeValue(false));
+  app.add_option("--workers", config.workers, "threads that serve RPCs (the server's CPU cores)")
+      ->check(CLI::Range(1, 1024));
+  CLI11_PARSE(app, argc, argv);
+  if (config.listen.empty()) config.listen.push_back("tcp://127.0.0.1:7000");
+  config.zk_session_timeout = std::chrono::milliseconds(session_ms);
+
+  // Signals are taken synchronously by the main thread; every thread started from here on inherits the mask.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  auto server = cell::server::CellServer::Start(config);
+  if (!server.ok()) {
+    std::fprintf(stderr, "cell-server: %s\n", server.status().ToString().c_str());
+    return 1;
+  }
+  for (const std::string& uri : (*server)->uris()) std::printf("listening %s\n", uri.c_str());
+  std::printf("ready server=%llu membership=%s\n", static_cast<unsigned long long>((*server)->id()),
+              config.membership.c_str());
+  std::fflush(stdout);
+  cell::LogInfo("server {} ready (membership {})", (*server)->id(), config.membership);
+
+  // Until told to stop: every 200 ms, check that this server may still serve (ZooKeeper fencing).
+  cell::Status last = cell::Status::OK();
+  while (true) {
+    const timespec tick{0, 200'000'000};
+    const int sig = sigtimedwait(&stop_signals, nullptr, &tick);
+    if (sig == SIGINT || sig == SIGTERM) {
+      cell::LogInfo("server {}: signal {}, leaving", (*server)->id(), sig);
+      break;
+    }
+    cell::Status now = (*server)->CheckFencing();
+    if (now.code() != last.code()) {
+      if (now.ok()) {
+        cell::LogInfo("server {}: serving again", (*server)->id());
+      } else {
+        cell::LogWarning("server {}: not serving: {}", (*server)->id(), now.ToString());
+      }
+      last = now;
+    }
+  }
+  (*server)->Stop();
+  return 0;
+}

@@ -1,0 +1,291 @@
+// cell-server as users run it: real processes on loopback, embedded membership or a real ZooKeeper, read by clients
+// through the region table (client/remote_table.h), the client's region cache and cellctl.
+#include <signal.h>
+#include <unistd.h>
+
+#include <condition_variable>
+#include <mutex>
+#include <set>
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include "client/region_cache.h"
+#include "client/remote_table.h"
+#include "membership/zookeeper_membership.h"
+#include "test/child_process.h"
+#include "test/membership/zk_harness.h"
+
+namespace cell::server {
+namespace {
+
+using testing::ChildProcess;
+using namespace std::chrono_literals;
+
+// A cell-server process; `uris` are the URIs it reported (with real ports).
+struct RunningServer {
+  std::unique_ptr<ChildProcess> process;
+  std::vector<std::string> uris;
+  std::string ready;
+};
+
+RunningServer StartServer(std::vector<std::string> args) {
+  args.insert(args.begin(), CELL_SERVER_BINARY);
+  RunningServer s;
+  s.process = std::make_unique<ChildProcess>(args);
+  while (auto line = s.process->ReadLine(30s)) {
+    if (line->rfind("listening ", 0) == 0) s.uris.push_back(line->substr(10));
+    if (line->rfind("ready ", 0) == 0) {
+      s.ready = *line;
+      break;
+    }
+  }
+  return s;
+}
+
+// Runs cellctl to completion: its exit code and its output (stdout and stderr).
+std::pair<int, std::string> Cellctl(std::vector<std::string> args) {
+  args.insert(args.begin(), CELLCTL_BINARY);
+  ChildProcess p(args, /*merge_stderr=*/true);
+  std::string out = p.ReadAll(60s);
+  return {p.Wait(), out};
+}
+
+std::string ShmPath(std::string_view name) {
+  return fmt::format("{}/cell-server-test-{}-{}.sock", ::testing::TempDir(), getpid(), name);
+}
+
+TEST(EmbeddedServer, ServesItsTableToClientsOverEachTransport) {
+  const std::string shm = ShmPath("table");
+  RunningServer server = StartServer({"--listen=tcp://127.0.0.1:0", "--listen=shm://" + shm});
+  ASSERT_FALSE(server.ready.empty());
+  EXPECT_EQ(server.ready, "ready server=1 membership=embedded");
+  ASSERT_EQ(server.uris.size(), 2u);
+  for (const std::string& uri : server.uris) {
+    auto table = client::OpenRegionTable(uri);
+    ASSERT_TRUE(table.ok()) << table.status().ToString();
+    auto servers = (*table)->ListServers();
+    ASSERT_TRUE(servers.ok()) << uri << ": " << servers.status().ToString();
+    ASSERT_EQ(servers->size(), 1u);
+    EXPECT_EQ(servers->front().id, 1u);
+    EXPECT_EQ(servers->front().addresses.at("tcp"), server.uris[0]);
+    EXPECT_EQ(servers->front().addresses.at("shm"), server.uris[1]);
+    auto regions = (*table)->ListRegions();
+    ASSERT_TRUE(regions.ok());
+    ASSERT_EQ(regions->size(), 1u);  // a new cluster's root region, created by its first server
+    EXPECT_EQ(regions->front().owner, 1u);
+    EXPECT_EQ(regions->front().epoch, 1u);
+    auto root = (*table)->RootRegion();
+    ASSERT_TRUE(root.ok());
+    EXPECT_EQ(*root, regions->front().region);
+    auto entry = (*table)->GetRegion(*root);
+    ASSERT_TRUE(entry.ok());
+    EXPECT_EQ(*entry, regions->front());
+    EXPECT_TRUE((*table)->GetRegion(*root + 1000).status().IsNotFound());
+  }
+  auto [rc, out] = Cellctl({"--cluster=" + server.uris[0], "regions"});
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("root"), std::string::npos) << out;
+  std::tie(rc, out) = Cellctl({"--cluster=" + server.uris[1], "servers"});
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find(server.uris[0]), std::string::npos) << out;
+  EXPECT_NE(out.find("1 live server"), std::string::npos) << out;
+}
+
+TEST(EmbeddedServer, ClientsSeeItGoAndComeBack) {
+  RunningServer server = StartServer({"--listen=tcp://127.0.0.1:0"});
+  ASSERT_EQ(server.uris.size(), 1u);
+  client::TableOptions options;
+  options.rpc.connect_timeout = 2000ms;
+  options.rpc.call_timeout = 2000ms;
+  auto table = client::OpenRegionTable(server.uris[0], options);
+  ASSERT_TRUE(table.ok());
+  client::RegionCache cache(table->get());
+  auto root = (*table)->RootRegion();
+  ASSERT_TRUE(root.ok());
+  ASSERT_TRUE(cache.Lookup(*root).ok());
+
+  server.process->Kill();
+  const auto before = std::chrono::steady_clock::now();
+  Status gone = (*table)->ListServers().status();
+  EXPECT_TRUE(gone.IsUnavailable()) << gone.ToString();
+  EXPECT_NE(gone.message().find(server.uris[0]), std::string::npos) << gone.ToString();
+  EXPECT_LT(std::chrono::steady_clock::now() - before, 5s);
+  cache.OnServerUnreachable(1);
+  EXPECT_TRUE(cache.Lookup(*root).status().IsUnavailable());
+
+  // The same address again: the table reconnects by itself, and the cache finds the region.
+  RunningServer again = StartServer({"--listen=" + server.uris[0]});
+  ASSERT_FALSE(again.ready.empty());
+  auto route = cache.Lookup(*root);
+  ASSERT_TRUE(route.ok()) << route.status().ToString();
+  EXPECT_EQ(route->owner.addresses.at("tcp"), server.uris[0]);
+}
+
+TEST(EmbeddedServer, BadFlagsAndBadClusterUrisGiveClearErrors) {
+  {
+    ChildProcess p({CELL_SERVER_BINARY, "--membership=etcd://x"}, true);
+    const std::string out = p.ReadAll(30s);
+    EXPECT_EQ(p.Wait(), 1) << out;
+    EXPECT_NE(out.find("--membership must be 'embedded' or zk://"), std::string::npos) << out;
+  }
+  {
+    ChildProcess p({CELL_SERVER_BINARY, "--membership=zk://127.0.0.1:1/cell/x"}, true);
+    const std::string out = p.ReadAll(30s);
+    EXPECT_EQ(p.Wait(), 1) << out;
+    EXPECT_NE(out.find("--id is required"), std::string::npos) << out;
+  }
+  {
+    ChildProcess p({CELL_SERVER_BINARY, "--listen=tcp://127.0.0.1:0", "--listen=tcp://127.0.0.1:0"}, true);
+    const std::string out = p.ReadAll(30s);
+    EXPECT_EQ(p.Wait(), 1) << out;
+    EXPECT_NE(out.find("two tcp URIs"), std::string::npos) << out;
+  }
+  auto [rc, out] = Cellctl({"--cluster=redis://x", "regions"});
+  EXPECT_EQ(rc, 1) << out;
+  EXPECT_NE(out.find("not a cluster URI"), std::string::npos) << out;
+  std::tie(rc, out) = Cellctl({"--cluster=tcp://127.0.0.1:1", "--timeout-ms=2000", "servers"});
+  EXPECT_EQ(rc, 1) << out;
+  EXPECT_NE(out.find("Unavailable"), std::string::npos) << out;
+  std::tie(rc, out) = Cellctl({"regions"});
+  EXPECT_EQ(rc, 2) << out;
+  EXPECT_NE(out.find("--cluster is required"), std::string::npos) << out;
+}
+
+// Membership events, waited for with a deadline.
+class EventLog {
+ public:
+  void Add(const membership::MembershipEvent& e) {
+    std::lock_guard lock(mu_);
+    events_.push_back(e);
+    cv_.notify_all();
+  }
+  bool WaitFor(membership::MembershipEvent::Kind kind, uint64_t server, std::chrono::seconds timeout) {
+    std::unique_lock lock(mu_);
+    return cv_.wait_for(lock, timeout, [&] {
+      for (size_t i = next_; i < events_.size(); ++i) {
+        if (events_[i].kind == kind && events_[i].server == server) {
+          next_ = i + 1;
+          return true;
+        }
+      }
+      return false;
+    });
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<membership::MembershipEvent> events_;
+  size_t next_ = 0;
+};
+
+class ZooKeeperServers : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto& zk = testing::ZooKeeperHarness::Shared();
+    ASSERT_FALSE(zk.connect().empty()) << zk.error();
+    cluster_ = fmt::format("zk://{}/cell/{}-{}", zk.connect(),
+                           ::testing::UnitTest::GetInstance()->current_test_info()->name(), getpid());
+    auto options = membership::ParseZooKeeperUri(cluster_);
+    ASSERT_TRUE(options.ok());
+    auto observer = membership::ZooKeeperMembership::Open(*options);
+    ASSERT_TRUE(observer.ok()) << observer.status().ToString();
+    observer_ = std::move(*observer);
+    observer_->Watch([this](const membership::MembershipEvent& e) { events_.Add(e); });
+  }
+  RunningServer Start(uint64_t id) {
+    return StartServer({"--listen=tcp://127.0.0.1:0", "--membership=" + cluster_, fmt::format("--id={}", id),
+                        "--zk-session-timeout-ms=2000"});
+  }
+  std::string cluster_;
+  std::unique_ptr<membership::ZooKeeperMembership> observer_;
+  EventLog events_;
+};
+
+TEST_F(ZooKeeperServers, ServersShareTheTableAndADeadOnesRegionsAreFoundAgainAfterTakeover) {
+  RunningServer one = Start(1);
+  ASSERT_FALSE(one.ready.empty());
+  RunningServer two = Start(2);
+  ASSERT_FALSE(two.ready.empty());
+  ASSERT_TRUE(events_.WaitFor(membership::MembershipEvent::Kind::kServerJoined, 2, 20s));
+
+  client::TableOptions options;
+  auto table = client::OpenRegionTable(cluster_, options);
+  ASSERT_TRUE(table.ok()) << table.status().ToString();
+  auto servers = (*table)->ListServers();
+  ASSERT_TRUE(servers.ok());
+  ASSERT_EQ(servers->size(), 2u);
+  EXPECT_EQ(servers->at(0).addresses.at("tcp"), one.uris[0]);
+  EXPECT_EQ(servers->at(1).addresses.at("tcp"), two.uris[0]);
+  auto regions = (*table)->ListRegions();
+  ASSERT_TRUE(regions.ok());
+  ASSERT_EQ(regions->size(), 1u);  // server 2 found the root server 1 had created
+  const membership::RegionEntry root = regions->front();
+  EXPECT_EQ(root.owner, 1u);
+
+  auto [rc, out] = Cellctl({"--cluster=" + cluster_, "regions"});
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("root"), std::string::npos) << out;
+  // A ZooKeeper cluster's servers keep no table of their own: asking one says where to look.
+  std::tie(rc, out) = Cellctl({"--cluster=" + one.uris[0], "regions"});
+  EXPECT_EQ(rc, 1) << out;
+  EXPECT_NE(out.find("in ZooKeeper"), std::string::npos) << out;
+
+  client::RegionCache cache(table->get());
+  ASSERT_EQ(cache.Lookup(root.region)->entry.owner, 1u);
+  one.process->Kill();
+  ASSERT_TRUE(events_.WaitFor(membership::MembershipEvent::Kind::kServerLeft, 1, 30s));
+  // The client finds out when its connection fails; until a survivor takes the region over, it is unavailable.
+  cache.OnServerUnreachable(1);
+  Status s = cache.Lookup(root.region).status();
+  EXPECT_TRUE(s.IsUnavailable()) << s.ToString();
+  auto taken = observer_->ChangeOwner(root.region, root.epoch, 2);
+  ASSERT_TRUE(taken.ok()) << taken.status().ToString();
+  auto route = cache.Lookup(root.region);
+  ASSERT_TRUE(route.ok()) << route.status().ToString();
+  EXPECT_EQ(route->entry.owner, 2u);
+  EXPECT_EQ(route->entry.epoch, root.epoch + 1);
+  EXPECT_EQ(route->owner.addresses.at("tcp"), two.uris[0]);
+}
+
+TEST_F(ZooKeeperServers, AServerStoppedPastItsSessionRegistersAgainWhenItResumes) {
+  RunningServer server = Start(7);
+  ASSERT_FALSE(server.ready.empty());
+  ASSERT_TRUE(events_.WaitFor(membership::MembershipEvent::Kind::kServerJoined, 7, 20s));
+  ASSERT_EQ(kill(server.process->pid(), SIGSTOP), 0);
+  // ZooKeeper expires its session (2 s) and drops its ephemeral node.
+  const bool left = events_.WaitFor(membership::MembershipEvent::Kind::kServerLeft, 7, 30s);
+  ASSERT_EQ(kill(server.process->pid(), SIGCONT), 0);
+  ASSERT_TRUE(left);
+  // Resumed, it learns that it was fenced, starts a new session and registers again.
+  ASSERT_TRUE(events_.WaitFor(membership::MembershipEvent::Kind::kServerJoined, 7, 30s));
+  auto servers = observer_->ListServers();
+  ASSERT_TRUE(servers.ok());
+  ASSERT_EQ(servers->size(), 1u);
+  EXPECT_EQ(servers->front().addresses.at("tcp"), server.uris[0]);
+}
+
+TEST_F(ZooKeeperServers, ASecondServerWithATakenIdIsRefused) {
+  RunningServer first = Start(3);
+  ASSERT_FALSE(first.ready.empty());
+  ChildProcess p({CELL_SERVER_BINARY, "--listen=tcp://127.0.0.1:0", "--membership=" + cluster_, "--id=3"}, true);
+  const std::string out = p.ReadAll(60s);
+  EXPECT_EQ(p.Wait(), 1) << out;
+  EXPECT_NE(out.find("FailedPrecondition"), std::string::npos) << out;
+}
+
+TEST_F(ZooKeeperServers, ACleanStopLeavesTheMembershipAtOnce) {
+  RunningServer server = Start(4);
+  ASSERT_FALSE(server.ready.empty());
+  ASSERT_TRUE(events_.WaitFor(membership::MembershipEvent::Kind::kServerJoined, 4, 20s));
+  ASSERT_EQ(kill(server.process->pid(), SIGTERM), 0);
+  EXPECT_EQ(server.process->Wait(), 0);
+  // Unregistered before exit, not after a session timeout.
+  auto servers = observer_->ListServers();
+  ASSERT_TRUE(servers.ok());
+  EXPECT_TRUE(servers->empty());
+}
+
+}  // namespace
+}  // namespace cell::server

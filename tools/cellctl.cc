@@ -1,0 +1,72 @@
+// cellctl: Cell from a terminal. Exit status 0 on success, 1 when the operation failed (the reason on stderr),
+// 2 for a usage error.
+//
+//   cellctl --cluster=zk://127.0.0.1:2181/cell/default servers
+//   cellctl --cluster=tcp://127.0.0.1:7000 regions
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <string>
+
+#include "cell/client.h"
+
+namespace {
+
+int Fail(const cell::Status& status) {
+  std::fprintf(stderr, "cellctl: %s\n", status.ToString().c_str());
+  return 1;
+}
+
+int Servers(cell::Client& client) {
+  auto servers = client.Servers();
+  if (!servers.ok()) return Fail(servers.status());
+  std::printf("%-8s %-14s %s\n", "SERVER", "CAPACITY", "ADDRESSES");
+  for (const auto& s : *servers) {
+    std::string addresses;
+    for (const auto& [transport, uri] : s.addresses) addresses += (addresses.empty() ? "" : " ") + uri;
+    std::printf("%-8llu %-14llu %s\n", static_cast<unsigned long long>(s.id),
+                static_cast<unsigned long long>(s.capacity_bytes), addresses.c_str());
+  }
+  std::printf("%zu live server(s)\n", servers->size());
+  return 0;
+}
+
+int Regions(cell::Client& client) {
+  auto regions = client.Regions();
+  if (!regions.ok()) return Fail(regions.status());
+  std::printf("%-8s %-8s %-8s %s\n", "REGION", "OWNER", "EPOCH", "");
+  for (const auto& r : *regions) {
+    std::string owner = r.owner == 0 ? "-" : std::to_string(r.owner);
+    std::printf("%-8u %-8s %-8llu %s\n", r.id, owner.c_str(), static_cast<unsigned long long>(r.epoch),
+                r.root ? "root" : "");
+  }
+  std::printf("%zu region(s)\n", regions->size());
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"cellctl: inspect and use a Cell cluster"};
+  cell::ClientOptions options;
+  app.add_option("--cluster", options.cluster,
+                 "zk://host:port[,host:port...]/root/cluster, or an embedded server's tcp://host:port")
+      ->required()
+      ->envname("CELL_CLUSTER");
+  int64_t timeout_ms = options.timeout.count();
+  app.add_option("--timeout-ms", timeout_ms, "how long one request may take")->capture_default_str();
+  app.require_subcommand(1);
+  CLI::App* servers = app.add_subcommand("servers", "list the live servers and their addresses");
+  CLI::App* regions = app.add_subcommand("regions", "list the region table: each region's owner and epoch");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int rc = app.exit(e);
+    return rc == 0 ? 0 : 2;
+  }
+  options.timeout = std::chrono::milliseconds(timeout_ms);
+  auto client = cell::Client::Open(options);
+  if (!client.ok()) return Fail(client.status());
+  if (servers->parsed()) return Servers(**client);
+  if (regions->parsed()) return Regions(**client);
+  return 2;
+}
