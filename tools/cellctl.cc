@@ -16,6 +16,19 @@ int Fail(const cell::Status& status) {
   return 1;
 }
 
+std::string Bytes(uint64_t n) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(n);
+  int u = 0;
+  while (v >= 1024 && u < 4) {
+    v /= 1024;
+    ++u;
+  }
+  char out[32];
+  std::snprintf(out, sizeof out, u == 0 ? "%.0f %s" : "%.1f %s", v, units[u]);
+  return out;
+}
+
 int Servers(cell::Client& client) {
   auto servers = client.Servers();
   if (!servers.ok()) return Fail(servers.status());
@@ -23,8 +36,8 @@ int Servers(cell::Client& client) {
   for (const auto& s : *servers) {
     std::string addresses;
     for (const auto& [transport, uri] : s.addresses) addresses += (addresses.empty() ? "" : " ") + uri;
-    std::printf("%-8llu %-14llu %s\n", static_cast<unsigned long long>(s.id),
-                static_cast<unsigned long long>(s.capacity_bytes), addresses.c_str());
+    std::printf("%-8llu %-14s %s\n", static_cast<unsigned long long>(s.id), Bytes(s.capacity_bytes).c_str(),
+                addresses.c_str());
   }
   std::printf("%zu live server(s)\n", servers->size());
   return 0;

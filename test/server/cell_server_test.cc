@@ -199,8 +199,8 @@ class ZooKeeperServers : public ::testing::Test {
                         "--zk-session-timeout-ms=2000"});
   }
   std::string cluster_;
+  EventLog events_;  // before observer_: it must outlive the watcher that observer_'s thread calls
   std::unique_ptr<membership::ZooKeeperMembership> observer_;
-  EventLog events_;
 };
 
 TEST_F(ZooKeeperServers, ServersShareTheTableAndADeadOnesRegionsAreFoundAgainAfterTakeover) {

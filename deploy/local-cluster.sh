@@ -1,0 +1,142 @@
+#!/usr/bin/env bash
+# A real Cell cluster on this machine, on loopback: cell-server processes, and with --membership=zookeeper a
+# ZooKeeper started by deploy/zookeeper/zk-start.sh. Needs a build (deploy/quickstart.sh makes one).
+#
+#   deploy/local-cluster.sh start [--membership=embedded|zookeeper] [--servers=N] [--base-port=P] [--dir=DIR]
+#   deploy/local-cluster.sh status [--dir=DIR]
+#   deploy/local-cluster.sh stop [--dir=DIR]
+#
+#   --membership=embedded (default): one server holds the region table itself; no ZooKeeper. One server only.
+#   --membership=zookeeper: a local ZooKeeper holds membership and the region table; any number of servers.
+#   --servers=N     how many servers (default 1). Server i has id i and listens on tcp://127.0.0.1:P+i-1 and on
+#                   shm://DIR/server<i>.sock.
+#   --base-port=P   default 7000.
+#   --dir=DIR       where pids, logs and the ZooKeeper data go (default ${TMPDIR:-/tmp}/cell-local-cluster).
+#   BUILD_DIR       the build to run (default build/).
+#
+# start prints CELL_CLUSTER=<cluster URI> (for cellctl --cluster, or the CELL_CLUSTER variable cellctl reads), and
+# writes it to DIR/env. Each server's log is DIR/server<i>.log.
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+bin=${BUILD_DIR:-$root/build}/bin
+
+die() { echo "local-cluster.sh: $*" >&2; exit 1; }
+
+[ $# -ge 1 ] || die "usage: local-cluster.sh start|status|stop [options] (see --help)"
+command=$1
+shift
+membership=embedded servers=1 base_port=7000 dir=${TMPDIR:-/tmp}/cell-local-cluster
+for arg in "$@"; do
+  case "$arg" in
+    --membership=*) membership=${arg#*=} ;;
+    --servers=*) servers=${arg#*=} ;;
+    --base-port=*) base_port=${arg#*=} ;;
+    --dir=*) dir=${arg#*=} ;;
+    *) die "unknown argument '$arg' (see --help)" ;;
+  esac
+done
+case "$command" in -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;; esac
+
+# server_alive I: true if server I's recorded pid is a running cell-server.
+server_alive() {
+  local pid
+  [ -r "$dir/server$1.pid" ] || return 1
+  pid=$(<"$dir/server$1.pid")
+  [ -r "/proc/$pid/cmdline" ] && tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q "cell-server"
+}
+
+stop_cluster() {
+  local f i pid
+  [ -d "$dir" ] || { echo "local-cluster.sh: nothing running in $dir"; return 0; }
+  for f in "$dir"/server*.pid; do
+    [ -e "$f" ] || continue
+    i=${f##*/server}; i=${i%.pid}
+    if server_alive "$i"; then
+      pid=$(<"$f")
+      kill -TERM "$pid" 2>/dev/null || true
+      # A clean stop leaves the membership at once; give it up to 10 s, then kill.
+      for _ in $(seq 100); do server_alive "$i" || break; sleep 0.1; done
+      if server_alive "$i"; then kill -KILL "$pid" 2>/dev/null || true; fi
+      echo "stopped server $i (pid $pid)"
+    fi
+    rm -f "$f"
+  done
+  if [ -d "$dir/zk" ]; then
+    "$root/deploy/zookeeper/zk-stop.sh" --dir="$dir/zk" >/dev/null
+    echo "stopped ZooKeeper"
+  fi
+  rm -rf "$dir"
+}
+
+status_cluster() {
+  local f i
+  [ -r "$dir/env" ] || { echo "no local cluster in $dir"; return 1; }
+  cat "$dir/env"
+  for f in "$dir"/server*.pid; do
+    [ -e "$f" ] || continue
+    i=${f##*/server}; i=${i%.pid}
+    if server_alive "$i"; then echo "server $i: running (pid $(<"$f"))"; else echo "server $i: NOT running (see $dir/server$i.log)"; fi
+  done
+  "$bin/cellctl" --cluster="$(sed -n 's/^CELL_CLUSTER=//p' "$dir/env")" servers
+}
+
+start_cluster() {
+  local cluster i port pid ready
+  { [ -x "$bin/cell-server" ] && [ -x "$bin/cellctl" ]; } ||
+    die "no build in ${bin%/bin} (run deploy/quickstart.sh, or cmake --build build; or set BUILD_DIR)"
+  [[ "$servers" =~ ^[1-9][0-9]*$ ]] || die "--servers must be a positive number, not '$servers'"
+  [[ "$base_port" =~ ^[0-9]+$ ]] || die "--base-port must be a port number"
+  case "$membership" in
+    embedded) [ "$servers" = 1 ] || die "embedded membership is one server (it holds the table); use --membership=zookeeper for $servers" ;;
+    zookeeper) ;;
+    *) die "--membership must be embedded or zookeeper, not '$membership'" ;;
+  esac
+  if [ -e "$dir/env" ]; then die "a local cluster is already running in $dir (stop it: deploy/local-cluster.sh stop)"; fi
+  for ((i = 1; i <= servers; i++)); do
+    port=$((base_port + i - 1))
+    if ss -Hltn "sport = :$port" 2>/dev/null | grep -q .; then
+      die "port $port is in use; choose another --base-port"
+    fi
+  done
+  mkdir -p "$dir"
+  # If anything below fails, take down what was started.
+  trap 'echo "local-cluster.sh: start failed; stopping what was started" >&2; stop_cluster >&2' ERR
+
+  cluster=""
+  if [ "$membership" = zookeeper ]; then
+    eval "$("$root/deploy/zookeeper/zk-start.sh" --dir="$dir/zk")"
+    cluster="zk://$ZK_CONNECT/cell/local"
+  fi
+  for ((i = 1; i <= servers; i++)); do
+    port=$((base_port + i - 1))
+    local args=(--listen="tcp://127.0.0.1:$port" --listen="shm://$dir/server$i.sock" --id="$i")
+    if [ "$membership" = zookeeper ]; then args+=(--membership="$cluster"); fi
+    "$bin/cell-server" "${args[@]}" >"$dir/server$i.out" 2>"$dir/server$i.log" </dev/null &
+    pid=$!
+    disown
+    echo "$pid" >"$dir/server$i.pid"
+    # It prints "ready ..." once it has joined the membership; give up after 30 s or if it exits.
+    ready=0
+    for _ in $(seq 300); do
+      if grep -q '^ready ' "$dir/server$i.out"; then ready=1; break; fi
+      kill -0 "$pid" 2>/dev/null || break
+      sleep 0.1
+    done
+    if [ "$ready" != 1 ]; then
+      tail -n 20 "$dir/server$i.log" >&2
+      false  # -> the ERR trap
+    fi
+    if [ -z "$cluster" ]; then cluster="tcp://127.0.0.1:$port"; fi
+    echo "server $i: pid $pid, $(grep '^listening ' "$dir/server$i.out" | sed 's/^listening //' | tr '\n' ' ')"
+  done
+  trap - ERR
+  echo "CELL_CLUSTER=$cluster" >"$dir/env"
+  echo "CELL_CLUSTER=$cluster"
+}
+
+case "$command" in
+  start) start_cluster ;;
+  stop) stop_cluster ;;
+  status) status_cluster ;;
+  *) die "unknown command '$command': start, status or stop" ;;
+esac
