@@ -18,7 +18,7 @@ Client::~Client() = default;
 StatusOr<std::unique_ptr<Client>> Client::Open(const ClientOptions& options) {
   if (options.cluster.empty()) {
     return Status::InvalidArgument(
-        "no cluster given: set ClientOptions::cluster (cellctl: --cluster) to zk://host:port/root/cluster or to an "
+        "no cluster given: set ClientOptions::cluster (cellctl: --cluster) to zk://host:port[/root/cluster] or to an "
         "embedded server's tcp://host:port");
   }
   client::TableOptions table_options;
@@ -27,6 +27,8 @@ StatusOr<std::unique_ptr<Client>> Client::Open(const ClientOptions& options) {
   table_options.zk_operation_timeout = options.timeout;
   auto impl = std::make_unique<Impl>();
   CELL_ASSIGN_OR_RETURN(impl->table, client::OpenRegionTable(options.cluster, table_options));
+  // One read now, so that a cluster that is not there fails Open rather than the first operation.
+  CELL_RETURN_IF_ERROR(impl->table->ListServers().status());
   impl->regions = std::make_unique<client::RegionCache>(impl->table.get());
   return std::unique_ptr<Client>(new Client(std::move(impl)));
 }

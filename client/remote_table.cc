@@ -14,15 +14,19 @@ StatusOr<std::string> RemoteTable::Call(uint16_t method, uint32_t region) {
   std::shared_ptr<rpc::Connection> connection;
   {
     std::lock_guard lock(mu_);
-    if (connection_ == nullptr || !connection_->health().ok()) {
-      auto fresh = rpc::Connect(uri_, options_);
-      if (!fresh.ok()) {
-        return Status::FromCode(fresh.status().code(),
-                                fmt::format("reading the region table from {}: {}", uri_, fresh.status().message()));
-      }
-      connection_ = std::move(*fresh);
+    if (connection_ != nullptr && connection_->health().ok()) connection = connection_;
+  }
+  if (connection == nullptr) {
+    // Connect without the lock, so that callers never queue behind each other's connect timeouts; if several
+    // connect at once, the last one's connection stays and the others are used once and dropped.
+    auto fresh = rpc::Connect(uri_, options_);
+    if (!fresh.ok()) {
+      return Status::FromCode(fresh.status().code(),
+                              fmt::format("reading the region table from {}: {}", uri_, fresh.status().message()));
     }
-    connection = connection_;
+    connection = std::move(*fresh);
+    std::lock_guard lock(mu_);
+    connection_ = connection;
   }
   membership::proto::TableRequest request;
   request.set_region(region);
@@ -80,12 +84,13 @@ StatusOr<std::unique_ptr<membership::RegionTableReader>> OpenRegionTable(std::st
     CELL_ASSIGN_OR_RETURN(membership::ZooKeeperOptions zk, membership::ParseZooKeeperUri(cluster_uri));
     zk.session_timeout = options.zk_session_timeout;
     zk.operation_timeout = options.zk_operation_timeout;
+    zk.create_layout = false;  // a reader: a mistyped cluster path is NotFound, not a new empty cluster
     CELL_ASSIGN_OR_RETURN(auto table, membership::ZooKeeperMembership::Open(zk));
     return std::unique_ptr<membership::RegionTableReader>(std::move(table));
   }
   if (!rpc::Endpoint::Parse(cluster_uri).ok()) {
     return Status::InvalidArgument(fmt::format(
-        "'{}' is not a cluster URI: expected zk://host:port[,host:port...]/root/cluster (a ZooKeeper cluster) or "
+        "'{}' is not a cluster URI: expected zk://host:port[,host:port...][/root/cluster] (a ZooKeeper cluster) or "
         "the tcp://host:port, shm:///path or verbs://host:port of an embedded server",
         cluster_uri));
   }

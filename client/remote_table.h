@@ -1,5 +1,6 @@
 // Reading a cluster's region table, wherever it lives:
-//   zk://host:port[,host:port...][/root/cluster]   a ZooKeeper cluster: read ZooKeeper directly
+//   zk://host:port[,host:port...][/root/cluster]   a ZooKeeper cluster (default path /cell/default): read ZooKeeper
+//                                                  directly, creating nothing (NotFound if the cluster is not there)
 //   tcp://..., shm://..., verbs://...               an embedded server (--membership=embedded): read it over RPC
 #pragma once
 
@@ -20,7 +21,7 @@ struct TableOptions {
 };
 
 // The table of an embedded server, read over RPC. Thread-safe. After its connection fails, the next call connects
-// again (the server may have restarted); each call fails within the RPC timeouts, never hangs.
+// again (the server may have restarted); each call fails within the RPC timeouts (connect, then call), never hangs.
 class RemoteTable final : public membership::RegionTableReader {
  public:
   RemoteTable(std::string uri, const rpc::ClientOptions& options) : uri_(std::move(uri)), options_(options) {}

@@ -45,9 +45,13 @@ server_alive() {
   [ -r "/proc/$pid/cmdline" ] && tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q "cell-server"
 }
 
+# Written by start into DIR; stop and status touch only a directory that has it.
+marker=.cell-local-cluster
+
 stop_cluster() {
   local f i pid
   [ -d "$dir" ] || { echo "local-cluster.sh: nothing running in $dir"; return 0; }
+  [ -e "$dir/$marker" ] || die "$dir was not made by local-cluster.sh start (no $marker in it); not touching it"
   for f in "$dir"/server*.pid; do
     [ -e "$f" ] || continue
     i=${f##*/server}; i=${i%.pid}
@@ -70,7 +74,7 @@ stop_cluster() {
 
 status_cluster() {
   local f i
-  [ -r "$dir/env" ] || { echo "no local cluster in $dir"; return 1; }
+  { [ -r "$dir/env" ] && [ -e "$dir/$marker" ]; } || { echo "no local cluster in $dir"; return 1; }
   cat "$dir/env"
   for f in "$dir"/server*.pid; do
     [ -e "$f" ] || continue
@@ -91,7 +95,10 @@ start_cluster() {
     zookeeper) ;;
     *) die "--membership must be embedded or zookeeper, not '$membership'" ;;
   esac
-  if [ -e "$dir/env" ]; then die "a local cluster is already running in $dir (stop it: deploy/local-cluster.sh stop)"; fi
+  if [ -e "$dir/$marker" ]; then
+    die "a local cluster is already in $dir (see: deploy/local-cluster.sh status; stop it: deploy/local-cluster.sh stop)"
+  fi
+  if [ -e "$dir" ] && [ -n "$(ls -A "$dir")" ]; then die "$dir exists and is not empty; choose another --dir"; fi
   for ((i = 1; i <= servers; i++)); do
     port=$((base_port + i - 1))
     if ss -Hltn "sport = :$port" 2>/dev/null | grep -q .; then
@@ -99,12 +106,17 @@ start_cluster() {
     fi
   done
   mkdir -p "$dir"
-  # If anything below fails, take down what was started.
-  trap 'echo "local-cluster.sh: start failed; stopping what was started" >&2; stop_cluster >&2' ERR
+  touch "$dir/$marker"
+  # If anything below fails, or we are interrupted, take down what was started.
+  started=0  # global: the EXIT trap reads it after this function has returned
+  trap '[ "$started" = 1 ] || { echo "local-cluster.sh: start failed; stopping what was started" >&2; stop_cluster >&2; }' EXIT
+  trap 'exit 130' INT TERM
 
   cluster=""
   if [ "$membership" = zookeeper ]; then
-    eval "$("$root/deploy/zookeeper/zk-start.sh" --dir="$dir/zk")"
+    local zk_env
+    zk_env=$("$root/deploy/zookeeper/zk-start.sh" --dir="$dir/zk") || die "ZooKeeper did not start (see above)"
+    eval "$zk_env"
     cluster="zk://$ZK_CONNECT/cell/local"
   fi
   for ((i = 1; i <= servers; i++)); do
@@ -124,13 +136,14 @@ start_cluster() {
     done
     if [ "$ready" != 1 ]; then
       tail -n 20 "$dir/server$i.log" >&2
-      false  # -> the ERR trap
+      die "server $i did not start (its log: $dir/server$i.log, shown above)"
     fi
     if [ -z "$cluster" ]; then cluster="tcp://127.0.0.1:$port"; fi
     echo "server $i: pid $pid, $(grep '^listening ' "$dir/server$i.out" | sed 's/^listening //' | tr '\n' ' ')"
   done
-  trap - ERR
   echo "CELL_CLUSTER=$cluster" >"$dir/env"
+  started=1
+  trap - INT TERM
   echo "CELL_CLUSTER=$cluster"
 }
 

@@ -62,7 +62,8 @@ class Membership : public RegionTableReader {
  public:
   // Makes `self` a live server. InvalidArgument for id 0; FailedPrecondition if another live server has the id.
   virtual Status RegisterServer(const ServerInfo& self) = 0;
-  // Removes server `id` from the live servers (a clean shutdown; a crash does the same through its session).
+  // Removes server `id`, registered through this object, from the live servers (a clean shutdown; a crash does the
+  // same through its session). NotFound if it is not registered; FailedPrecondition if another process registered it.
   virtual Status UnregisterServer(uint64_t id) = 0;
 
   // A region id no other call, from any process, has returned or will return.
@@ -83,6 +84,9 @@ class Membership : public RegionTableReader {
   virtual Status ServingStatus() = 0;
   // Starts a new session after an expiry (a no-op otherwise). The server must then register again.
   virtual Status Renew() = 0;
+  // For a server shutting down: operations waiting out a lost connection give up now (Unavailable) instead of at
+  // their timeout, and so do later ones that find the connection lost. Irreversible.
+  virtual void Interrupt() {}
 };
 
 }  // namespace cell::membership

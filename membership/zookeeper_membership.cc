@@ -167,6 +167,21 @@ StatusOr<std::unique_ptr<ZooKeeperMembership>> ZooKeeperMembership::Open(const Z
   }
   parents.push_back(m->Path(""));
   for (const char* child : {"servers", "regions", "region-ids"}) parents.push_back(m->Path(child));
+  if (!options.create_layout) {
+    // A reader creates nothing: a mistyped cluster path is an error, not an empty new cluster.
+    for (size_t i = parents.size() - 4; i < parents.size(); ++i) {
+      Stat stat{};
+      const int rc = m->Retry([&] { return zoo_exists(m->zh_, parents[i].c_str(), 0, &stat); });
+      if (rc == ZNONODE) {
+        return Status::NotFound(fmt::format(
+            "no Cell cluster at zk://{}{}: ZooKeeper has no znode {} (check the URI's /root/cluster; no server of "
+            "that cluster has started yet?)",
+            options.connect, m->Path(""), parents[i]));
+      }
+      if (rc != ZOK) return m->Error(rc, fmt::format("reading {}", parents[i]));
+    }
+    parents.clear();
+  }
   for (size_t i = 0; i < parents.size(); ++i) {
     const std::string& p = parents[i];
     // The root (shared by clusters) stays open; the cluster's own znodes get the cluster's ACL.
@@ -195,7 +210,9 @@ Status ZooKeeperMembership::Connect() {
   }
   {
     std::unique_lock lock(state_mu_);
-    if (!state_cv_.wait_for(lock, options_.operation_timeout, [&] { return state_ == ZOO_CONNECTED_STATE; })) {
+    if (!state_cv_.wait_for(lock, options_.operation_timeout,
+                            [&] { return state_ == ZOO_CONNECTED_STATE || interrupted_; }) ||
+        state_ != ZOO_CONNECTED_STATE) {
       return Status::Unavailable(fmt::format("no ZooKeeper answered at {} within {} ms", options_.connect,
                                              options_.operation_timeout.count()));
     }
@@ -307,6 +324,12 @@ ZooKeeperMembership::~ZooKeeperMembership() {
   if (zh_ != nullptr) zookeeper_close(zh_);  // ends the session: this process's ephemeral znodes go with it
 }
 
+void ZooKeeperMembership::Interrupt() {
+  std::lock_guard lock(state_mu_);
+  interrupted_ = true;
+  state_cv_.notify_all();
+}
+
 std::string ZooKeeperMembership::Path(std::string_view child) const {
   std::string p = fmt::format("{}/{}", options_.root, options_.cluster);
   if (!child.empty()) fmt::format_to(std::back_inserter(p), "/{}", child);
@@ -326,7 +349,9 @@ int ZooKeeperMembership::Retry(const std::function<int()>& op, bool* retried) {
     if (retried != nullptr) *retried = true;
     if (std::chrono::steady_clock::now() >= deadline) return rc;
     std::unique_lock lock(state_mu_);  // back off until the client reports a connection, or a while
-    state_cv_.wait_for(lock, std::chrono::milliseconds(backoff_ms), [&] { return state_ == ZOO_CONNECTED_STATE; });
+    if (interrupted_) return rc;
+    state_cv_.wait_for(lock, std::chrono::milliseconds(backoff_ms),
+                       [&] { return state_ == ZOO_CONNECTED_STATE || interrupted_; });
     backoff_ms = std::min(backoff_ms * 2, 500);
   }
 }
@@ -419,7 +444,23 @@ Status ZooKeeperMembership::RegisterServer(const ServerInfo& self) {
 
 Status ZooKeeperMembership::UnregisterServer(uint64_t id) {
   const std::string path = Path(fmt::format("servers/{}", id));
-  const int rc = Retry([&] { return zoo_delete(zh_, path.c_str(), -1); });
+  // Only our own registration: a server with the same id registered by another process (another session) stays.
+  Stat stat{};
+  int rc = Retry([&] { return zoo_exists(zh_, path.c_str(), 0, &stat); });
+  if (rc == ZNONODE) return Status::NotFound(fmt::format("server {} is not registered", id));
+  if (rc != ZOK) return Error(rc, fmt::format("unregistering server {}", id));
+  int64_t session = 0;
+  {
+    std::shared_lock handle(handle_mu_);
+    session = zoo_client_id(zh_)->client_id;
+  }
+  if (stat.ephemeralOwner != session) {
+    return Status::FailedPrecondition(fmt::format(
+        "server {} was registered by another session (another process, or this one before its session expired); "
+        "not removing it",
+        id));
+  }
+  rc = Retry([&] { return zoo_delete(zh_, path.c_str(), stat.version); });
   if (rc == ZNONODE) return Status::NotFound(fmt::format("server {} is not registered", id));
   if (rc != ZOK) return Error(rc, fmt::format("unregistering server {}", id));
   std::lock_guard lock(lease_mu_);

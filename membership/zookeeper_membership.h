@@ -46,6 +46,9 @@ struct ZooKeeperOptions {
   // "user:password" (--zk-auth): the session authenticates with ZooKeeper's digest scheme, and the znodes it creates
   // for the cluster are writable only by that identity (everyone may read). Empty: no authentication, open ACLs.
   std::string auth;
+  // Servers create the layout's znodes if missing; a reader (a client) creates nothing, and Open fails with NotFound
+  // when the cluster's znodes do not exist (a mistyped path is an error, not an empty cluster).
+  bool create_layout = true;
 };
 
 // Parses a cluster URI "zk://host:port[,host:port...][/root/cluster]" (the form of --membership and --cluster) into
@@ -71,6 +74,7 @@ class ZooKeeperMembership final : public Membership {
   void Watch(std::function<void(const MembershipEvent&)> watcher) override;
   Status ServingStatus() override;
   Status Renew() override;
+  void Interrupt() override;
 
   // Parsing of znode contents, exposed for tests of malformed entries.
   static StatusOr<RegionEntry> ParseRegion(uint32_t region, std::string_view data, std::string_view path);
@@ -104,6 +108,7 @@ class ZooKeeperMembership final : public Membership {
   std::mutex state_mu_;
   std::condition_variable state_cv_;
   int state_ = 0;
+  bool interrupted_ = false;  // Interrupt(): retries and connects give up at once
 
   std::mutex lease_mu_;  // guards what follows
   std::condition_variable lease_cv_;

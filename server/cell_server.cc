@@ -32,7 +32,7 @@ StatusOr<std::unique_ptr<CellServer>> CellServer::Start(const ServerConfig& conf
   } else {
     if (config.membership.substr(0, 5) != "zk://") {
       return Status::InvalidArgument(fmt::format(
-          "--membership must be 'embedded' or zk://host:port[,host:port...]/root/cluster, not '{}'", config.membership));
+          "--membership must be 'embedded' or zk://host:port[,host:port...][/root/cluster], not '{}'", config.membership));
     }
     if (config.id == 0) {
       return Status::InvalidArgument("--id is required with ZooKeeper membership: a nonzero id unique in the cluster");
@@ -65,6 +65,7 @@ StatusOr<std::unique_ptr<CellServer>> CellServer::Start(const ServerConfig& conf
   }
 
   CELL_RETURN_IF_ERROR(server->membership_->RegisterServer(server->Self()));
+  server->registered_ = true;
   // A new cluster needs a root region; the first server to find none creates one. Two servers starting together
   // may both create one: the root is the lowest id, and the other region is simply a region.
   auto root = server->membership_->RootRegion();
@@ -75,7 +76,27 @@ StatusOr<std::unique_ptr<CellServer>> CellServer::Start(const ServerConfig& conf
   } else if (!root.ok()) {
     return root.status();
   }
+  server->serving_ = true;
+  server->fencing_ = std::thread([raw = server.get()] { raw->FencingLoop(); });
   return server;
+}
+
+void CellServer::FencingLoop() {
+  Status last = Status::OK();
+  std::unique_lock lock(stop_mu_);
+  while (!stop_cv_.wait_for(lock, std::chrono::milliseconds(200), [&] { return stopping_; })) {
+    lock.unlock();
+    Status now = CheckFencing();
+    if (now.code() != last.code()) {
+      if (now.ok()) {
+        LogInfo("server {}: serving again", config_.id);
+      } else {
+        LogWarning("server {}: not serving: {}", config_.id, now.ToString());
+      }
+      last = now;
+    }
+    lock.lock();
+  }
 }
 
 CellServer::~CellServer() { Stop(); }
@@ -94,31 +115,44 @@ membership::ServerInfo CellServer::Self() const {
 Status CellServer::CheckFencing() {
   Status serving = membership_->ServingStatus();
   if (serving.code() != Status::Code::kFailedPrecondition) {
-    fenced_.store(!serving.ok(), std::memory_order_relaxed);
+    serving_.store(serving.ok(), std::memory_order_release);
     return serving;
   }
   // Our session expired: survivors may own our regions now. Stop serving until registered again with a fresh view.
-  if (!fenced_.exchange(true)) LogWarning("server {}: fenced: {}", config_.id, serving.ToString());
+  if (serving_.exchange(false)) LogWarning("server {}: fenced: {}", config_.id, serving.ToString());
+  registered_ = false;
   CELL_RETURN_IF_ERROR(membership_->Renew());
   CELL_RETURN_IF_ERROR(membership_->RegisterServer(Self()));
+  registered_ = true;
   CELL_ASSIGN_OR_RETURN(auto regions, membership_->ListRegions());
   size_t owned = 0;
   for (const auto& r : regions) owned += r.owner == config_.id ? 1 : 0;
   serving = membership_->ServingStatus();
   if (serving.ok()) {
-    fenced_.store(false);
+    serving_.store(true, std::memory_order_release);
     LogInfo("server {}: registered again after fencing; it owns {} of {} regions", config_.id, owned, regions.size());
   }
   return serving;
 }
 
 void CellServer::Stop() {
-  if (stopped_) return;
-  stopped_ = true;
-  if (membership_ != nullptr) {
-    Status s = membership_->UnregisterServer(config_.id);
-    if (!s.ok()) LogWarning("server {}: leaving the membership: {}", config_.id, s.ToString());
+  {
+    std::lock_guard lock(stop_mu_);
+    if (stopped_) return;
+    stopped_ = stopping_ = true;
+    stop_cv_.notify_all();
   }
+  serving_ = false;
+  if (membership_ != nullptr) {
+    // Unregister only a registration of ours that is still live; a fenced server's node is already gone, and one
+    // cut off from ZooKeeper could only wait for a timeout (its session will expire by itself).
+    if (registered_ && membership_->ServingStatus().ok()) {
+      Status s = membership_->UnregisterServer(config_.id);
+      if (!s.ok()) LogWarning("server {}: leaving the membership: {}", config_.id, s.ToString());
+    }
+    membership_->Interrupt();
+  }
+  if (fencing_.joinable()) fencing_.join();
   for (auto& listener : listeners_) listener->Stop();
 }
 

@@ -1,12 +1,15 @@
 // A Cell server: joins the cluster's membership, listens on its transports and answers requests.
 //
 // This is the server's skeleton (membership, listeners, the table service, fencing); the store's requests (search,
-// get, put, delete, scan) join the same handler.
+// get, put, delete, scan) join the same handler, and refuse region requests while !serving().
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "membership/membership.h"
@@ -27,7 +30,8 @@ struct ServerConfig {
 
 class CellServer final : public rpc::RpcHandler {
  public:
-  // Opens the membership, starts the listeners, registers this server and makes sure the cluster has a root region.
+  // Opens the membership, starts the listeners, registers this server, makes sure the cluster has a root region, and
+  // starts the fencing watch.
   static StatusOr<std::unique_ptr<CellServer>> Start(const ServerConfig& config);
   ~CellServer() override;
 
@@ -35,12 +39,13 @@ class CellServer final : public rpc::RpcHandler {
   const std::vector<std::string>& uris() const { return uris_; }
   uint64_t id() const { return config_.id; }
   membership::Membership& membership() { return *membership_; }
+  // False while this server may not serve its regions: its ZooKeeper session expired (it is re-registering), or it
+  // has lost touch with ZooKeeper. The store's request handlers refuse region requests then.
+  bool serving() const { return serving_.load(std::memory_order_acquire); }
 
-  // Called periodically by the main loop: after a ZooKeeper session expiry (fencing) renews the session, registers
-  // again and re-reads the table. Returns the serving status after that.
-  Status CheckFencing();
-
-  // Unregisters (a clean leave) and stops the listeners. Idempotent.
+  // Leaves the membership (if registered and still in touch), interrupts membership operations in progress, and
+  // stops the listeners. Bounded by one membership operation when ZooKeeper answers, and quick when it does not.
+  // Idempotent.
   void Stop();
 
   void Handle(uint16_t method, std::string_view request, rpc::Responder responder) override;
@@ -48,14 +53,24 @@ class CellServer final : public rpc::RpcHandler {
  private:
   explicit CellServer(const ServerConfig& config) : config_(config) {}
   membership::ServerInfo Self() const;
+  // Every 200 ms until Stop: checks ServingStatus; after a session expiry renews the session, registers again and
+  // re-reads the table.
+  void FencingLoop();
+  Status CheckFencing();
 
   ServerConfig config_;
   std::unique_ptr<membership::Membership> membership_;
   std::unique_ptr<TableService> table_service_;  // embedded only: a ZooKeeper cluster's clients read ZooKeeper
   std::vector<std::unique_ptr<rpc::Server>> listeners_;
   std::vector<std::string> uris_;
-  std::atomic<bool> fenced_{false};
-  bool stopped_ = false;
+  std::atomic<bool> serving_{false};
+  std::atomic<bool> registered_{false};  // set once RegisterServer succeeded: only then does Stop unregister
+
+  std::mutex stop_mu_;
+  std::condition_variable stop_cv_;
+  bool stopping_ = false;  // guarded by stop_mu_
+  bool stopped_ = false;   // guarded by stop_mu_
+  std::thread fencing_;
 };
 
 }  // namespace cell::server

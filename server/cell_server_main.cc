@@ -6,7 +6,6 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
-#include <ctime>
 
 #include "common/log.h"
 #include "server/cell_server.h"
@@ -21,7 +20,7 @@ int main(int argc, char** argv) {
       ->default_str("tcp://127.0.0.1:7000");
   app.add_option("--membership", config.membership,
                  "'embedded' (this server alone holds the region table; no ZooKeeper) or "
-                 "zk://host:port[,host:port...]/root/cluster");
+                 "zk://host:port[,host:port...][/root/cluster] (the cluster's path in ZooKeeper, default /cell/default)");
   app.add_option("--id", config.id, "this server's id, nonzero and unique in the cluster (embedded: default 1)");
   app.add_option("--zk-auth", config.zk_auth,
                  "user:password: authenticate to ZooKeeper (digest); the cluster's znodes become writable only by "
@@ -56,25 +55,11 @@ int main(int argc, char** argv) {
   std::fflush(stdout);
   cell::LogInfo("server {} ready (membership {})", (*server)->id(), config.membership);
 
-  // Until told to stop: every 200 ms, check that this server may still serve (ZooKeeper fencing).
-  cell::Status last = cell::Status::OK();
-  while (true) {
-    const timespec tick{0, 200'000'000};
-    const int sig = sigtimedwait(&stop_signals, nullptr, &tick);
-    if (sig == SIGINT || sig == SIGTERM) {
-      cell::LogInfo("server {}: signal {}, leaving", (*server)->id(), sig);
-      break;
-    }
-    cell::Status now = (*server)->CheckFencing();
-    if (now.code() != last.code()) {
-      if (now.ok()) {
-        cell::LogInfo("server {}: serving again", (*server)->id());
-      } else {
-        cell::LogWarning("server {}: not serving: {}", (*server)->id(), now.ToString());
-      }
-      last = now;
-    }
+  // Until told to stop (the server watches its own fencing on a thread of its own).
+  int sig = 0;
+  while (sigwait(&stop_signals, &sig) != 0) {
   }
+  cell::LogInfo("server {}: signal {}, leaving", (*server)->id(), sig);
   (*server)->Stop();
   return 0;
 }

@@ -92,11 +92,20 @@ class ChildProcess {
     return all + buffer_;
   }
 
-  // Waits for it to exit; its exit code, or 128 + the signal that ended it.
-  int Wait() {
+  // Waits (at most `timeout`) for it to exit: its exit code, or 128 + the signal that ended it. A process still
+  // running at the timeout is killed and reported as -1.
+  int Wait(std::chrono::milliseconds timeout = std::chrono::milliseconds(60000)) {
     if (pid_ <= 0) return -1;
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
     int status = 0;
-    waitpid(pid_, &status, 0);
+    while (waitpid(pid_, &status, WNOHANG) == 0) {
+      if (std::chrono::steady_clock::now() >= deadline) {
+        Kill();
+        return -1;
+      }
+      // Polling a child's exit with a deadline; there is no portable waitpid with a timeout.
+      usleep(5000);
+    }
     pid_ = 0;
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   }

@@ -62,7 +62,8 @@ int main(int argc, char** argv) {
   CLI::App app{"cellctl: inspect and use a Cell cluster"};
   cell::ClientOptions options;
   app.add_option("--cluster", options.cluster,
-                 "zk://host:port[,host:port...]/root/cluster, or an embedded server's tcp://host:port")
+                 "zk://host:port[,host:port...][/root/cluster] (default path /cell/default), or an embedded "
+                 "server's tcp://host:port (also shm:///path, verbs://host:port)")
       ->required()
       ->envname("CELL_CLUSTER");
   int64_t timeout_ms = options.timeout.count();

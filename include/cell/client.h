@@ -46,7 +46,8 @@ struct RegionDescription {
 
 class Client {
  public:
-  // Connects to the cluster's table (InvalidArgument for a malformed URI; Unavailable if nothing answers).
+  // Connects to the cluster and reads its live servers once: InvalidArgument for a malformed URI, Unavailable (or
+  // DeadlineExceeded) if nothing answers within the timeout, NotFound if ZooKeeper holds no such cluster.
   static StatusOr<std::unique_ptr<Client>> Open(const ClientOptions& options);
   ~Client();
   Client(const Client&) = delete;

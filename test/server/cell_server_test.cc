@@ -12,6 +12,7 @@
 
 #include "client/region_cache.h"
 #include "client/remote_table.h"
+#include "server/cell_server.h"
 #include "membership/zookeeper_membership.h"
 #include "test/child_process.h"
 #include "test/membership/zk_harness.h"
@@ -266,25 +267,67 @@ TEST_F(ZooKeeperServers, AServerStoppedPastItsSessionRegistersAgainWhenItResumes
   EXPECT_EQ(servers->front().addresses.at("tcp"), server.uris[0]);
 }
 
-TEST_F(ZooKeeperServers, ASecondServerWithATakenIdIsRefused) {
+TEST_F(ZooKeeperServers, ASecondServerWithATakenIdIsRefusedAndTheFirstStays) {
   RunningServer first = Start(3);
   ASSERT_FALSE(first.ready.empty());
-  ChildProcess p({CELL_SERVER_BINARY, "--listen=tcp://127.0.0.1:0", "--membership=" + cluster_, "--id=3"}, true);
-  const std::string out = p.ReadAll(60s);
-  EXPECT_EQ(p.Wait(), 1) << out;
-  EXPECT_NE(out.find("FailedPrecondition"), std::string::npos) << out;
+  ASSERT_TRUE(events_.WaitFor(membership::MembershipEvent::Kind::kServerJoined, 3, 20s));
+  {
+    ChildProcess p({CELL_SERVER_BINARY, "--listen=tcp://127.0.0.1:0", "--membership=" + cluster_, "--id=3"}, true);
+    const std::string out = p.ReadAll(60s);
+    EXPECT_EQ(p.Wait(), 1) << out;
+    EXPECT_NE(out.find("FailedPrecondition"), std::string::npos) << out;
+  }
+  {
+    // The same mistake with a port already taken fails earlier, at --listen; it must not unregister the first either.
+    ChildProcess p({CELL_SERVER_BINARY, "--listen=" + first.uris[0], "--membership=" + cluster_, "--id=3"}, true);
+    const std::string out = p.ReadAll(60s);
+    EXPECT_EQ(p.Wait(), 1) << out;
+    EXPECT_NE(out.find("--listen=" + first.uris[0]), std::string::npos) << out;
+  }
+  // The refused processes have exited; server 3 is still the first one, and never left.
+  auto servers = observer_->ListServers();
+  ASSERT_TRUE(servers.ok());
+  ASSERT_EQ(servers->size(), 1u);
+  EXPECT_EQ(servers->front().addresses.at("tcp"), first.uris[0]);
+  EXPECT_FALSE(events_.WaitFor(membership::MembershipEvent::Kind::kServerLeft, 3, 0s));
 }
 
-TEST_F(ZooKeeperServers, ACleanStopLeavesTheMembershipAtOnce) {
-  RunningServer server = Start(4);
-  ASSERT_FALSE(server.ready.empty());
+TEST_F(ZooKeeperServers, ACleanStopUnregistersWithoutWaitingForTheSessionToEnd) {
+  // In this process, so that the server's ZooKeeper session outlives Stop(): the registration must go because Stop
+  // removed it, not because the session closed.
+  ServerConfig config;
+  config.id = 4;
+  config.listen = {"tcp://127.0.0.1:0"};
+  config.membership = cluster_;
+  auto server = CellServer::Start(config);
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
   ASSERT_TRUE(events_.WaitFor(membership::MembershipEvent::Kind::kServerJoined, 4, 20s));
-  ASSERT_EQ(kill(server.process->pid(), SIGTERM), 0);
-  EXPECT_EQ(server.process->Wait(), 0);
-  // Unregistered before exit, not after a session timeout.
+  EXPECT_TRUE((*server)->serving());
+  (*server)->Stop();
+  EXPECT_FALSE((*server)->serving());
   auto servers = observer_->ListServers();
   ASSERT_TRUE(servers.ok());
   EXPECT_TRUE(servers->empty());
+  // The process form: SIGTERM, exit 0.
+  RunningServer process = Start(5);
+  ASSERT_FALSE(process.ready.empty());
+  ASSERT_EQ(kill(process.process->pid(), SIGTERM), 0);
+  EXPECT_EQ(process.process->Wait(), 0);
+}
+
+TEST_F(ZooKeeperServers, AClientOfAMistypedClusterGetsNotFoundAndCreatesNothing) {
+  RunningServer server = Start(6);
+  ASSERT_FALSE(server.ready.empty());
+  auto& zk = testing::ZooKeeperHarness::Shared();
+  const std::string typo = fmt::format("zk://{}/cell/no-such-cluster-{}", zk.connect(), getpid());
+  auto [rc, out] = Cellctl({"--cluster=" + typo, "regions"});
+  EXPECT_EQ(rc, 1) << out;
+  EXPECT_NE(out.find("NotFound"), std::string::npos) << out;
+  EXPECT_NE(out.find("no Cell cluster"), std::string::npos) << out;
+  // Still not there: the client created nothing.
+  std::tie(rc, out) = Cellctl({"--cluster=" + typo, "servers"});
+  EXPECT_EQ(rc, 1) << out;
+  EXPECT_NE(out.find("no Cell cluster"), std::string::npos) << out;
 }
 
 }  // namespace
