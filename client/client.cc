@@ -1,15 +1,17 @@
 #include "cell/client.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 
-#include "client/region_cache.h"
 #include "client/remote_table.h"
+#include "client/store_client.h"
 
 namespace cell {
 
 struct Client::Impl {
   std::unique_ptr<membership::RegionTableReader> table;
-  std::unique_ptr<client::RegionCache> regions;
+  std::unique_ptr<client::StoreClient> store;
 };
 
 Client::Client(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -25,12 +27,33 @@ StatusOr<std::unique_ptr<Client>> Client::Open(const ClientOptions& options) {
   table_options.rpc.connect_timeout = options.timeout;
   table_options.rpc.call_timeout = options.timeout;
   table_options.zk_operation_timeout = options.timeout;
+  client::StoreClientOptions store_options;
+  store_options.timeout = options.timeout;
+  store_options.transports = options.transports;
+  CELL_ASSIGN_OR_RETURN(store_options.server_fraction, client::ParseSearchMode(options.search));
+  for (const std::string& t : options.transports) {
+    if (t != "tcp" && t != "shm" && t != "verbs") {
+      return Status::InvalidArgument(fmt::format("unknown transport '{}' (tcp, shm or verbs)", t));
+    }
+  }
   auto impl = std::make_unique<Impl>();
   CELL_ASSIGN_OR_RETURN(impl->table, client::OpenRegionTable(options.cluster, table_options));
   // One read now, so that a cluster that is not there fails Open rather than the first operation.
   CELL_RETURN_IF_ERROR(impl->table->ListServers().status());
-  impl->regions = std::make_unique<client::RegionCache>(impl->table.get());
+  impl->store = std::make_unique<client::StoreClient>(impl->table.get(), store_options);
   return std::unique_ptr<Client>(new Client(std::move(impl)));
+}
+
+Status Client::Get(std::string_view key, std::string* value) { return impl_->store->Get(key, value); }
+Status Client::Put(std::string_view key, std::string_view value) { return impl_->store->Put(key, value); }
+Status Client::Delete(std::string_view key) { return impl_->store->Delete(key); }
+
+Status Client::Scan(std::string_view start, std::string_view end, size_t limit,
+                    std::vector<std::pair<std::string, std::string>>* out) {
+  std::vector<btree::KeyValue> pairs;
+  CELL_RETURN_IF_ERROR(impl_->store->Scan(start, end, limit, &pairs));
+  for (auto& kv : pairs) out->emplace_back(std::move(kv.key), std::move(kv.value));
+  return Status::OK();
 }
 
 StatusOr<std::vector<ServerDescription>> Client::Servers() {

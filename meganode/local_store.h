@@ -45,6 +45,8 @@ class LocalStore {
   Meganode& meganode() { return *meganode_; }
   ExtentAllocator& extents() { return *extents_; }
   const RegionSet& regions() const { return regions_; }
+  const Region& node_region() const { return *node_region_; }
+  const Region& extent_region() const { return *extent_region_; }
   btree::NodeSource& local_source() const { return *source_; }
   GlobalPtr meganode_ptr() const { return meganode_->meganode(); }
 

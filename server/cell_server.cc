@@ -44,6 +44,9 @@ StatusOr<std::unique_ptr<CellServer>> CellServer::Start(const ServerConfig& conf
     server->membership_ = std::move(m);
   }
 
+  CELL_ASSIGN_OR_RETURN(server->store_,
+                        StoreService::Open(config.store, server->membership_.get(), server->config_.id));
+
   rpc::ServerOptions options;
   options.workers = config.workers;
   std::map<std::string, std::string> seen;
@@ -59,6 +62,9 @@ StatusOr<std::unique_ptr<CellServer>> CellServer::Start(const ServerConfig& conf
       return Status::FromCode(listener.status().code(),
                               fmt::format("--listen={}: {}", uri, listener.status().message()));
     }
+    for (const rpc::RegionRegistration& region : server->store_->regions()) {
+      CELL_RETURN_IF_ERROR((*listener)->RegisterRegion(region));
+    }
     seen[scheme] = (*listener)->uri();
     server->uris_.push_back((*listener)->uri());
     server->listeners_.push_back(std::move(*listener));
@@ -66,16 +72,6 @@ StatusOr<std::unique_ptr<CellServer>> CellServer::Start(const ServerConfig& conf
 
   CELL_RETURN_IF_ERROR(server->membership_->RegisterServer(server->Self()));
   server->registered_ = true;
-  // A new cluster needs a root region; the first server to find none creates one. Two servers starting together
-  // may both create one: the root is the lowest id, and the other region is simply a region.
-  auto root = server->membership_->RootRegion();
-  if (!root.ok() && root.status().IsNotFound()) {
-    CELL_ASSIGN_OR_RETURN(uint32_t region, server->membership_->AllocateRegionId());
-    CELL_RETURN_IF_ERROR(server->membership_->CreateRegion(region, server->config_.id).status());
-    LogInfo("server {}: created region {} for a new cluster", server->config_.id, region);
-  } else if (!root.ok()) {
-    return root.status();
-  }
   server->serving_ = true;
   server->fencing_ = std::thread([raw = server.get()] { raw->FencingLoop(); });
   return server;
@@ -157,6 +153,9 @@ void CellServer::Stop() {
 }
 
 void CellServer::Handle(uint16_t method, std::string_view request, rpc::Responder responder) {
+  if (StoreService::IsStoreMethod(method)) {
+    return store_->Handle(method, request, std::move(responder), serving());
+  }
   if (TableService::IsTableMethod(method)) {
     if (table_service_ == nullptr) {
       return responder.Fail(Status::FailedPrecondition(fmt::format(

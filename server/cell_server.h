@@ -1,7 +1,7 @@
 // A Cell server: joins the cluster's membership, listens on its transports and answers requests.
 //
-// This is the server's skeleton (membership, listeners, the table service, fencing); the store's requests (search,
-// get, put, delete, scan) join the same handler, and refuse region requests while !serving().
+// One handler serves the table (embedded mode) and the store's requests (server/store_service.h), which are refused
+// while !serving().
 #pragma once
 
 #include <atomic>
@@ -14,6 +14,7 @@
 
 #include "membership/membership.h"
 #include "rpc/transport.h"
+#include "server/store_service.h"
 #include "server/table_service.h"
 
 namespace cell::server {
@@ -26,12 +27,13 @@ struct ServerConfig {
   std::chrono::milliseconds zk_session_timeout{6000};
   uint64_t capacity_bytes = uint64_t{1} << 30;
   int workers = 1;
+  StoreConfig store;
 };
 
 class CellServer final : public rpc::RpcHandler {
  public:
-  // Opens the membership, starts the listeners, registers this server, makes sure the cluster has a root region, and
-  // starts the fencing watch.
+  // Opens the membership, creates the store's regions (the cluster's first server's node region is the root),
+  // starts the listeners, registers this server, and starts the fencing watch.
   static StatusOr<std::unique_ptr<CellServer>> Start(const ServerConfig& config);
   ~CellServer() override;
 
@@ -61,6 +63,7 @@ class CellServer final : public rpc::RpcHandler {
   ServerConfig config_;
   std::unique_ptr<membership::Membership> membership_;
   std::unique_ptr<TableService> table_service_;  // embedded only: a ZooKeeper cluster's clients read ZooKeeper
+  std::unique_ptr<StoreService> store_;
   std::vector<std::unique_ptr<rpc::Server>> listeners_;
   std::vector<std::string> uris_;
   std::atomic<bool> serving_{false};

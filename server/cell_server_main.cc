@@ -32,6 +32,11 @@ int main(int argc, char** argv) {
       ->transform(CLI::AsSizeValue(false));
   app.add_option("--workers", config.workers, "threads that serve RPCs (the server's CPU cores)")
       ->check(CLI::Range(1, 1024));
+  app.add_option("--meganode-size", config.store.meganode_bytes, "bytes of one meganode (e.g. 64MiB)")
+      ->transform(CLI::AsSizeValue(false));
+  app.add_option("--region-size", config.store.extent_region_bytes,
+                 "bytes of the extent region that holds the records (e.g. 1GiB; committed as it is used)")
+      ->transform(CLI::AsSizeValue(false));
   CLI11_PARSE(app, argc, argv);
   if (config.listen.empty()) config.listen.push_back("tcp://127.0.0.1:7000");
   config.zk_session_timeout = std::chrono::milliseconds(session_ms);

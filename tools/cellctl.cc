@@ -1,11 +1,16 @@
 // cellctl: Cell from a terminal. Exit status 0 on success, 1 when the operation failed (the reason on stderr),
-// 2 for a usage error.
+// 2 for a usage error, 3 when get or del found no such key.
 //
 //   cellctl --cluster=zk://127.0.0.1:2181/cell/default servers
 //   cellctl --cluster=tcp://127.0.0.1:7000 regions
+//   cellctl --cluster=tcp://127.0.0.1:7000 put user1 hello
+//   cellctl --cluster=tcp://127.0.0.1:7000 --search=client get user1
+//   cellctl --cluster=tcp://127.0.0.1:7000 scan user0 user9 --limit=10
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "cell/client.h"
 
@@ -56,6 +61,44 @@ int Regions(cell::Client& client) {
   return 0;
 }
 
+int Get(cell::Client& client, const std::string& key) {
+  std::string value;
+  cell::Status s = client.Get(key, &value);
+  if (s.IsNotFound()) {
+    std::fprintf(stderr, "cellctl: no key '%s'\n", key.c_str());
+    return 3;
+  }
+  if (!s.ok()) return Fail(s);
+  std::fwrite(value.data(), 1, value.size(), stdout);
+  std::fputc('\n', stdout);
+  return 0;
+}
+
+int Put(cell::Client& client, const std::string& key, const std::string& value) {
+  cell::Status s = client.Put(key, value);
+  if (!s.ok()) return Fail(s);
+  return 0;
+}
+
+int Del(cell::Client& client, const std::string& key) {
+  cell::Status s = client.Delete(key);
+  if (s.IsNotFound()) {
+    std::fprintf(stderr, "cellctl: no key '%s'\n", key.c_str());
+    return 3;
+  }
+  if (!s.ok()) return Fail(s);
+  return 0;
+}
+
+int Scan(cell::Client& client, const std::string& start, const std::string& end, size_t limit) {
+  std::vector<std::pair<std::string, std::string>> pairs;
+  cell::Status s = client.Scan(start, end, limit, &pairs);
+  if (!s.ok()) return Fail(s);
+  for (const auto& [k, v] : pairs) std::printf("%s\t%s\n", k.c_str(), v.c_str());
+  std::fprintf(stderr, "%zu pair(s)\n", pairs.size());
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -71,6 +114,21 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   CLI::App* servers = app.add_subcommand("servers", "list the live servers and their addresses");
   CLI::App* regions = app.add_subcommand("regions", "list the region table: each region's owner and epoch");
+  app.add_option("--search", options.search, "how gets and scans search: server, client or fixed:<fraction>")
+      ->capture_default_str();
+  std::string key, value, start, end;
+  size_t limit = 100;
+  CLI::App* get = app.add_subcommand("get", "print the value of KEY (exit 3 if there is none)");
+  get->add_option("key", key)->required();
+  CLI::App* put = app.add_subcommand("put", "store VALUE under KEY");
+  put->add_option("key", key)->required();
+  put->add_option("value", value)->required();
+  CLI::App* del = app.add_subcommand("del", "delete KEY (exit 3 if there was none)");
+  del->add_option("key", key)->required();
+  CLI::App* scan = app.add_subcommand("scan", "print up to LIMIT pairs with START <= key < END, one per line");
+  scan->add_option("start", start, "first key (default: the smallest)");
+  scan->add_option("end", end, "end key, excluded (default: no bound)");
+  scan->add_option("--limit", limit, "at most this many pairs")->capture_default_str();
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -82,5 +140,9 @@ int main(int argc, char** argv) {
   if (!client.ok()) return Fail(client.status());
   if (servers->parsed()) return Servers(**client);
   if (regions->parsed()) return Regions(**client);
+  if (get->parsed()) return Get(**client, key);
+  if (put->parsed()) return Put(**client, key, value);
+  if (del->parsed()) return Del(**client, key);
+  if (scan->parsed()) return Scan(**client, start, end, limit);
   return 2;
 }

@@ -6,7 +6,9 @@
 //   if (!client.ok()) { ... client.status().ToString() ... }
 //   auto servers = (*client)->Servers();
 //
-// The key-value operations (Get, Put, Delete, Scan) join this class with the distributed store.
+//   cell::Status s = (*client)->Put("user42", "hello");
+//   std::string value;
+//   s = (*client)->Get("user42", &value);
 #pragma once
 
 #include <chrono>
@@ -14,6 +16,8 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "cell/status.h"
@@ -26,9 +30,17 @@ struct ClientOptions {
   //                                                  /cell/default)
   //   tcp://host:port, shm:///path, verbs://host:port  a server started with --membership=embedded
   std::string cluster;
-  // How long one request (to a server or to ZooKeeper) may take before it fails with DeadlineExceeded or
-  // Unavailable.
+  // How long one operation may take, retries included, before it fails with DeadlineExceeded or Unavailable.
   std::chrono::milliseconds timeout{5000};
+  // How gets and scans search the tree:
+  //   "server"      by RPC: the server walks its meganodes (costs server CPU, one round trip)
+  //   "client"      by one-sided reads: the client fetches 1 KB nodes and walks them itself (no server CPU)
+  //   "fixed:<x>"   server-side with probability x (0..1), client-side otherwise
+  // Puts and deletes always run on the server.
+  std::string search = "server";
+  // The transports to reach servers by, in order of preference: the first one a server offers that connects is
+  // used. shm works only on the server's own host.
+  std::vector<std::string> transports = {"shm", "verbs", "tcp"};
 };
 
 struct ServerDescription {
@@ -52,6 +64,17 @@ class Client {
   ~Client();
   Client(const Client&) = delete;
   Client& operator=(const Client&) = delete;
+
+  // The value stored for `key`: OK, NotFound, or the error (InvalidArgument for an empty or oversized key).
+  Status Get(std::string_view key, std::string* value);
+  // Inserts or replaces. InvalidArgument for a key outside 1..255 bytes or a value over 1 MiB (cell/limits.h);
+  // ResourceExhausted when the store is full (nothing changed).
+  Status Put(std::string_view key, std::string_view value);
+  // Removes `key`; NotFound if it was absent.
+  Status Delete(std::string_view key);
+  // Up to `limit` pairs with start <= key < end (empty end: no bound), in key order, appended to *out.
+  Status Scan(std::string_view start, std::string_view end, size_t limit,
+              std::vector<std::pair<std::string, std::string>>* out);
 
   // The live servers, by id.
   StatusOr<std::vector<ServerDescription>> Servers();

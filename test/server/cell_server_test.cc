@@ -16,45 +16,17 @@
 #include "membership/zookeeper_membership.h"
 #include "test/child_process.h"
 #include "test/membership/zk_harness.h"
+#include "test/server/server_harness.h"
 
 namespace cell::server {
 namespace {
 
+using testing::Cellctl;
 using testing::ChildProcess;
+using testing::RunningServer;
+using testing::ShmPath;
+using testing::StartServer;
 using namespace std::chrono_literals;
-
-// A cell-server process; `uris` are the URIs it reported (with real ports).
-struct RunningServer {
-  std::unique_ptr<ChildProcess> process;
-  std::vector<std::string> uris;
-  std::string ready;
-};
-
-RunningServer StartServer(std::vector<std::string> args) {
-  args.insert(args.begin(), CELL_SERVER_BINARY);
-  RunningServer s;
-  s.process = std::make_unique<ChildProcess>(args);
-  while (auto line = s.process->ReadLine(30s)) {
-    if (line->rfind("listening ", 0) == 0) s.uris.push_back(line->substr(10));
-    if (line->rfind("ready ", 0) == 0) {
-      s.ready = *line;
-      break;
-    }
-  }
-  return s;
-}
-
-// Runs cellctl to completion: its exit code and its output (stdout and stderr).
-std::pair<int, std::string> Cellctl(std::vector<std::string> args) {
-  args.insert(args.begin(), CELLCTL_BINARY);
-  ChildProcess p(args, /*merge_stderr=*/true);
-  std::string out = p.ReadAll(60s);
-  return {p.Wait(), out};
-}
-
-std::string ShmPath(std::string_view name) {
-  return fmt::format("{}/cell-server-test-{}-{}.sock", ::testing::TempDir(), getpid(), name);
-}
 
 TEST(EmbeddedServer, ServesItsTableToClientsOverEachTransport) {
   const std::string shm = ShmPath("table");
@@ -73,7 +45,7 @@ TEST(EmbeddedServer, ServesItsTableToClientsOverEachTransport) {
     EXPECT_EQ(servers->front().addresses.at("shm"), server.uris[1]);
     auto regions = (*table)->ListRegions();
     ASSERT_TRUE(regions.ok());
-    ASSERT_EQ(regions->size(), 1u);  // a new cluster's root region, created by its first server
+    ASSERT_EQ(regions->size(), 2u);  // the server's node region (the root: the first server's) and extent region
     EXPECT_EQ(regions->front().owner, 1u);
     EXPECT_EQ(regions->front().epoch, 1u);
     auto root = (*table)->RootRegion();
@@ -221,9 +193,10 @@ TEST_F(ZooKeeperServers, ServersShareTheTableAndADeadOnesRegionsAreFoundAgainAft
   EXPECT_EQ(servers->at(1).addresses.at("tcp"), two.uris[0]);
   auto regions = (*table)->ListRegions();
   ASSERT_TRUE(regions.ok());
-  ASSERT_EQ(regions->size(), 1u);  // server 2 found the root server 1 had created
+  ASSERT_EQ(regions->size(), 4u);  // a node region and an extent region each
   const membership::RegionEntry root = regions->front();
-  EXPECT_EQ(root.owner, 1u);
+  EXPECT_EQ(root.owner, 1u);  // the first server's node region
+  EXPECT_EQ(regions->at(2).owner, 2u);
 
   auto [rc, out] = Cellctl({"--cluster=" + cluster_, "regions"});
   EXPECT_EQ(rc, 0) << out;

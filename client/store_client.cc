@@ -1,0 +1,266 @@
+#include "client/store_client.h"
+
+#include <fmt/format.h>
+
+#include <charconv>
+#include <thread>
+
+#include "btree/node_source.h"
+#include "meganode/local_store.h"
+#include "server/proto/store.pb.h"
+
+namespace cell::client {
+
+using server::proto::StoreMethod;
+
+StatusOr<double> ParseSearchMode(std::string_view mode) {
+  if (mode == "server") return 1.0;
+  if (mode == "client") return 0.0;
+  if (mode.substr(0, 6) == "fixed:") {
+    const std::string number(mode.substr(6));
+    char* end = nullptr;
+    const double x = std::strtod(number.c_str(), &end);
+    if (!number.empty() && end == number.c_str() + number.size() && x >= 0 && x <= 1) return x;
+  }
+  return Status::InvalidArgument(fmt::format(
+      "search mode '{}' is not one of server, client, fixed:<fraction of server-side searches, 0..1>", mode));
+}
+
+bool StoreClient::SearchOnServer() {
+  if (options_.server_fraction >= 1) return true;
+  if (options_.server_fraction <= 0) return false;
+  thread_local std::mt19937_64 rng(std::random_device{}());
+  return std::uniform_real_distribution<double>(0, 1)(rng) < options_.server_fraction;
+}
+
+StatusOr<uint32_t> StoreClient::Root() {
+  {
+    std::lock_guard lock(mu_);
+    if (root_ != 0) return root_;
+  }
+  // The lowest region; it never changes once the cluster exists (regions are never removed).
+  CELL_ASSIGN_OR_RETURN(uint32_t root, table_->RootRegion());
+  std::lock_guard lock(mu_);
+  root_ = root;
+  return root;
+}
+
+StatusOr<std::shared_ptr<rpc::Connection>> StoreClient::ConnectionTo(const membership::ServerInfo& server) {
+  {
+    std::lock_guard lock(mu_);
+    auto it = connections_.find(server.id);
+    if (it != connections_.end() && it->second->health().ok()) return it->second;
+  }
+  rpc::ClientOptions rpc_options;
+  rpc_options.connect_timeout = options_.timeout;
+  rpc_options.call_timeout = options_.timeout;
+  std::string errors;
+  for (const std::string& transport : options_.transports) {
+    const auto address = server.addresses.find(transport);
+    if (address == server.addresses.end()) continue;
+    auto connection = rpc::Connect(address->second, rpc_options);
+    if (!connection.ok()) {
+      errors += fmt::format("; {}: {}", address->second, connection.status().message());
+      continue;
+    }
+    std::shared_ptr<rpc::Connection> shared = std::move(*connection);
+    std::lock_guard lock(mu_);
+    connections_[server.id] = shared;
+    return shared;
+  }
+  return Status::Unavailable(fmt::format("cannot reach server {}{}", server.id,
+                                         errors.empty() ? " (it offers none of the client's transports)" : errors));
+}
+
+void StoreClient::Forget(uint64_t server) {
+  cache_.OnServerUnreachable(server);
+  std::lock_guard lock(mu_);
+  connections_.erase(server);
+}
+
+Status StoreClient::Run(const Operation& op) {
+  const auto deadline = std::chrono::steady_clock::now() + options_.timeout;
+  Status last;
+  auto backoff = std::chrono::milliseconds(1);
+  while (true) {
+    auto root = Root();
+    if (!root.ok()) return root.status();
+    auto route = cache_.Lookup(*root);
+    if (route.ok()) {
+      auto connection = ConnectionTo(route->owner);
+      if (connection.ok()) {
+        Attempt attempt = op(**connection, *route);
+        if (!attempt.retry) return attempt.status;
+        last = attempt.status;
+      } else {
+        Forget(route->owner.id);
+        last = connection.status();
+      }
+    } else if (route.status().IsUnavailable()) {
+      last = route.status();  // no live owner right now: wait for a takeover or a restart
+    } else {
+      return route.status();
+    }
+    if (std::chrono::steady_clock::now() + backoff >= deadline) {
+      return Status::FromCode(last.code() == Status::Code::kOk ? Status::Code::kUnavailable : last.code(),
+                              fmt::format("gave up after {} ms: {}", options_.timeout.count(), last.message()));
+    }
+    stats_.retries.fetch_add(1, std::memory_order_relaxed);
+    std::this_thread::sleep_for(backoff);  // a retry's back-off, not synchronisation
+    backoff = std::min(backoff * 2, std::chrono::milliseconds(100));
+  }
+}
+
+StoreClient::Attempt StoreClient::Call(rpc::Connection& connection, const Route& route, uint16_t method,
+                                       const std::string& request, std::string* reply_bytes) {
+  auto reply = rpc::CallSync(connection, method, request);
+  if (!reply.ok()) {
+    if (reply.status().IsUnavailable() && !connection.health().ok()) {
+      Forget(route.owner.id);  // the connection died: the server may be gone, its regions moving
+      return {reply.status(), true};
+    }
+    if (reply.status().IsUnavailable()) return {reply.status(), true};  // fenced for now: retry
+    return {reply.status(), false};
+  }
+  server::proto::StoreReply parsed;
+  if (!parsed.ParseFromString(*reply)) {
+    return {Status::Corruption(fmt::format("malformed reply ({} bytes) from server {}", reply->size(),
+                                           route.owner.id)),
+            false};
+  }
+  if (parsed.has_wrong_owner()) {
+    cache_.OnWrongOwner(route.entry.region, route.owner.id, parsed.wrong_owner().epoch());
+    return {Status::Unavailable(fmt::format("server {} no longer owns region {} (it knows epoch {})", route.owner.id,
+                                            route.entry.region, parsed.wrong_owner().epoch())),
+            true};
+  }
+  *reply_bytes = std::move(*reply);
+  return {Status::OK(), false};
+}
+
+namespace {
+server::proto::KeyRequest KeyRequest(const Route& route, std::string_view key) {
+  server::proto::KeyRequest request;
+  request.mutable_target()->set_region(route.entry.region);
+  request.mutable_target()->set_epoch(route.entry.epoch);
+  request.set_key(std::string(key));
+  return request;
+}
+
+// Fetches node copies (and records) with one-sided reads over `connection`.
+btree::NodeFetcher ReadFetcher(rpc::Connection& connection) {
+  return [&connection](GlobalPtr p, size_t words, uint64_t* dst) {
+    return rpc::ReadSync(connection, p, static_cast<uint32_t>(words * 8), dst);
+  };
+}
+
+// Sorts the outcome of a client-side search: a failed read on a dead connection is retried elsewhere.
+bool ShouldRetry(const Status& s, rpc::Connection& connection) {
+  return (s.IsUnavailable() && !connection.health().ok()) || s.IsAborted();
+}
+}  // namespace
+
+Status StoreClient::Get(std::string_view key, std::string* value) {
+  CELL_RETURN_IF_ERROR(meganode::CheckKeyValue(key, {}));
+  if (SearchOnServer()) {
+    stats_.server_searches.fetch_add(1, std::memory_order_relaxed);
+    return Run([&](rpc::Connection& connection, const Route& route) -> Attempt {
+      std::string bytes;
+      Attempt a = Call(connection, route, StoreMethod::STORE_GET, KeyRequest(route, key).SerializeAsString(), &bytes);
+      if (!a.status.ok()) return a;
+      server::proto::StoreReply reply;
+      reply.ParseFromString(bytes);
+      if (!reply.found()) return {Status::NotFound(fmt::format("no key '{}'", key)), false};
+      *value = std::move(*reply.mutable_value());
+      return {Status::OK(), false};
+    });
+  }
+  stats_.client_searches.fetch_add(1, std::memory_order_relaxed);
+  return Run([&](rpc::Connection& connection, const Route& route) -> Attempt {
+    btree::CopyingNodeSource source(ReadFetcher(connection));
+    btree::TreeReader reader(&source, GlobalPtr{route.entry.region, 0});
+    Status s = reader.Get(key, value);
+    if (ShouldRetry(s, connection)) {
+      if (!connection.health().ok()) Forget(route.owner.id);
+      return {s, true};
+    }
+    if (s.IsNotFound()) return {Status::NotFound(fmt::format("no key '{}'", key)), false};
+    return {s, false};
+  });
+}
+
+Status StoreClient::Put(std::string_view key, std::string_view value) {
+  CELL_RETURN_IF_ERROR(meganode::CheckKeyValue(key, value));
+  return Run([&](rpc::Connection& connection, const Route& route) -> Attempt {
+    server::proto::KeyRequest request = KeyRequest(route, key);
+    request.set_value(std::string(value));
+    std::string bytes;
+    return Call(connection, route, StoreMethod::STORE_PUT, request.SerializeAsString(), &bytes);
+  });
+}
+
+Status StoreClient::Delete(std::string_view key) {
+  CELL_RETURN_IF_ERROR(meganode::CheckKeyValue(key, {}));
+  return Run([&](rpc::Connection& connection, const Route& route) -> Attempt {
+    std::string bytes;
+    Attempt a =
+        Call(connection, route, StoreMethod::STORE_DELETE, KeyRequest(route, key).SerializeAsString(), &bytes);
+    if (!a.status.ok()) return a;
+    server::proto::StoreReply reply;
+    reply.ParseFromString(bytes);
+    if (!reply.found()) return {Status::NotFound(fmt::format("no key '{}'", key)), false};
+    return {Status::OK(), false};
+  });
+}
+
+Status StoreClient::Scan(std::string_view start, std::string_view end, size_t limit,
+                         std::vector<btree::KeyValue>* out) {
+  if (limit == 0) return Status::OK();
+  const size_t had = out->size();
+  if (SearchOnServer()) {
+    stats_.server_searches.fetch_add(1, std::memory_order_relaxed);
+    std::string from(start);
+    while (out->size() - had < limit) {
+      bool more = false;
+      Status s = Run([&](rpc::Connection& connection, const Route& route) -> Attempt {
+        server::proto::ScanRequest request;
+        request.mutable_target()->set_region(route.entry.region);
+        request.mutable_target()->set_epoch(route.entry.epoch);
+        request.set_start(from);
+        request.set_end(std::string(end));
+        request.set_limit(static_cast<uint32_t>(std::min<size_t>(limit - (out->size() - had), UINT32_MAX)));
+        std::string bytes;
+        Attempt a = Call(connection, route, StoreMethod::STORE_SCAN, request.SerializeAsString(), &bytes);
+        if (!a.status.ok()) return a;
+        server::proto::StoreReply reply;
+        reply.ParseFromString(bytes);
+        for (auto& kv : *reply.mutable_pairs()) {
+          out->push_back({std::move(*kv.mutable_key()), std::move(*kv.mutable_value())});
+        }
+        more = reply.more() && reply.pairs_size() > 0;
+        return {Status::OK(), false};
+      });
+      if (!s.ok()) return s;
+      if (!more) break;
+      from = out->back().key + std::string(1, '\0');  // the next key after the last one
+    }
+    return Status::OK();
+  }
+  stats_.client_searches.fetch_add(1, std::memory_order_relaxed);
+  return Run([&](rpc::Connection& connection, const Route& route) -> Attempt {
+    btree::CopyingNodeSource source(ReadFetcher(connection));
+    btree::TreeReader reader(&source, GlobalPtr{route.entry.region, 0});
+    std::vector<btree::KeyValue> pairs;
+    Status s = reader.Scan(start, end, limit, &pairs);
+    if (s.ok()) {
+      for (auto& kv : pairs) out->push_back(std::move(kv));
+    }
+    if (ShouldRetry(s, connection)) {
+      if (!connection.health().ok()) Forget(route.owner.id);
+      return {s, true};
+    }
+    return {s, false};
+  });
+}
+
+}  // namespace cell::client

@@ -1,0 +1,76 @@
+// The client's engine behind cell::Client: finds the root region's owner through the region cache, keeps one
+// connection per server, and runs each operation by server-side search (an RPC) or client-side search (the shared
+// traversal code, btree/tree_reader.h, over one-sided reads), retrying through stale routes and failed servers until
+// the operation's deadline.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "btree/tree_reader.h"
+#include "client/region_cache.h"
+#include "membership/membership.h"
+#include "rpc/transport.h"
+
+namespace cell::client {
+
+struct StoreClientOptions {
+  std::chrono::milliseconds timeout{5000};
+  double server_fraction = 1.0;  // probability that a get or scan searches server-side
+  std::vector<std::string> transports = {"shm", "verbs", "tcp"};
+};
+
+// "server" -> 1, "client" -> 0, "fixed:x" -> x; InvalidArgument otherwise.
+StatusOr<double> ParseSearchMode(std::string_view mode);
+
+class StoreClient {
+ public:
+  struct Stats {
+    std::atomic<uint64_t> server_searches{0};
+    std::atomic<uint64_t> client_searches{0};
+    std::atomic<uint64_t> retries{0};  // wrong owner, failed connection or unavailable region, then tried again
+  };
+
+  // `table` must outlive the client.
+  StoreClient(membership::RegionTableReader* table, const StoreClientOptions& options)
+      : table_(table), cache_(table), options_(options) {}
+
+  Status Get(std::string_view key, std::string* value);
+  Status Put(std::string_view key, std::string_view value);
+  Status Delete(std::string_view key);
+  Status Scan(std::string_view start, std::string_view end, size_t limit, std::vector<btree::KeyValue>* out);
+
+  const Stats& stats() const { return stats_; }
+
+ private:
+  // What one attempt against the root region's owner came to.
+  struct Attempt {
+    Status status;             // the operation's result when `retry` is false
+    bool retry = false;        // the route was stale or the server unreachable: look up again and retry
+  };
+  using Operation = std::function<Attempt(rpc::Connection& connection, const Route& route)>;
+  // Runs `op` against the root region's owner until it no longer asks to retry or the deadline passes.
+  Status Run(const Operation& op);
+  // A server-side request: sends, and sorts the reply into result / wrong owner / unreachable.
+  Attempt Call(rpc::Connection& connection, const Route& route, uint16_t method, const std::string& request,
+               std::string* reply_bytes);
+  StatusOr<std::shared_ptr<rpc::Connection>> ConnectionTo(const membership::ServerInfo& server);
+  void Forget(uint64_t server);
+  bool SearchOnServer();
+  StatusOr<uint32_t> Root();
+
+  membership::RegionTableReader* const table_;
+  RegionCache cache_;
+  const StoreClientOptions options_;
+  Stats stats_;
+  std::mutex mu_;  // guards what follows
+  std::map<uint64_t, std::shared_ptr<rpc::Connection>> connections_;
+  uint32_t root_ = 0;
+};
+
+}  // namespace cell::client

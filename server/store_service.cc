@@ -1,0 +1,138 @@
+#include "server/store_service.h"
+
+#include <fmt/format.h>
+
+#include "server/proto/store.pb.h"
+
+namespace cell::server {
+
+using proto::StoreMethod;
+
+namespace {
+constexpr size_t kScanReplyBytes = size_t{4} << 20;
+constexpr size_t kScanReplyPairs = 10000;
+}  // namespace
+
+StatusOr<std::unique_ptr<StoreService>> StoreService::Open(const StoreConfig& config,
+                                                           membership::Membership* membership, uint64_t server_id) {
+  auto service = std::unique_ptr<StoreService>(new StoreService());
+  service->server_id_ = server_id;
+  CELL_ASSIGN_OR_RETURN(service->node_region_, membership->AllocateRegionId());
+  CELL_ASSIGN_OR_RETURN(service->extent_region_, membership->AllocateRegionId());
+  meganode::LocalStoreOptions options;
+  options.meganode_bytes = config.meganode_bytes;
+  options.extent_region_bytes = config.extent_region_bytes;
+  options.backing = meganode::RegionBacking::kMemfd;
+  options.node_region_id = service->node_region_;
+  options.extent_region_id = service->extent_region_;
+  auto store = meganode::LocalStore::Open(options);
+  if (!store.ok()) {
+    return Status::FromCode(store.status().code(),
+                            fmt::format("creating the store's regions ({} B meganode, {} B extents): {}",
+                                        config.meganode_bytes, config.extent_region_bytes, store.status().message()));
+  }
+  service->store_ = std::move(*store);
+  // Only once the memory exists do the regions enter the table.
+  CELL_ASSIGN_OR_RETURN(membership::RegionEntry node, membership->CreateRegion(service->node_region_, server_id));
+  CELL_RETURN_IF_ERROR(membership->CreateRegion(service->extent_region_, server_id).status());
+  service->epoch_ = node.epoch;
+  return service;
+}
+
+std::vector<rpc::RegionRegistration> StoreService::regions() const {
+  std::vector<rpc::RegionRegistration> out;
+  for (const meganode::Region* r : {&store_->node_region(), &store_->extent_region()}) {
+    out.push_back({.id = r->id(), .base = r->base(), .size = r->size(), .fd = r->fd()});
+  }
+  return out;
+}
+
+bool StoreService::IsStoreMethod(uint16_t method) {
+  return method != StoreMethod::STORE_METHOD_NONE && proto::StoreMethod_IsValid(method);
+}
+
+namespace {
+template <typename Request>
+bool Parse(std::string_view bytes, Request* request, rpc::Responder& responder) {
+  if (request->ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) return true;
+  responder.Fail(Status::InvalidArgument(fmt::format("malformed store request ({} bytes)", bytes.size())));
+  return false;
+}
+}  // namespace
+
+void StoreService::Handle(uint16_t method, std::string_view request, rpc::Responder responder, bool serving) {
+  proto::KeyRequest key_request;
+  proto::ScanRequest scan_request;
+  const proto::Target* target = nullptr;
+  if (method == StoreMethod::STORE_SCAN) {
+    if (!Parse(request, &scan_request, responder)) return;
+    target = &scan_request.target();
+  } else {
+    if (!Parse(request, &key_request, responder)) return;
+    target = &key_request.target();
+  }
+  proto::StoreReply reply;
+  if (target->region() != node_region_ || target->epoch() > epoch_) {
+    reply.mutable_wrong_owner()->set_region(target->region());
+    reply.mutable_wrong_owner()->set_epoch(target->region() == node_region_ ? epoch_ : 0);
+    return responder.Reply(reply.SerializeAsString());
+  }
+  if (!serving) {
+    return responder.Fail(Status::Unavailable(fmt::format(
+        "server {} is not serving: it lost touch with the membership or is registering again; retry", server_id_)));
+  }
+  switch (method) {
+    case StoreMethod::STORE_GET: {
+      std::string value;
+      Status s = store_->Get(key_request.key(), &value);
+      if (s.ok()) {
+        reply.set_found(true);
+        reply.set_value(std::move(value));
+      } else if (!s.IsNotFound()) {
+        return responder.Fail(s);
+      }
+      break;
+    }
+    case StoreMethod::STORE_PUT: {
+      Status s = store_->Put(key_request.key(), key_request.value());
+      if (!s.ok()) return responder.Fail(s);
+      break;
+    }
+    case StoreMethod::STORE_DELETE: {
+      Status s = store_->Delete(key_request.key());
+      if (s.ok()) {
+        reply.set_found(true);
+      } else if (!s.IsNotFound()) {
+        return responder.Fail(s);
+      }
+      break;
+    }
+    case StoreMethod::STORE_SCAN: {
+      if (scan_request.limit() == 0) return responder.Fail(Status::InvalidArgument("a scan needs a limit > 0"));
+      // One reply carries at most kScanReplyBytes of pairs (and at least one); `more` tells the client to go on
+      // after the last key.
+      std::vector<btree::KeyValue> pairs;
+      Status s = store_->Scan(scan_request.start(), scan_request.end(),
+                              std::min<size_t>(scan_request.limit(), kScanReplyPairs), &pairs);
+      if (!s.ok()) return responder.Fail(s);
+      size_t bytes = 0;
+      for (size_t i = 0; i < pairs.size(); ++i) {
+        if (i > 0 && bytes + pairs[i].key.size() + pairs[i].value.size() > kScanReplyBytes) {
+          reply.set_more(true);
+          break;
+        }
+        bytes += pairs[i].key.size() + pairs[i].value.size();
+        proto::KeyValue* out = reply.add_pairs();
+        out->set_key(std::move(pairs[i].key));
+        out->set_value(std::move(pairs[i].value));
+      }
+      if (pairs.size() == kScanReplyPairs && scan_request.limit() > kScanReplyPairs) reply.set_more(true);
+      break;
+    }
+    default:
+      return responder.Fail(Status::InvalidArgument(fmt::format("unknown store method {}", method)));
+  }
+  responder.Reply(reply.SerializeAsString());
+}
+
+}  // namespace cell::server

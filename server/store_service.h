@@ -1,0 +1,52 @@
+// The server's store: its regions (a node region holding a meganode, an extent region holding the records), created
+// in the region table at start, and the store's requests (server/proto/store.proto) answered from them.
+//
+// Ownership. A request names the region it addresses and the epoch at which the client believes this server owns
+// it. The server answers only if it owns the region at that epoch or a later one and is not fenced; otherwise
+// "wrong owner" with the epoch it knows (or Unavailable while fenced), so a client with a stale table retries
+// elsewhere and never gets an answer from a server that may have lost the region.
+#pragma once
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "membership/membership.h"
+#include "meganode/local_store.h"
+#include "rpc/transport.h"
+
+namespace cell::server {
+
+struct StoreConfig {
+  uint64_t meganode_bytes = uint64_t{64} << 20;      // the node region holds one meganode of this size
+  uint64_t extent_region_bytes = uint64_t{1} << 30;  // records (memory is committed as it is used)
+};
+
+class StoreService {
+ public:
+  // Allocates two region ids, opens the store in memfd-backed memory (so shm clients can map it), and records both
+  // regions in the table as owned by `server_id`. The node region is allocated first: the cluster's first server's
+  // node region is its lowest region, the root.
+  static StatusOr<std::unique_ptr<StoreService>> Open(const StoreConfig& config, membership::Membership* membership,
+                                                      uint64_t server_id);
+
+  // The regions clients may read one-sidedly (register them with every listener).
+  std::vector<rpc::RegionRegistration> regions() const;
+  uint32_t node_region() const { return node_region_; }
+
+  static bool IsStoreMethod(uint16_t method);
+  // Answers a store request; `serving` is false while the server is fenced.
+  void Handle(uint16_t method, std::string_view request, rpc::Responder responder, bool serving);
+
+ private:
+  StoreService() = default;
+
+  std::unique_ptr<meganode::LocalStore> store_;
+  uint64_t server_id_ = 0;
+  uint32_t node_region_ = 0;
+  uint32_t extent_region_ = 0;
+  uint64_t epoch_ = 0;  // the node region's epoch (its owner never changes yet; region takeover comes with the logs)
+};
+
+}  // namespace cell::server

@@ -1,0 +1,56 @@
+// Real cell-server and cellctl processes for tests (the binaries' paths come from CMake).
+#pragma once
+
+#include <unistd.h>
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "test/child_process.h"
+
+namespace cell::testing {
+
+// A cell-server process; `uris` are the URIs it reported (with real ports), `ready` its ready line (empty if it
+// never became ready).
+struct RunningServer {
+  std::unique_ptr<ChildProcess> process;
+  std::vector<std::string> uris;
+  std::string ready;
+};
+
+inline RunningServer StartServer(std::vector<std::string> args) {
+  using namespace std::chrono_literals;
+  args.insert(args.begin(), CELL_SERVER_BINARY);
+  RunningServer s;
+  s.process = std::make_unique<ChildProcess>(args);
+  while (auto line = s.process->ReadLine(30s)) {
+    if (line->rfind("listening ", 0) == 0) s.uris.push_back(line->substr(10));
+    if (line->rfind("ready ", 0) == 0) {
+      s.ready = *line;
+      break;
+    }
+  }
+  return s;
+}
+
+// Runs cellctl to completion: its exit code and its output (stdout and stderr).
+inline std::pair<int, std::string> Cellctl(std::vector<std::string> args) {
+  using namespace std::chrono_literals;
+  args.insert(args.begin(), CELLCTL_BINARY);
+  ChildProcess p(args, /*merge_stderr=*/true);
+  std::string out = p.ReadAll(60s);
+  return {p.Wait(), out};
+}
+
+// A Unix socket path for an shm listener, unique to this test process.
+inline std::string ShmPath(std::string_view name) {
+  return fmt::format("{}/cell-test-{}-{}.sock", ::testing::TempDir(), getpid(), name);
+}
+
+}  // namespace cell::testing

@@ -1,0 +1,271 @@
+// The store through the public client against real cell-server processes: every operation checked against a model,
+// by server-side and by client-side search, over tcp and shm; bad input, wrong owners and dead servers.
+#include <signal.h>
+
+#include <atomic>
+#include <map>
+#include <random>
+#include <thread>
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include "cell/client.h"
+#include "rpc/transport.h"
+#include "server/proto/store.pb.h"
+#include "test/server/server_harness.h"
+
+namespace cell {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::RunningServer;
+using testing::ShmPath;
+using testing::StartServer;
+
+RunningServer StartEmbedded(std::string_view name, std::vector<std::string> extra = {}) {
+  std::vector<std::string> args = {"--listen=tcp://127.0.0.1:0", "--listen=shm://" + ShmPath(name),
+                                   "--region-size=64MiB", "--meganode-size=8MiB"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  return StartServer(args);
+}
+
+std::unique_ptr<Client> OpenClient(const std::string& cluster, const std::string& search,
+                                   const std::string& transport, std::chrono::milliseconds timeout = 10s) {
+  ClientOptions options;
+  options.cluster = cluster;
+  options.search = search;
+  options.transports = {transport};
+  options.timeout = timeout;
+  auto client = Client::Open(options);
+  EXPECT_TRUE(client.ok()) << client.status().ToString();
+  return client.ok() ? std::move(*client) : nullptr;
+}
+
+std::string Value(std::mt19937_64& rng) {
+  // Mostly small, sometimes a few KB, rarely 100 KB: records of every size class.
+  const size_t sizes[] = {0, 1, 7, 8, 100, 1000, 4000, 100000};
+  const size_t n = sizes[rng() % (rng() % 16 == 0 ? 8 : 7)];
+  std::string v(n, ' ');
+  for (char& c : v) c = static_cast<char>('a' + rng() % 26);
+  return v;
+}
+
+struct Mode {
+  const char* transport;
+  const char* search;
+};
+
+class StoreModel : public ::testing::TestWithParam<Mode> {};
+
+TEST_P(StoreModel, EveryAnswerMatchesAModel) {
+  RunningServer server = StartEmbedded(fmt::format("model-{}-{}", GetParam().transport, GetParam().search[0]));
+  ASSERT_FALSE(server.ready.empty());
+  auto client = OpenClient(server.uris[0], GetParam().search, GetParam().transport);
+  ASSERT_NE(client, nullptr);
+  std::map<std::string, std::string> model;
+  std::mt19937_64 rng(42);
+  for (int i = 0; i < 3000; ++i) {
+    const std::string key = fmt::format("key{:04d}", rng() % 400);
+    const int op = static_cast<int>(rng() % 10);
+    if (op < 4) {
+      const std::string value = Value(rng);
+      ASSERT_TRUE(client->Put(key, value).ok());
+      model[key] = value;
+    } else if (op < 7) {
+      std::string value;
+      Status s = client->Get(key, &value);
+      if (model.count(key)) {
+        ASSERT_TRUE(s.ok()) << key << ": " << s.ToString();
+        ASSERT_EQ(value, model[key]) << key;
+      } else {
+        ASSERT_TRUE(s.IsNotFound()) << key << ": " << s.ToString();
+      }
+    } else if (op < 9) {
+      Status s = client->Delete(key);
+      ASSERT_EQ(s.ok(), model.erase(key) == 1) << key << ": " << s.ToString();
+      if (!s.ok()) ASSERT_TRUE(s.IsNotFound()) << s.ToString();
+    } else {
+      const std::string start = fmt::format("key{:04d}", rng() % 400);
+      const std::string end = rng() % 4 == 0 ? "" : fmt::format("key{:04d}", rng() % 400);
+      const size_t limit = 1 + rng() % 50;
+      std::vector<std::pair<std::string, std::string>> got;
+      ASSERT_TRUE(client->Scan(start, end, limit, &got).ok());
+      std::vector<std::pair<std::string, std::string>> want;
+      for (auto it = model.lower_bound(start); it != model.end() && want.size() < limit; ++it) {
+        if (!end.empty() && it->first >= end) break;
+        want.emplace_back(it->first, it->second);
+      }
+      ASSERT_EQ(got, want) << "scan [" << start << ", " << end << ") limit " << limit;
+    }
+  }
+  std::vector<std::pair<std::string, std::string>> all;
+  ASSERT_TRUE(client->Scan("", "", 100000, &all).ok());
+  const std::vector<std::pair<std::string, std::string>> want(model.begin(), model.end());
+  ASSERT_EQ(all, want);
+}
+
+INSTANTIATE_TEST_SUITE_P(All, StoreModel,
+                         ::testing::Values(Mode{"tcp", "server"}, Mode{"tcp", "client"}, Mode{"shm", "server"},
+                                           Mode{"shm", "client"}, Mode{"shm", "fixed:0.5"}),
+                         [](const auto& info) {
+                           std::string s = info.param.search;
+                           if (s.find(':') != std::string::npos) s = "mixed";
+                           return std::string(info.param.transport) + "_" + s;
+                         });
+
+TEST(Store, ConcurrentClientsSeeTheirOwnWritesAndScansStaySorted) {
+  RunningServer server = StartEmbedded("concurrent", {"--workers=2"});
+  ASSERT_FALSE(server.ready.empty());
+  std::atomic<bool> writers_done{false};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 3; ++t) {
+    threads.emplace_back([&, t] {
+      auto client = OpenClient(server.uris[0], "fixed:0.5", t % 2 == 0 ? "shm" : "tcp");
+      ASSERT_NE(client, nullptr);
+      std::map<std::string, std::string> mine;
+      std::mt19937_64 rng(t);
+      for (int i = 0; i < 1500; ++i) {
+        const std::string key = fmt::format("t{}-{:03d}", t, rng() % 200);
+        if (rng() % 3 != 0) {
+          const std::string value = Value(rng);
+          ASSERT_TRUE(client->Put(key, value).ok());
+          mine[key] = value;
+        } else {
+          std::string value;
+          Status s = client->Get(key, &value);
+          if (mine.count(key)) {
+            ASSERT_TRUE(s.ok()) << s.ToString();
+            ASSERT_EQ(value, mine[key]);
+          } else {
+            ASSERT_TRUE(s.IsNotFound()) << s.ToString();
+          }
+        }
+      }
+    });
+  }
+  std::thread scanner([&] {
+    auto client = OpenClient(server.uris[0], "client", "shm");
+    ASSERT_NE(client, nullptr);
+    int scans = 0;
+    while (!writers_done.load() || scans < 10) {
+      std::vector<std::pair<std::string, std::string>> pairs;
+      ASSERT_TRUE(client->Scan("", "", 100000, &pairs).ok());
+      for (size_t i = 1; i < pairs.size(); ++i) ASSERT_LT(pairs[i - 1].first, pairs[i].first);
+      ++scans;
+    }
+  });
+  for (auto& t : threads) t.join();
+  writers_done = true;
+  scanner.join();
+}
+
+TEST(Store, BadInputIsRefusedByTheClientAndByTheServer) {
+  RunningServer server = StartEmbedded("bad");
+  ASSERT_FALSE(server.ready.empty());
+  auto client = OpenClient(server.uris[0], "server", "tcp");
+  ASSERT_NE(client, nullptr);
+  EXPECT_TRUE(client->Put(std::string(256, 'k'), "v").IsInvalidArgument());
+  EXPECT_TRUE(client->Put("", "v").IsInvalidArgument());
+  EXPECT_TRUE(client->Put("k", std::string((1 << 20) + 1, 'v')).IsInvalidArgument());
+  std::string value;
+  EXPECT_TRUE(client->Get(std::string(300, 'k'), &value).IsInvalidArgument());
+  EXPECT_TRUE(Client::Open({.cluster = server.uris[0], .search = "sometimes"}).status().IsInvalidArgument());
+
+  // The server checks too: a raw request that skips the client's checks.
+  auto connection = rpc::Connect(server.uris[0]);
+  ASSERT_TRUE(connection.ok());
+  auto table = rpc::CallSync(**connection, 259, "");  // TABLE_ROOT_REGION: the root's id
+  ASSERT_TRUE(table.ok());
+  server::proto::KeyRequest put;
+  put.mutable_target()->set_region(1);
+  put.mutable_target()->set_epoch(1);
+  put.set_key(std::string(256, 'k'));
+  put.set_value("v");
+  auto reply = rpc::CallSync(**connection, server::proto::STORE_PUT, put.SerializeAsString());
+  EXPECT_TRUE(reply.status().IsInvalidArgument()) << reply.status().ToString();
+  reply = rpc::CallSync(**connection, server::proto::STORE_GET, "\xff\xff garbage");
+  EXPECT_TRUE(reply.status().IsInvalidArgument()) << reply.status().ToString();
+  server::proto::ScanRequest scan;
+  scan.mutable_target()->set_region(1);
+  scan.mutable_target()->set_epoch(1);
+  reply = rpc::CallSync(**connection, server::proto::STORE_SCAN, scan.SerializeAsString());
+  EXPECT_TRUE(reply.status().IsInvalidArgument()) << reply.status().ToString();
+  // Nothing of that reached the store.
+  std::vector<std::pair<std::string, std::string>> all;
+  ASSERT_TRUE(client->Scan("", "", 10, &all).ok());
+  EXPECT_TRUE(all.empty());
+}
+
+TEST(Store, AServerAnswersOnlyForRegionsItOwnsAtTheClientsEpoch) {
+  RunningServer server = StartEmbedded("owner");
+  ASSERT_FALSE(server.ready.empty());
+  auto connection = rpc::Connect(server.uris[0]);
+  ASSERT_TRUE(connection.ok());
+  for (auto [region, epoch] : {std::pair<uint32_t, uint64_t>{1, 2}, {2, 1}, {77, 1}}) {
+    server::proto::KeyRequest get;
+    get.mutable_target()->set_region(region);
+    get.mutable_target()->set_epoch(epoch);
+    get.set_key("k");
+    auto reply = rpc::CallSync(**connection, server::proto::STORE_GET, get.SerializeAsString());
+    ASSERT_TRUE(reply.ok()) << reply.status().ToString();
+    server::proto::StoreReply parsed;
+    ASSERT_TRUE(parsed.ParseFromString(*reply));
+    ASSERT_TRUE(parsed.has_wrong_owner()) << region << "@" << epoch;
+    EXPECT_EQ(parsed.wrong_owner().region(), region);
+    EXPECT_EQ(parsed.wrong_owner().epoch(), region == 1 ? 1u : 0u);
+  }
+}
+
+TEST(Store, ADeadServerIsUnavailableWithinTheTimeoutNeverAHang) {
+  RunningServer server = StartEmbedded("dead");
+  ASSERT_FALSE(server.ready.empty());
+  for (const char* search : {"server", "client"}) {
+    auto client = OpenClient(server.uris[0], search, "tcp", 1000ms);
+    ASSERT_NE(client, nullptr);
+    ASSERT_TRUE(client->Put("k", "v").ok());
+  }
+  auto server_side = OpenClient(server.uris[0], "server", "tcp", 1000ms);
+  auto client_side = OpenClient(server.uris[0], "client", "shm", 1000ms);
+  ASSERT_NE(server_side, nullptr);
+  ASSERT_NE(client_side, nullptr);
+  std::string value;
+  ASSERT_TRUE(client_side->Get("k", &value).ok());
+  server.process->Kill();
+  for (Client* c : {server_side.get(), client_side.get()}) {
+    const auto before = std::chrono::steady_clock::now();
+    Status s = c->Get("k", &value);
+    const auto took = std::chrono::steady_clock::now() - before;
+    EXPECT_TRUE(s.IsUnavailable() || s.IsDeadlineExceeded()) << s.ToString();
+    EXPECT_LT(took, 4s);
+    s = c->Put("k", "v2");
+    EXPECT_TRUE(s.IsUnavailable() || s.IsDeadlineExceeded()) << s.ToString();
+  }
+}
+
+TEST(Store, AFullStoreRefusesWritesAndKeepsWhatItHas) {
+  RunningServer server = StartServer({"--listen=tcp://127.0.0.1:0", "--region-size=1MiB", "--meganode-size=1MiB"});
+  ASSERT_FALSE(server.ready.empty());
+  auto client = OpenClient(server.uris[0], "server", "tcp");
+  ASSERT_NE(client, nullptr);
+  const std::string big(100000, 'x');
+  int stored = 0;
+  Status s;
+  for (; stored < 100; ++stored) {
+    s = client->Put(fmt::format("big{:03d}", stored), big);
+    if (!s.ok()) break;
+  }
+  EXPECT_TRUE(s.IsResourceExhausted()) << s.ToString();
+  EXPECT_GT(stored, 0);
+  for (int i = 0; i < stored; ++i) {
+    std::string value;
+    ASSERT_TRUE(client->Get(fmt::format("big{:03d}", i), &value).ok());
+    EXPECT_EQ(value, big);
+  }
+  // Room comes back when records go.
+  ASSERT_TRUE(client->Delete("big000").ok());
+  EXPECT_TRUE(client->Put("big000", big).ok());
+}
+
+}  // namespace
+}  // namespace cell
