@@ -7,6 +7,8 @@
 //   cellctl --cluster=tcp://127.0.0.1:7000 --search=client get user1
 //   cellctl --cluster=tcp://127.0.0.1:7000 scan user0 user9 --limit=10
 #include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <string>
 #include <utility>
@@ -95,7 +97,27 @@ int Scan(cell::Client& client, const std::string& start, const std::string& end,
   cell::Status s = client.Scan(start, end, limit, &pairs);
   if (!s.ok()) return Fail(s);
   for (const auto& [k, v] : pairs) std::printf("%s\t%s\n", k.c_str(), v.c_str());
+  std::fflush(stdout);
   std::fprintf(stderr, "%zu pair(s)\n", pairs.size());
+  return 0;
+}
+
+int Load(cell::Client& client, const std::string& prefix, size_t count, size_t value_bytes) {
+  const auto start = std::chrono::steady_clock::now();
+  for (size_t i = 0; i < count; ++i) {
+    char key[300];
+    std::snprintf(key, sizeof key, "%s%06zu", prefix.c_str(), i);
+    std::string value = "value-of-" + std::string(key);
+    value.resize(std::max(value.size(), value_bytes), '.');
+    cell::Status s = client.Put(key, value);
+    if (!s.ok()) {
+      std::fprintf(stderr, "cellctl: after %zu keys: %s\n", i, s.ToString().c_str());
+      return 1;
+    }
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::printf("loaded %zu keys %s%06d..%s%06zu in %.2f s\n", count, prefix.c_str(), 0, prefix.c_str(),
+              count == 0 ? 0 : count - 1, seconds);
   return 0;
 }
 
@@ -129,6 +151,12 @@ int main(int argc, char** argv) {
   scan->add_option("start", start, "first key (default: the smallest)");
   scan->add_option("end", end, "end key, excluded (default: no bound)");
   scan->add_option("--limit", limit, "at most this many pairs")->capture_default_str();
+  std::string prefix = "user";
+  size_t count = 1000, value_bytes = 0;
+  CLI::App* load = app.add_subcommand("load", "put COUNT sample keys PREFIX000000, PREFIX000001, ...");
+  load->add_option("--prefix", prefix)->capture_default_str();
+  load->add_option("--count", count)->capture_default_str();
+  load->add_option("--value-bytes", value_bytes, "pad values to at least this size")->capture_default_str();
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -144,5 +172,6 @@ int main(int argc, char** argv) {
   if (put->parsed()) return Put(**client, key, value);
   if (del->parsed()) return Del(**client, key);
   if (scan->parsed()) return Scan(**client, start, end, limit);
+  if (load->parsed()) return Load(**client, prefix, count, value_bytes);
   return 2;
 }

@@ -267,5 +267,38 @@ TEST(Store, AFullStoreRefusesWritesAndKeepsWhatItHas) {
   EXPECT_TRUE(client->Put("big000", big).ok());
 }
 
+TEST(Store, CellctlLoadsGetsPutsDeletesAndScans) {
+  RunningServer server = StartEmbedded("cellctl");
+  ASSERT_FALSE(server.ready.empty());
+  const std::string cluster = "--cluster=" + server.uris[0];
+  using testing::Cellctl;
+  auto [rc, out] = Cellctl({cluster, "load", "--count=500", "--prefix=item"});
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("loaded 500 keys item000000..item000499"), std::string::npos) << out;
+  for (const char* search : {"--search=server", "--search=client"}) {
+    std::tie(rc, out) = Cellctl({cluster, search, "get", "item000123"});
+    EXPECT_EQ(rc, 0) << out;
+    EXPECT_EQ(out, "value-of-item000123\n");
+  }
+  std::tie(rc, out) = Cellctl({cluster, "put", "item000123", "changed"});
+  EXPECT_EQ(rc, 0) << out;
+  std::tie(rc, out) = Cellctl({cluster, "--search=client", "get", "item000123"});
+  EXPECT_EQ(out, "changed\n");
+  std::tie(rc, out) = Cellctl({cluster, "del", "item000124"});
+  EXPECT_EQ(rc, 0) << out;
+  std::tie(rc, out) = Cellctl({cluster, "del", "item000124"});
+  EXPECT_EQ(rc, 3) << out;
+  std::tie(rc, out) = Cellctl({cluster, "get", "item000124"});
+  EXPECT_EQ(rc, 3) << out;
+  EXPECT_NE(out.find("no key 'item000124'"), std::string::npos) << out;
+  std::tie(rc, out) = Cellctl({cluster, "--search=client", "scan", "item000122", "item000126"});
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_EQ(out,
+            "item000122\tvalue-of-item000122\nitem000123\tchanged\nitem000125\tvalue-of-item000125\n3 pair(s)\n");
+  std::tie(rc, out) = Cellctl({cluster, "put", std::string(256, 'k'), "v"});
+  EXPECT_EQ(rc, 1) << out;
+  EXPECT_NE(out.find("InvalidArgument"), std::string::npos) << out;
+}
+
 }  // namespace
 }  // namespace cell
