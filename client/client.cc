@@ -47,6 +47,12 @@ StatusOr<std::unique_ptr<Client>> Client::Open(const ClientOptions& options) {
 Status Client::Get(std::string_view key, std::string* value) { return impl_->store->Get(key, value); }
 Status Client::Put(std::string_view key, std::string_view value) { return impl_->store->Put(key, value); }
 Status Client::Delete(std::string_view key) { return impl_->store->Delete(key); }
+void Client::GetAsync(std::string_view key, std::function<void(const Status&, std::string_view)> done) {
+  impl_->store->GetAsync(key, std::move(done));
+}
+void Client::PutAsync(std::string_view key, std::string_view value, std::function<void(const Status&)> done) {
+  impl_->store->PutAsync(key, value, std::move(done));
+}
 
 Status Client::Scan(std::string_view start, std::string_view end, size_t limit,
                     std::vector<std::pair<std::string, std::string>>* out) {
@@ -54,6 +60,12 @@ Status Client::Scan(std::string_view start, std::string_view end, size_t limit,
   CELL_RETURN_IF_ERROR(impl_->store->Scan(start, end, limit, &pairs));
   for (auto& kv : pairs) out->emplace_back(std::move(kv.key), std::move(kv.value));
   return Status::OK();
+}
+
+Client::Stats Client::stats() const {
+  const auto& s = impl_->store->stats();
+  return {.server_searches = s.server_searches.load(), .client_searches = s.client_searches.load(),
+          .retries = s.retries.load()};
 }
 
 StatusOr<std::vector<ServerDescription>> Client::Servers() {

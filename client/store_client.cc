@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <charconv>
+#include <optional>
+#include <utility>
 #include <thread>
 
 #include "btree/node_source.h"
@@ -24,6 +26,43 @@ StatusOr<double> ParseSearchMode(std::string_view mode) {
   }
   return Status::InvalidArgument(fmt::format(
       "search mode '{}' is not one of server, client, fixed:<fraction of server-side searches, 0..1>", mode));
+}
+
+StoreClient::StoreClient(membership::RegionTableReader* table, const StoreClientOptions& options)
+    : table_(table), cache_(table), options_(options) {
+  retry_thread_ = std::thread([this] { RetryLoop(); });
+}
+
+StoreClient::~StoreClient() {
+  std::map<uint64_t, std::shared_ptr<rpc::Connection>> connections;
+  {
+    std::lock_guard lock(mu_);
+    closing_ = true;
+    connections.swap(connections_);
+    retry_cv_.notify_all();
+  }
+  // Outstanding calls complete now (Unavailable); their retries, if any, fail at once since closing_ is set.
+  for (auto& [id, connection] : connections) connection->Close();
+  retry_thread_.join();
+}
+
+void StoreClient::PostRetry(std::function<void()> task) {
+  std::lock_guard lock(mu_);
+  retries_.push_back(std::move(task));
+  retry_cv_.notify_one();
+}
+
+void StoreClient::RetryLoop() {
+  std::unique_lock lock(mu_);
+  while (true) {
+    retry_cv_.wait(lock, [&] { return closing_ || !retries_.empty(); });
+    if (retries_.empty()) return;  // closing, and nothing left
+    std::vector<std::function<void()>> tasks;
+    tasks.swap(retries_);
+    lock.unlock();
+    for (auto& task : tasks) task();
+    lock.lock();
+  }
 }
 
 bool StoreClient::SearchOnServer() {
@@ -64,8 +103,11 @@ StatusOr<std::shared_ptr<rpc::Connection>> StoreClient::ConnectionTo(const membe
       continue;
     }
     std::shared_ptr<rpc::Connection> shared = std::move(*connection);
-    std::lock_guard lock(mu_);
-    connections_[server.id] = shared;
+    std::shared_ptr<rpc::Connection> old;  // released after the lock: closing it runs its callbacks, which lock mu_
+    {
+      std::lock_guard lock(mu_);
+      old = std::exchange(connections_[server.id], shared);
+    }
     return shared;
   }
   return Status::Unavailable(fmt::format("cannot reach server {}{}", server.id,
@@ -74,8 +116,12 @@ StatusOr<std::shared_ptr<rpc::Connection>> StoreClient::ConnectionTo(const membe
 
 void StoreClient::Forget(uint64_t server) {
   cache_.OnServerUnreachable(server);
+  std::shared_ptr<rpc::Connection> old;  // released after the lock (see ConnectionTo)
   std::lock_guard lock(mu_);
-  connections_.erase(server);
+  auto it = connections_.find(server);
+  if (it == connections_.end()) return;
+  old = std::move(it->second);
+  connections_.erase(it);
 }
 
 Status StoreClient::Run(const Operation& op) {
@@ -83,6 +129,10 @@ Status StoreClient::Run(const Operation& op) {
   Status last;
   auto backoff = std::chrono::milliseconds(1);
   while (true) {
+    {
+      std::lock_guard lock(mu_);
+      if (closing_) return Status::Unavailable("the client is closing");
+    }
     auto root = Root();
     if (!root.ok()) return root.status();
     auto route = cache_.Lookup(*root);
@@ -164,18 +214,104 @@ Status StoreClient::Get(std::string_view key, std::string* value) {
   CELL_RETURN_IF_ERROR(meganode::CheckKeyValue(key, {}));
   if (SearchOnServer()) {
     stats_.server_searches.fetch_add(1, std::memory_order_relaxed);
-    return Run([&](rpc::Connection& connection, const Route& route) -> Attempt {
-      std::string bytes;
-      Attempt a = Call(connection, route, StoreMethod::STORE_GET, KeyRequest(route, key).SerializeAsString(), &bytes);
-      if (!a.status.ok()) return a;
-      server::proto::StoreReply reply;
-      reply.ParseFromString(bytes);
-      if (!reply.found()) return {Status::NotFound(fmt::format("no key '{}'", key)), false};
-      *value = std::move(*reply.mutable_value());
-      return {Status::OK(), false};
-    });
+    return GetServerSide(key, value);
   }
   stats_.client_searches.fetch_add(1, std::memory_order_relaxed);
+  return GetClientSide(key, value);
+}
+
+void StoreClient::CallAsync(uint16_t method, const std::function<std::string(const Route&)>& build,
+                            std::function<void(const Status&, std::string_view)> finish,
+                            std::function<void()> retry) {
+  std::optional<uint32_t> root;
+  {
+    std::lock_guard lock(mu_);
+    if (root_ != 0) root = root_;
+  }
+  auto route = root ? cache_.Lookup(*root) : StatusOr<Route>(Status::Unavailable("root not known yet"));
+  if (!route.ok()) return PostRetry(std::move(retry));
+  auto connection = ConnectionTo(route->owner);
+  if (!connection.ok()) return PostRetry(std::move(retry));
+  const Route r = *route;
+  // The callback must not hold the connection: dropping the last reference from its own thread would destroy it
+  // there. The client's map (or a sync caller) keeps it alive; the destructor closes it before returning.
+  (*connection)->Call(method, build(r),
+          [this, r, finish = std::move(finish), retry = std::move(retry)](const Status& status,
+                                                                           std::string_view response) mutable {
+            if (!status.ok()) {
+              if (status.IsUnavailable()) return PostRetry(std::move(retry));
+              return finish(status, {});
+            }
+            server::proto::StoreReply reply;
+            if (!reply.ParseFromArray(response.data(), static_cast<int>(response.size()))) {
+              return finish(Status::Corruption(fmt::format("malformed reply ({} bytes) from server {}",
+                                                           response.size(), r.owner.id)),
+                            {});
+            }
+            if (reply.has_wrong_owner()) {
+              cache_.OnWrongOwner(r.entry.region, r.owner.id, reply.wrong_owner().epoch());
+              return PostRetry(std::move(retry));
+            }
+            finish(Status::OK(), response);
+          });
+}
+
+void StoreClient::GetAsync(std::string_view key, GetCallback done) {
+  if (Status s = meganode::CheckKeyValue(key, {}); !s.ok()) return done(s, {});
+  if (!SearchOnServer()) {
+    stats_.client_searches.fetch_add(1, std::memory_order_relaxed);
+    std::string value;
+    Status s = GetClientSide(key, &value);
+    return done(s, value);
+  }
+  stats_.server_searches.fetch_add(1, std::memory_order_relaxed);
+  auto shared_done = std::make_shared<GetCallback>(std::move(done));
+  std::string k(key);
+  CallAsync(
+      StoreMethod::STORE_GET, [&k](const Route& route) { return KeyRequest(route, k).SerializeAsString(); },
+      [shared_done, k](const Status& status, std::string_view bytes) {
+        if (!status.ok()) return (*shared_done)(status, {});
+        server::proto::StoreReply reply;
+        reply.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()));
+        if (!reply.found()) return (*shared_done)(Status::NotFound(fmt::format("no key '{}'", k)), {});
+        (*shared_done)(Status::OK(), reply.value());
+      },
+      [this, shared_done, k] {
+        std::string value;
+        Status s = GetServerSide(k, &value);
+        (*shared_done)(s, value);
+      });
+}
+
+void StoreClient::PutAsync(std::string_view key, std::string_view value, DoneCallback done) {
+  if (Status s = meganode::CheckKeyValue(key, value); !s.ok()) return done(s);
+  auto shared_done = std::make_shared<DoneCallback>(std::move(done));
+  auto kv = std::make_shared<std::pair<std::string, std::string>>(key, value);
+  CallAsync(
+      StoreMethod::STORE_PUT,
+      [&kv](const Route& route) {
+        server::proto::KeyRequest request = KeyRequest(route, kv->first);
+        request.set_value(kv->second);
+        return request.SerializeAsString();
+      },
+      [shared_done](const Status& status, std::string_view) { (*shared_done)(status); },
+      [this, shared_done, kv] { (*shared_done)(Put(kv->first, kv->second)); });
+}
+
+Status StoreClient::GetServerSide(std::string_view key, std::string* value) {
+  return Run([&](rpc::Connection& connection, const Route& route) -> Attempt {
+    std::string bytes;
+    Attempt a = Call(connection, route, StoreMethod::STORE_GET, KeyRequest(route, key).SerializeAsString(), &bytes);
+    if (!a.status.ok()) return a;
+    server::proto::StoreReply reply;
+    reply.ParseFromString(bytes);
+    if (!reply.found()) return {Status::NotFound(fmt::format("no key '{}'", key)), false};
+    *value = std::move(*reply.mutable_value());
+    return {Status::OK(), false};
+  });
+}
+
+Status StoreClient::GetClientSide(std::string_view key, std::string* value) {
   return Run([&](rpc::Connection& connection, const Route& route) -> Attempt {
     btree::CopyingNodeSource source(ReadFetcher(connection));
     btree::TreeReader reader(&source, GlobalPtr{route.entry.region, 0});

@@ -4,12 +4,16 @@
 // the operation's deadline.
 #pragma once
 
+#include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "btree/tree_reader.h"
@@ -36,12 +40,21 @@ class StoreClient {
     std::atomic<uint64_t> retries{0};  // wrong owner, failed connection or unavailable region, then tried again
   };
 
+  using GetCallback = std::function<void(const Status& status, std::string_view value)>;
+  using DoneCallback = std::function<void(const Status& status)>;
+
   // `table` must outlive the client.
-  StoreClient(membership::RegionTableReader* table, const StoreClientOptions& options)
-      : table_(table), cache_(table), options_(options) {}
+  StoreClient(membership::RegionTableReader* table, const StoreClientOptions& options);
+  // Outstanding asynchronous operations complete (Unavailable if they had not finished) before it returns.
+  ~StoreClient();
 
   Status Get(std::string_view key, std::string* value);
   Status Put(std::string_view key, std::string_view value);
+  // Asynchronous forms. A server-side operation is sent at once and completes on a transport thread; one that meets
+  // a stale route or a failed server is retried on the client's retry thread. A client-side search runs in the
+  // calling thread and completes before GetAsync returns. Callbacks must not block.
+  void GetAsync(std::string_view key, GetCallback done);
+  void PutAsync(std::string_view key, std::string_view value, DoneCallback done);
   Status Delete(std::string_view key);
   Status Scan(std::string_view start, std::string_view end, size_t limit, std::vector<btree::KeyValue>* out);
 
@@ -56,6 +69,14 @@ class StoreClient {
   using Operation = std::function<Attempt(rpc::Connection& connection, const Route& route)>;
   // Runs `op` against the root region's owner until it no longer asks to retry or the deadline passes.
   Status Run(const Operation& op);
+  Status GetServerSide(std::string_view key, std::string* value);
+  Status GetClientSide(std::string_view key, std::string* value);
+  // The asynchronous first attempt of a server-side request: `build` makes the request for the route; `finish`
+  // receives the reply (OK) or a final error. Anything that calls for a retry runs `retry` on the retry thread.
+  void CallAsync(uint16_t method, const std::function<std::string(const Route&)>& build,
+                 std::function<void(const Status&, std::string_view reply)> finish, std::function<void()> retry);
+  void PostRetry(std::function<void()> task);
+  void RetryLoop();
   // A server-side request: sends, and sorts the reply into result / wrong owner / unreachable.
   Attempt Call(rpc::Connection& connection, const Route& route, uint16_t method, const std::string& request,
                std::string* reply_bytes);
@@ -71,6 +92,10 @@ class StoreClient {
   std::mutex mu_;  // guards what follows
   std::map<uint64_t, std::shared_ptr<rpc::Connection>> connections_;
   uint32_t root_ = 0;
+  bool closing_ = false;
+  std::condition_variable retry_cv_;
+  std::vector<std::function<void()>> retries_;  // tasks for the retry thread
+  std::thread retry_thread_;
 };
 
 }  // namespace cell::client

@@ -1,6 +1,8 @@
 // The one place that names every transport: URI parsing and the Listen/Connect factories.
 #include "rpc/transport.h"
 
+#include <atomic>
+
 #include <charconv>
 #include <future>
 
@@ -128,10 +130,27 @@ StatusOr<std::string> CallSync(Connection& connection, uint16_t method, std::str
 }
 
 Status ReadSync(Connection& connection, GlobalPtr remote, uint32_t length, void* dest) {
-  std::promise<Status> promise;
-  auto future = promise.get_future();
-  connection.Read(remote, length, dest, [&promise](const Status& s) { promise.set_value(s); });
-  return future.get();
+  // Client-side searches issue one read per node, and shm reads complete inline: no promise, no allocation per read.
+  // Each thread has one completion slot (it waits for one read at a time); the callback holds a reference, so a
+  // notify that comes after the waiter has moved on (or exited) still finds the slot.
+  struct Slot {
+    std::atomic<uint64_t> done{0};  // the sequence number of the last completed read
+    Status status;
+  };
+  thread_local const std::shared_ptr<Slot> slot = std::make_shared<Slot>();
+  thread_local uint64_t issued = 0;
+  const uint64_t mine = ++issued;
+  const std::shared_ptr<Slot>& s = slot;
+  connection.Read(remote, length, dest, [s, mine](const Status& status) {
+    s->status = status;
+    s->done.store(mine, std::memory_order_release);
+    s->done.notify_one();
+  });
+  for (uint64_t seen = s->done.load(std::memory_order_acquire); seen != mine;
+       seen = s->done.load(std::memory_order_acquire)) {
+    s->done.wait(seen, std::memory_order_acquire);
+  }
+  return s->status;
 }
 
 }  // namespace cell::rpc

@@ -13,6 +13,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -70,11 +71,23 @@ class Client {
   // Inserts or replaces. InvalidArgument for a key outside 1..255 bytes or a value over 1 MiB (cell/limits.h);
   // ResourceExhausted when the store is full (nothing changed).
   Status Put(std::string_view key, std::string_view value);
+  // Asynchronous Get and Put, so that one thread keeps many operations in flight. `done` runs exactly once: for a
+  // server-side operation on a client thread when the reply arrives, for a client-side search in the calling thread
+  // before GetAsync returns. It must not block. `value` is valid only during the callback.
+  void GetAsync(std::string_view key, std::function<void(const Status& status, std::string_view value)> done);
+  void PutAsync(std::string_view key, std::string_view value, std::function<void(const Status& status)> done);
   // Removes `key`; NotFound if it was absent.
   Status Delete(std::string_view key);
   // Up to `limit` pairs with start <= key < end (empty end: no bound), in key order, appended to *out.
   Status Scan(std::string_view start, std::string_view end, size_t limit,
               std::vector<std::pair<std::string, std::string>>* out);
+
+  struct Stats {
+    uint64_t server_searches = 0;  // gets and scans searched by RPC
+    uint64_t client_searches = 0;  // gets and scans searched with one-sided reads
+    uint64_t retries = 0;          // attempts repeated after a stale route, a failed server or a fenced one
+  };
+  Stats stats() const;
 
   // The live servers, by id.
   StatusOr<std::vector<ServerDescription>> Servers();
