@@ -47,9 +47,16 @@ StoreClient::~StoreClient() {
 }
 
 void StoreClient::PostRetry(std::function<void()> task) {
-  std::lock_guard lock(mu_);
-  retries_.push_back(std::move(task));
-  retry_cv_.notify_one();
+  {
+    std::lock_guard lock(mu_);
+    if (!closing_) {
+      retries_.push_back(std::move(task));
+      retry_cv_.notify_one();
+      return;
+    }
+  }
+  // Closing: the retry thread may be gone; the task fails at once (Run sees closing_), so run it here.
+  task();
 }
 
 void StoreClient::RetryLoop() {

@@ -37,6 +37,9 @@ int main(int argc, char** argv) {
   app.add_option("--region-size", config.store.extent_region_bytes,
                  "bytes of the extent region that holds the records (e.g. 1GiB; committed as it is used)")
       ->transform(CLI::AsSizeValue(false));
+  app.add_flag("--huge-pages", config.store.huge_pages,
+               "put the regions on 2 MiB huge pages (reserve them first: vm.nr_hugepages); fewer TLB misses for "
+               "one-sided reads");
   CLI11_PARSE(app, argc, argv);
   if (config.listen.empty()) config.listen.push_back("tcp://127.0.0.1:7000");
   config.zk_session_timeout = std::chrono::milliseconds(session_ms);

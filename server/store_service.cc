@@ -22,7 +22,7 @@ StatusOr<std::unique_ptr<StoreService>> StoreService::Open(const StoreConfig& co
   meganode::LocalStoreOptions options;
   options.meganode_bytes = config.meganode_bytes;
   options.extent_region_bytes = config.extent_region_bytes;
-  options.backing = meganode::RegionBacking::kMemfd;
+  options.backing = config.huge_pages ? meganode::RegionBacking::kHugetlb : meganode::RegionBacking::kMemfd;
   options.node_region_id = service->node_region_;
   options.extent_region_id = service->extent_region_;
   auto store = meganode::LocalStore::Open(options);

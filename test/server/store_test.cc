@@ -3,6 +3,8 @@
 #include <signal.h>
 
 #include <atomic>
+#include <condition_variable>
+#include <mutex>
 #include <map>
 #include <random>
 #include <thread>
@@ -265,6 +267,57 @@ TEST(Store, AFullStoreRefusesWritesAndKeepsWhatItHas) {
   // Room comes back when records go.
   ASSERT_TRUE(client->Delete("big000").ok());
   EXPECT_TRUE(client->Put("big000", big).ok());
+}
+
+TEST(Store, ManyAsynchronousOperationsInFlightFromOneThread) {
+  RunningServer server = StartEmbedded("async", {"--workers=2"});
+  ASSERT_FALSE(server.ready.empty());
+  for (const char* search : {"server", "client"}) {
+    auto client = OpenClient(server.uris[0], search, "shm");
+    ASSERT_NE(client, nullptr);
+    constexpr int kKeys = 2000;
+    std::mutex mu;
+    std::condition_variable cv;
+    int done = 0, failed = 0;
+    const auto finish = [&](bool ok) {
+      std::lock_guard lock(mu);
+      ++done;
+      failed += ok ? 0 : 1;
+      cv.notify_all();
+    };
+    for (int i = 0; i < kKeys; ++i) {  // all issued before any is awaited
+      client->PutAsync(fmt::format("{}-{:05d}", search, i), fmt::format("v{}", i),
+                       [&](const Status& s) { finish(s.ok()); });
+    }
+    {
+      std::unique_lock lock(mu);
+      ASSERT_TRUE(cv.wait_for(lock, 60s, [&] { return done == kKeys; }));
+      ASSERT_EQ(failed, 0);
+      done = 0;
+    }
+    for (int i = 0; i < kKeys; ++i) {
+      const std::string want = fmt::format("v{}", i);
+      client->GetAsync(fmt::format("{}-{:05d}", search, i),
+                       [&, want](const Status& s, std::string_view value) { finish(s.ok() && value == want); });
+    }
+    client->GetAsync("no-such-key", [&](const Status& s, std::string_view) { finish(s.IsNotFound()); });
+    client->GetAsync(std::string(256, 'k'), [&](const Status& s, std::string_view) { finish(s.IsInvalidArgument()); });
+    std::unique_lock lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, 60s, [&] { return done == kKeys + 2; }));
+    EXPECT_EQ(failed, 0);
+    const Client::Stats stats = client->stats();
+    EXPECT_EQ(std::string(search) == "server" ? stats.server_searches : stats.client_searches, kKeys + 1u);
+  }
+  // A client destroyed with operations in flight completes each of them first, exactly once.
+  std::atomic<int> completed{0};
+  {
+    auto client = OpenClient(server.uris[0], "server", "tcp");
+    ASSERT_NE(client, nullptr);
+    for (int i = 0; i < 500; ++i) {
+      client->GetAsync(fmt::format("server-{:05d}", i), [&](const Status&, std::string_view) { ++completed; });
+    }
+  }
+  EXPECT_EQ(completed.load(), 500);
 }
 
 TEST(Store, CellctlLoadsGetsPutsDeletesAndScans) {
