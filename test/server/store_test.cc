@@ -235,11 +235,18 @@ TEST(Store, ADeadServerIsUnavailableWithinTheTimeoutNeverAHang) {
   ASSERT_TRUE(client_side->Get("k", &value).ok());
   server.process->Kill();
   for (Client* c : {server_side.get(), client_side.get()}) {
+    // A one-sided read may still copy the dead server's last state until the client's transport has noticed the
+    // death (the shm mapping outlives the process); that copy is right, and must be "v". Within the timeout every
+    // operation fails with Unavailable or DeadlineExceeded, and none hangs.
     const auto before = std::chrono::steady_clock::now();
-    Status s = c->Get("k", &value);
-    const auto took = std::chrono::steady_clock::now() - before;
+    Status s;
+    do {
+      value.clear();
+      s = c->Get("k", &value);
+      if (s.ok()) ASSERT_EQ(value, "v");
+    } while (s.ok() && std::chrono::steady_clock::now() - before < 4s);
     EXPECT_TRUE(s.IsUnavailable() || s.IsDeadlineExceeded()) << s.ToString();
-    EXPECT_LT(took, 4s);
+    EXPECT_LT(std::chrono::steady_clock::now() - before, 4s);
     s = c->Put("k", "v2");
     EXPECT_TRUE(s.IsUnavailable() || s.IsDeadlineExceeded()) << s.ToString();
   }
