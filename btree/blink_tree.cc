@@ -11,13 +11,14 @@ namespace cell::btree {
 
 
 bool PartitionEntries(const std::vector<NodeEntry>& entries, int level, std::string_view min, std::string_view max,
-                      std::vector<size_t>* starts, std::vector<std::string>* separators) {
+                      std::vector<size_t>* starts, std::vector<std::string>* separators, bool exact_leaf_separators) {
   const size_t n = entries.size();
   starts->clear();
   separators->clear();
   if (n < 2) return false;
   auto separator_before = [&](size_t i) {
-    return level == 0 ? ShortestSeparator(entries[i - 1].key, entries[i].key) : entries[i].key;
+    return level == 0 && !exact_leaf_separators ? ShortestSeparator(entries[i - 1].key, entries[i].key)
+                                                : entries[i].key;
   };
   auto cost = [&](size_t i, bool first) -> uint32_t {
     return (level > 0 && first) ? 2 : NodeImage::EntryWords(entries[i].key.size(), level);
@@ -61,15 +62,16 @@ bool PartitionEntries(const std::vector<NodeEntry>& entries, int level, std::str
   return starts->size() >= 2;
 }
 
-Status BLinkTree::Format(NodeStore* store, bool internal_meganode) {
+Status BLinkTree::Format(NodeStore* store, const MeganodeInfo& info) {
   uint32_t root = 0;
   CELL_RETURN_IF_ERROR(store->AllocateSlots(1, false, &root));
   NodeImage image;
-  uint8_t flags = kFlagValid | (internal_meganode ? kFlagInternalMeganode : 0);
+  uint8_t flags = kFlagValid | (info.level > 0 ? kFlagInternalMeganode : 0);
+  // The local root covers every key: the meganode's range is kept (and checked) in its header.
   image.Build(NodeHeader{store->meganode(), root, 0, flags, GlobalPtr()}, "", "", nullptr, 0);
   uint64_t* w = store->SlotWords(root);
   PublishAndUnlock(w, &image, LockNode(w));
-  image.BuildMeganodeHeader(store->meganode(), root, 0);
+  image.BuildMeganodeHeader(store->meganode(), root, 0, info);
   uint64_t* hw = store->SlotWords(0);
   PublishAndUnlock(hw, &image, LockNode(hw));
   store->OnRootLevel(0);
@@ -175,7 +177,9 @@ Status BLinkTree::Split(Locked* node, std::vector<NodeEntry> entries, Path* path
   v.CopyMaxKey(&max);
   std::vector<size_t> starts;
   std::vector<std::string> seps;
-  if (!PartitionEntries(entries, level, min, max, &starts, &seps)) {
+  // In an internal meganode a leaf's min fence must be its first separator, so that the separator at or below any
+  // key it covers is in the leaf itself (TreeReader::Find): no suffix truncation there.
+  if (!PartitionEntries(entries, level, min, max, &starts, &seps, (node_flags_ & kFlagInternalMeganode) != 0)) {
     Unlock(node);
     return Status::Internal("a node's entries could not be partitioned into nodes");
   }
@@ -287,6 +291,15 @@ Status BLinkTree::CheckInvariants(Shape* shape) const {
   auto fail = [](int level, uint32_t slot, const std::string& what) {
     return Status::Corruption("level " + std::to_string(level) + " slot " + std::to_string(slot) + ": " + what);
   };
+  // A meganode split cuts its nodes at the meganode's new max: the rightmost node of a level then ends there, with
+  // no right link (global_tree.h). Until its first split, a meganode's nodes reach +infinity.
+  std::string meganode_max;
+  {
+    NodeHandle header;
+    CELL_RETURN_IF_ERROR(local_->Fetch(store_->meganode(), &header));
+    header.view.CopyMaxKey(&meganode_max);
+  }
+  auto edge = [&](const std::string& max) { return max.empty() || (!meganode_max.empty() && max == meganode_max); };
   GlobalPtr leftmost = root;
   NodeHandle h, child;
   std::string min, max, prev_max, key, prev_key, child_min, child_max, next_sep;
@@ -307,7 +320,9 @@ Status BLinkTree::CheckInvariants(Shape* shape) const {
       if (!v.max_is_infinite() && CompareKeys(min, max) >= 0 && !min.empty()) {
         return fail(level, slot, "min key not below max key");
       }
-      if (v.max_is_infinite() != v.right().is_null()) return fail(level, slot, "right link disagrees with max key");
+      if (v.right().is_null() ? !edge(max) : v.max_is_infinite()) {
+        return fail(level, slot, "right link disagrees with max key");
+      }
       ++shape->nodes;
       ++shape->nodes_per_level[level];
       if (level == 0) { ++shape->leaves; shape->entries += v.size(); }
@@ -341,7 +356,7 @@ Status BLinkTree::CheckInvariants(Shape* shape) const {
       first = false;
       ptr = v.right();
     }
-    if (!prev_max.empty()) return fail(level, 0, "rightmost node has a finite max key");
+    if (!edge(prev_max)) return fail(level, 0, "rightmost node ends before the meganode's max");
   }
   return Status::OK();
 }

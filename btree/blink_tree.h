@@ -44,8 +44,8 @@ class BLinkTree {
     std::vector<uint64_t> nodes_per_level;
   };
 
-  // Writes an empty tree into a fresh meganode: the header at slot 0, an empty root leaf.
-  static Status Format(NodeStore* store, bool internal_meganode);
+  // Writes an empty tree into a fresh meganode: the header at slot 0 (saying `info`), an empty root leaf.
+  static Status Format(NodeStore* store, const MeganodeInfo& info);
 
   // `local` must read the same memory as `store` (a LocalNodeSource).
   BLinkTree(NodeStore* store, NodeSource* local);
@@ -95,7 +95,9 @@ class BLinkTree {
 // (starts[0] == 0), separators[i-1] the key between pieces i-1 and i. Two balanced halves when they fit, more
 // pieces only when long keys and fences leave no two-way cut. False if even that fails (cannot happen for keys
 // of at most kMaxKeySize bytes).
+// With exact_leaf_separators, a level-0 cut's separator is the right piece's first key (no suffix truncation).
 bool PartitionEntries(const std::vector<NodeEntry>& entries, int level, std::string_view min, std::string_view max,
-                      std::vector<size_t>* starts, std::vector<std::string>* separators);
+                      std::vector<size_t>* starts, std::vector<std::string>* separators,
+                      bool exact_leaf_separators = false);
 
 }  // namespace cell::btree

@@ -70,11 +70,15 @@ bool NodeImage::Build(const NodeHeader& h, std::string_view min, std::string_vie
   return true;
 }
 
-void NodeImage::BuildMeganodeHeader(GlobalPtr meganode, uint32_t root_slot, int root_level) {
-  std::memset(w, 0, sizeof(w));
-  w[2] = meganode.Pack();
-  w[3] = (uint64_t(NodeKind::kMeganodeHeader) << 40) | (uint64_t{kFlagValid} << 48);
+void NodeImage::BuildMeganodeHeader(GlobalPtr meganode, uint32_t root_slot, int root_level,
+                                    const MeganodeInfo& info) {
+  // The fences as in a tree node without entries (keys are at most 255 bytes: two fences always fit).
+  Build(NodeHeader{meganode, 0, info.level, kFlagValid, info.right}, info.min, info.max, nullptr, 0);
+  const uint8_t flags = kFlagValid | (info.level > 0 ? kFlagInternalMeganode : 0);
+  w[3] = (uint64_t(info.level & 0xff) << 32) | (uint64_t(NodeKind::kMeganodeHeader) << 40) |
+         (uint64_t{flags} << 48);
   SetRoot(root_slot, root_level);
+  SetClusterRoot(info.cluster_root);
 }
 
 void NodeImage::MarkFree() {

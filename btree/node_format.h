@@ -12,7 +12,14 @@
 //            32-39 heap start word.   A fence length of 0 means -infinity (min) or +infinity (max): real keys and
 //                         separators are never empty.
 //   word 6   meganode header only: bits 0-31 root slot | 32-39 root level.  Tree nodes: 0.
-//   word 7   reserved, 0.
+//   word 7   meganode header only: the cluster's root meganode (GlobalPtr), kept in the header of the cluster's
+//            first meganode (offset 0 of the lowest region); 0 elsewhere.  Tree nodes: 0.
+// A MEGANODE HEADER (slot 0, kind kMeganodeHeader) uses the same words for the meganode as a whole: level (word 3)
+// is the meganode's level in the tree of meganodes (0: a leaf meganode), the flags say internal or not, the fences
+// (word 5) are the meganode's key range [min, max), and the right link (word 4) is the right sibling meganode's
+// header (meganodes of one level are linked, B-link style, so a search that finds its key at or above a meganode's
+// max moves right). A split of a meganode publishes its header (new max, right link to the new meganode) before
+// it cuts its nodes, so a reader that meets a cut node (finite max, no right link) re-reads the header and moves.
 //   words 8..          the slot array, two words per entry, sorted by key:
 //            [prefix]  the key's first 8 bytes, zero padded (raw byte order; compared as a big-endian integer)
 //            [aux]     bits 0-7 key length | 8-15 blob word | 32-63 child slot (inner) or record length (level 0)
@@ -127,6 +134,7 @@ class NodeView {
   // Meganode header fields.
   uint32_t root_slot() const { return static_cast<uint32_t>(W(6)); }
   int root_level() const { return static_cast<int>((W(6) >> 32) & 0xff); }
+  GlobalPtr cluster_root() const { return GlobalPtr::Unpack(W(7)); }
 
   // Entry accessors (i < size()).
   uint32_t key_len(uint32_t i) const { return W(kHeaderWords + 2 * i + 1) & 0xff; }
@@ -225,6 +233,14 @@ struct NodeEntry {
   uint32_t child = 0;   // inner levels
 };
 
+// What a meganode's header says of the meganode as a whole.
+struct MeganodeInfo {
+  std::string min, max;  // key range [min, max); empty: -infinity / +infinity
+  GlobalPtr right;       // the right sibling meganode (null at the right edge of its level)
+  int level = 0;         // 0: a leaf meganode (entries point to records); above: entries point to child meganodes
+  GlobalPtr cluster_root;  // the cluster's first meganode only: the root meganode
+};
+
 // Header fields of a tree node, for building images.
 struct NodeHeader {
   GlobalPtr meganode;
@@ -251,8 +267,9 @@ class NodeImage {
   // Builds a tree node from scratch. Returns false (image unspecified) if it does not fit in 1 KB.
   // An empty `min` means -infinity, an empty `max` +infinity. For inner nodes entries[0].key is ignored.
   bool Build(const NodeHeader& h, std::string_view min, std::string_view max, const NodeEntry* entries, size_t n);
-  // A meganode header (slot 0 of every meganode).
-  void BuildMeganodeHeader(GlobalPtr meganode, uint32_t root_slot, int root_level);
+  // A meganode header (slot 0 of every meganode): the root of its local tree, its key range [min, max) (empty:
+  // infinite), its right sibling meganode, its level among meganodes and whether it is internal.
+  void BuildMeganodeHeader(GlobalPtr meganode, uint32_t root_slot, int root_level, const struct MeganodeInfo& info);
   // A freed node: identity kept, valid flag cleared, no entries.
   void MarkFree();
 
@@ -265,6 +282,7 @@ class NodeImage {
   void SetRoot(uint32_t root_slot, int root_level) {
     w[6] = uint64_t{root_slot} | (uint64_t(root_level & 0xff) << 32);
   }
+  void SetClusterRoot(GlobalPtr root) { w[7] = root.Pack(); }
 
   // All entries, decoded.
   std::vector<NodeEntry> Entries() const;

@@ -24,8 +24,20 @@ Status TreeReader::ReadRoot(GlobalPtr* root, int* level) {
 Status TreeReader::Reach(const SearchKey& k, int target, GlobalPtr ptr, int level, Path* path, NodeHandle* h) {
   return local_ ? ReachIn(local_, k, target, ptr, level, path, h) : ReachIn(source_, k, target, ptr, level, path, h);
 }
+Status TreeReader::Find(std::string_view key, std::string* value, Step* step) {
+  return local_ ? FindIn(local_, key, value, step) : FindIn(source_, key, value, step);
+}
+Status TreeReader::ReadHeader(const SearchKey* k, Header* out, bool with_max) {
+  return local_ ? ReadHeaderIn(local_, k, out, with_max) : ReadHeaderIn(source_, k, out, with_max);
+}
 Status TreeReader::Get(std::string_view key, std::string* value) {
-  return local_ ? GetIn(local_, key, value) : GetIn(source_, key, value);
+  Step step;
+  CELL_RETURN_IF_ERROR(Find(key, value, &step));
+  switch (step.kind) {
+    case Step::Kind::kFound: return Status::OK();
+    case Step::Kind::kNotFound: return Status::NotFound("key not found");
+    default: return Status::FailedPrecondition("key lies outside this meganode");
+  }
 }
 Status TreeReader::Scan(std::string_view start, std::string_view end, size_t limit, std::vector<KeyValue>* out) {
   return local_ ? ScanIn(local_, start, end, limit, out) : ScanIn(source_, start, end, limit, out);
@@ -45,6 +57,32 @@ Status TreeReader::ReadRootIn(Source* src, GlobalPtr* root, int* level) {
     if (slot == 0 || lvl >= kMaxLevels) return Status::Corruption("meganode header names an impossible root");
     *root = meganode_.Plus(uint64_t{slot} * kNodeSize);
     *level = lvl;
+    return Status::OK();
+  }
+  return GaveUp("retries");
+}
+
+template <class Source>
+Status TreeReader::ReadHeaderIn(Source* src, const SearchKey* k, Header* out, bool with_max) {
+  NodeHandle h;
+  for (int retries = 0; retries < kMaxRetries; ++retries) {
+    CELL_RETURN_IF_ERROR(src->Fetch(meganode_, &h));
+    const NodeView& v = h.view;
+    bool ok = v.kind() == NodeKind::kMeganodeHeader && v.valid() && v.meganode() == meganode_;
+    uint32_t slot = v.root_slot();
+    out->root_level = v.root_level();
+    out->level = v.level();
+    out->right = v.right();
+    out->cluster_root = v.cluster_root();
+    out->position = k == nullptr ? 0 : v.CompareMin(*k) > 0 ? -1 : v.CompareMax(*k) <= 0 ? 1 : 0;
+    if (with_max) v.CopyMaxKey(&out->max);
+    if (!src->Validate(h)) { ++stats_.retries; continue; }
+    if (!ok) return Status::FailedPrecondition("no valid meganode at the given pointer");
+    if (slot == 0 || out->root_level >= kMaxLevels) return Status::Corruption("meganode header names an impossible root");
+    if (out->position > 0 && out->right.is_null()) {
+      return Status::Corruption("meganode with a finite max has no right sibling");
+    }
+    out->root = meganode_.Plus(uint64_t{slot} * kNodeSize);
     return Status::OK();
   }
   return GaveUp("retries");
@@ -88,7 +126,11 @@ Status TreeReader::ReachIn(Source* src, const SearchKey& k, int target, GlobalPt
     if (v.CompareMax(k) <= 0) {
       GlobalPtr right = v.right();
       if (!src->Validate(*h)) { ++stats_.retries; continue; }
-      if (right.is_null()) return Status::Corruption("node with a finite max key has no right link");
+      if (right.is_null()) {
+        // A node cut by a meganode split: the key now belongs to the meganode on the right (the header says which).
+        beyond_ = true;
+        return Status::FailedPrecondition("key lies beyond this meganode");
+      }
       if (right.offset % kNodeSize != 0) return Status::Corruption("right link is not node aligned");
       ptr = right;
       continue;
@@ -148,27 +190,58 @@ Status TreeReader::ReadRecord(Source* src, const NodeHandle& leaf, const LeafVal
 }
 
 template <class Source>
-Status TreeReader::GetIn(Source* src, std::string_view key, std::string* value) {
+Status TreeReader::FindIn(Source* src, std::string_view key, std::string* value, Step* step) {
   CELL_RETURN_IF_ERROR(CheckKeySize(key));
   SearchKey k(key);
   Path path;
   NodeHandle h;
   GlobalPtr leaf;
+  Header header;
   for (int retries = 0; retries < kMaxRetries; ++retries) {
-    CELL_RETURN_IF_ERROR(leaf.is_null() ? (path.Clear(), ReachIn(src, k, 0, GlobalPtr(), 0, &path, &h))
-                                                 : ReachIn(src, k, 0, leaf, 0, &path, &h));
+    if (leaf.is_null()) {
+      // The header first: the key may belong to a meganode further right (or the pointer here may be stale).
+      CELL_RETURN_IF_ERROR(ReadHeaderIn(src, &k, &header));
+      if (header.position != 0) {
+        *step = header.position > 0 ? Step{Step::Kind::kRight, header.right} : Step{Step::Kind::kStale, GlobalPtr()};
+        return Status::OK();
+      }
+      path.Clear();
+    }
+    beyond_ = false;
+    Status reached = leaf.is_null() ? ReachIn(src, k, 0, header.root, header.root_level, &path, &h)
+                                    : ReachIn(src, k, 0, leaf, 0, &path, &h);
+    if (!reached.ok()) {
+      if (!beyond_) return reached;
+      ++stats_.retries;  // cut by a split since the header was read: read it again
+      leaf = GlobalPtr();
+      continue;
+    }
     const NodeView& v = h.view;
+    const bool internal = v.internal_meganode();
+    if (internal) {
+      // Level 0 of an internal meganode: separator -> child meganode. The child for k is the last separator <= k,
+      // always in the leaf covering k (a leaf's first separator is its min fence; the leftmost one is "\0").
+      uint32_t i = v.UpperBound(k);
+      GlobalPtr child = i == 0 ? GlobalPtr() : v.leaf_value(i - 1).ptr;
+      if (!src->Validate(h)) { ++stats_.retries; leaf = h.ptr; continue; }
+      if (child.is_null()) return Status::Corruption("internal meganode has no child for a key it covers");
+      *step = Step{Step::Kind::kChild, child};
+      return Status::OK();
+    }
     uint32_t i = v.LowerBound(k);
     bool found = i < v.size() && v.CompareEntry(i, k) == 0;
     LeafValue entry;
     if (found) entry = v.leaf_value(i);
-    bool internal = v.internal_meganode();
     if (!src->Validate(h)) { ++stats_.retries; leaf = h.ptr; continue; }
-    if (!found) return Status::NotFound("key not found");
-    if (internal) return Status::FailedPrecondition("Get on an internal meganode");
+    if (!found) {
+      *step = Step{Step::Kind::kNotFound, GlobalPtr()};
+      return Status::OK();
+    }
     Status s = ReadRecord(src, h, entry, key, value);
     if (s.IsAborted()) { ++stats_.retries; leaf = h.ptr; continue; }
-    return s;
+    CELL_RETURN_IF_ERROR(s);
+    *step = Step{Step::Kind::kFound, GlobalPtr()};
+    return Status::OK();
   }
   return GaveUp("retries");
 }
@@ -179,6 +252,7 @@ Status TreeReader::ScanIn(Source* src, std::string_view start, std::string_view 
   if (start.size() > kMaxKeySize || end.size() > kMaxKeySize) {
     return Status::InvalidArgument("scan bound longer than " + std::to_string(kMaxKeySize) + " bytes");
   }
+  beyond_ = false;
   size_t wanted = out->size() + limit;
   std::string from(start);  // every key >= from (and > any key already returned) is still to be returned
   std::vector<std::pair<std::string, LeafValue>> batch;
@@ -189,8 +263,13 @@ Status TreeReader::ScanIn(Source* src, std::string_view start, std::string_view 
   for (int retries = 0; retries < kMaxRetries;) {
     if (out->size() >= wanted || (!end.empty() && CompareKeys(from, end) >= 0)) return Status::OK();
     SearchKey k(from);
-    CELL_RETURN_IF_ERROR(leaf.is_null() ? (path.Clear(), ReachIn(src, k, 0, GlobalPtr(), 0, &path, &h))
-                                                 : ReachIn(src, k, 0, leaf, 0, &path, &h));
+    beyond_ = false;
+    Status reached = leaf.is_null() ? (path.Clear(), ReachIn(src, k, 0, GlobalPtr(), 0, &path, &h))
+                                    : ReachIn(src, k, 0, leaf, 0, &path, &h);
+    if (!reached.ok()) {
+      if (beyond_) resume_ = from;  // the rest lies in the meganodes to the right
+      return beyond_ ? Status::OK() : reached;
+    }
     const NodeView& v = h.view;
     batch.clear();
     bool done = false;
@@ -222,6 +301,11 @@ Status TreeReader::ScanIn(Source* src, std::string_view start, std::string_view 
     if (changed) continue;
     if (done || last_leaf) return Status::OK();
     from = max_key;
+    if (right.is_null()) {  // this meganode's edge: the scan goes on to the right, from its max
+      beyond_ = true;
+      resume_ = from;
+      return Status::OK();
+    }
     leaf = right;
   }
   return GaveUp("retries");

@@ -45,21 +45,49 @@ class TreeReader {
     uint64_t retries = 0;          // node or record changed while read, read again
   };
 
+  // Where a search for one key ended in this meganode.
+  struct Step {
+    enum class Kind { kFound, kNotFound, kChild, kRight, kStale };
+    Kind kind = Kind::kNotFound;
+    GlobalPtr next;  // kChild: the child meganode covering the key; kRight: the right sibling meganode
+  };
+
   TreeReader(NodeSource* source, GlobalPtr meganode)
       : source_(source), local_(source->AsLocal()), meganode_(meganode) {}
 
-  // The value stored for `key`: OK, NotFound, or an error.
+  // Searches this meganode for `key`. A leaf meganode gives kFound (the value in *value) or kNotFound; an internal
+  // meganode gives kChild, the child meganode whose range holds the key. kRight: the key is at or above this
+  // meganode's max (it split, or the pointer that led here is old): continue in `next`. kStale: the key is below
+  // this meganode's min, so the pointer that led here is stale: start again from higher up.
+  Status Find(std::string_view key, std::string* value, Step* step);
+  // Find, for a tree of one meganode: OK or NotFound; FailedPrecondition if the key lies outside the meganode.
   Status Get(std::string_view key, std::string* value);
-  // Up to `limit` pairs with start <= key < end (an empty `end` means no bound), in key order.
+  // Up to `limit` pairs with start <= key < end (an empty `end` means no bound), in key order, from this meganode.
+  // A scan that reaches the meganode's max stops there: beyond_meganode() is then true and resume_key() is where
+  // the scan goes on (in the meganodes to the right).
   Status Scan(std::string_view start, std::string_view end, size_t limit, std::vector<KeyValue>* out);
+  bool beyond_meganode() const { return beyond_; }
+  const std::string& resume_key() const { return resume_; }
 
   // Walks from the root to the node at `level` whose key range holds k; h holds that node (the caller validates
-  // what it reads from it). `path` records the node passed at each level.
+  // what it reads from it). `path` records the node passed at each level. FailedPrecondition, with
+  // beyond_meganode() true, if k lies at or beyond the meganode's edge (its max).
   Status Descend(const SearchKey& k, int level, Path* path, NodeHandle* h);
   // Continues the walk from `ptr`, a node at `ptr_level` (moving right, restarting through `path` when stale).
   Status Reach(const SearchKey& k, int level, GlobalPtr ptr, int ptr_level, Path* path, NodeHandle* h);
   // The root slot and level, from the meganode header.
   Status ReadRoot(GlobalPtr* root, int* level);
+  // What the header says of the meganode as a whole, and where `k` stands against its range.
+  struct Header {
+    GlobalPtr root;
+    int root_level = 0;
+    int level = 0;       // among meganodes
+    GlobalPtr right;     // the right sibling meganode
+    GlobalPtr cluster_root;
+    int position = 0;    // -1: k below the min; 0: inside; +1: at or above the max
+    std::string max;     // the meganode's max key (empty: +infinity); filled only when asked for
+  };
+  Status ReadHeader(const SearchKey* k, Header* out, bool with_max = false);
 
   const Stats& stats() const { return stats_; }
   NodeSource* source() const { return source_; }
@@ -68,7 +96,8 @@ class TreeReader {
  private:
   // The implementations, written once as templates over the source type: instantiated for LocalNodeSource (direct,
   // inlined calls) and for NodeSource (virtual calls, any other source).
-  template <class Source> Status GetIn(Source* src, std::string_view key, std::string* value);
+  template <class Source> Status FindIn(Source* src, std::string_view key, std::string* value, Step* step);
+  template <class Source> Status ReadHeaderIn(Source* src, const SearchKey* k, Header* out, bool with_max = false);
   template <class Source> Status ScanIn(Source* src, std::string_view start, std::string_view end, size_t limit,
                                         std::vector<KeyValue>* out);
   template <class Source> Status ReachIn(Source* src, const SearchKey& k, int level, GlobalPtr ptr, int ptr_level,
@@ -83,6 +112,8 @@ class TreeReader {
   LocalNodeSource* local_;  // source_ itself if it is an in-place source, else nullptr
   GlobalPtr meganode_;
   Stats stats_;
+  bool beyond_ = false;  // the last walk met this meganode's edge (a cut node: finite max, no right link)
+  std::string resume_;
 };
 
 }  // namespace cell::btree

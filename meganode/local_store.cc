@@ -35,7 +35,7 @@ StatusOr<std::unique_ptr<LocalStore>> LocalStore::Open(const LocalStoreOptions& 
   if (!extents.ok()) return extents.status();
   s->extents_ = std::move(extents).value();
 
-  CELL_RETURN_IF_ERROR(btree::BLinkTree::Format(s->meganode_.get(), /*internal_meganode=*/false));
+  CELL_RETURN_IF_ERROR(btree::BLinkTree::Format(s->meganode_.get(), btree::MeganodeInfo{}));
   s->source_ = std::make_unique<btree::LocalNodeSource>(&s->regions_);
   s->tree_ = std::make_unique<btree::BLinkTree>(s->meganode_.get(), s->source_.get());
   return s;

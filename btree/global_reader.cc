@@ -1,0 +1,107 @@
+// The walk across meganodes (see global_reader.h).
+#include "btree/global_reader.h"
+
+namespace cell::btree {
+
+namespace {
+constexpr int kMaxSteps = 100000;  // turns a corrupt tree (a cycle of pointers) into an error instead of a hang
+
+Status TooManySteps() {
+  return Status::Aborted("gave up after too many meganode steps (the tree keeps changing or is corrupt)");
+}
+}  // namespace
+
+StatusOr<GlobalPtr> GlobalReader::Root() {
+  TreeReader first(source_, first_);
+  TreeReader::Header header;
+  CELL_RETURN_IF_ERROR(first.ReadHeader(nullptr, &header));
+  if (header.cluster_root.is_null()) return Status::Corruption("the cluster's first meganode names no root");
+  return header.cluster_root;
+}
+
+Status GlobalReader::Get(std::string_view key, std::string* value) {
+  CELL_ASSIGN_OR_RETURN(GlobalPtr m, Root());
+  for (int step = 0; step < kMaxSteps; ++step) {
+    ++stats_.meganodes;
+    TreeReader reader(source_, m);
+    TreeReader::Step s;
+    CELL_RETURN_IF_ERROR(reader.Find(key, value, &s));
+    switch (s.kind) {
+      case TreeReader::Step::Kind::kFound: return Status::OK();
+      case TreeReader::Step::Kind::kNotFound: return Status::NotFound("key not found");
+      case TreeReader::Step::Kind::kChild: m = s.next; break;
+      case TreeReader::Step::Kind::kRight: ++stats_.rights; m = s.next; break;
+      case TreeReader::Step::Kind::kStale: {
+        ++stats_.restarts;
+        CELL_ASSIGN_OR_RETURN(m, Root());
+        break;
+      }
+    }
+  }
+  return TooManySteps();
+}
+
+Status GlobalReader::Locate(std::string_view key, int level, GlobalPtr* meganode, std::vector<GlobalPtr>* path) {
+  CELL_RETURN_IF_ERROR(CheckKeySize(key));
+  SearchKey k(key);
+  CELL_ASSIGN_OR_RETURN(GlobalPtr m, Root());
+  std::string unused;
+  for (int step = 0; step < kMaxSteps; ++step) {
+    ++stats_.meganodes;
+    TreeReader reader(source_, m);
+    TreeReader::Header header;
+    CELL_RETURN_IF_ERROR(reader.ReadHeader(&k, &header));
+    if (header.position > 0) { ++stats_.rights; m = header.right; continue; }
+    if (header.position < 0 || header.level < level) {
+      ++stats_.restarts;  // a stale pointer (or a level that is not on the way down): from the root again
+      CELL_ASSIGN_OR_RETURN(m, Root());
+      continue;
+    }
+    if (path != nullptr && static_cast<size_t>(header.level) < path->size()) (*path)[header.level] = m;
+    if (header.level == level) {
+      *meganode = m;
+      return Status::OK();
+    }
+    TreeReader::Step s;
+    CELL_RETURN_IF_ERROR(reader.Find(key, &unused, &s));
+    switch (s.kind) {
+      case TreeReader::Step::Kind::kChild:
+      case TreeReader::Step::Kind::kRight: m = s.next; break;
+      case TreeReader::Step::Kind::kStale: {
+        ++stats_.restarts;
+        CELL_ASSIGN_OR_RETURN(m, Root());
+        break;
+      }
+      default: return Status::Corruption("an internal meganode answered like a leaf meganode");
+    }
+  }
+  return TooManySteps();
+}
+
+Status GlobalReader::Scan(std::string_view start, std::string_view end, size_t limit, std::vector<KeyValue>* out) {
+  const size_t wanted = out->size() + limit;
+  // Empty start means the smallest key: the smallest valid key is "\0".
+  std::string from = start.empty() ? std::string(1, '\0') : std::string(start);
+  for (int step = 0; step < kMaxSteps; ++step) {
+    if (out->size() >= wanted || (!end.empty() && CompareKeys(from, end) >= 0)) return Status::OK();
+    GlobalPtr m;
+    CELL_RETURN_IF_ERROR(Locate(from, 0, &m, nullptr));
+    TreeReader reader(source_, m);
+    CELL_RETURN_IF_ERROR(reader.Scan(from, end, wanted - out->size(), out));
+    if (reader.beyond_meganode()) {
+      from = reader.resume_key();
+      continue;
+    }
+    if (out->size() >= wanted) return Status::OK();
+    // The meganode's nodes ran out (a meganode not yet split keeps nodes that reach +infinity): the scan goes on
+    // from its max, if it has one.
+    TreeReader::Header header;
+    CELL_RETURN_IF_ERROR(reader.ReadHeader(nullptr, &header, /*with_max=*/true));
+    if (header.max.empty()) return Status::OK();
+    if (CompareKeys(header.max, from) <= 0) return Status::Corruption("a meganode's max does not advance a scan");
+    from = header.max;
+  }
+  return TooManySteps();
+}
+
+}  // namespace cell::btree

@@ -1,0 +1,104 @@
+// GlobalTree: Cell's tree of meganodes, held by one process: meganodes carved from a node region, records in an
+// extent region, searches that cross meganodes (btree/global_reader.h), and meganode splits (Cell's protocol).
+//
+// The first meganode (offset 0 of the node region) is the cluster's first meganode: its header names the root
+// meganode. Leaf meganodes hold key -> record entries; internal meganodes hold separator -> child meganode entries
+// (the leftmost child under the smallest key, "\0"). A meganode that runs out of slots is split:
+//   1. writers of the meganode M are held off (its split lock), readers are not;
+//   2. the split key s is M's middle entry; a new meganode N, range [s, M's max), right link M's right sibling, gets
+//      the entries >= s (it is not reachable yet);
+//   3. M's header is published with max s and right link N: a search for k >= s that reads it moves right to N;
+//   4. M's nodes are cut, level by level from the top: entries >= s dropped, max fence s, no right link (a reader
+//      that meets such a node re-reads the header and moves right); nodes wholly >= s are published invalid and
+//      their slots freed (a reader holding a pointer to one restarts from an ancestor, as for any stale pointer);
+//   5. writers are let in again (those for k >= s move right to N), and the separator s -> N is inserted into the
+//      parent meganode, which may split in turn; when the root splits, a new root meganode is made and the first
+//      meganode's header is pointed at it.
+// Records do not move: N's entries point to the same extents. Thread-safe.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "btree/blink_tree.h"
+#include "btree/global_reader.h"
+#include "btree/node_source.h"
+#include "meganode/extent_allocator.h"
+#include "meganode/meganode.h"
+#include "meganode/region.h"
+
+namespace cell::meganode {
+
+struct GlobalTreeOptions {
+  uint64_t meganode_bytes = uint64_t{64} << 20;
+  uint32_t meganodes = 16;                           // room for this many meganodes (the node region's size)
+  uint64_t extent_region_bytes = uint64_t{1} << 30;  // records
+  RegionBacking backing = RegionBacking::kAnonymous;
+  uint32_t node_region_id = 1;
+  uint32_t extent_region_id = 2;
+};
+
+class GlobalTree {
+ public:
+  struct Stats {
+    std::atomic<uint64_t> splits{0};       // meganode splits
+    std::atomic<uint64_t> root_splits{0};  // of which the root's (a new root meganode)
+  };
+
+  static StatusOr<std::unique_ptr<GlobalTree>> Open(const GlobalTreeOptions& options);
+
+  // As LocalStore: InvalidArgument for keys and values outside the limits; ResourceExhausted when the records or
+  // the meganodes run out (nothing is changed then).
+  Status Put(std::string_view key, std::string_view value);
+  Status Get(std::string_view key, std::string* value);
+  Status Delete(std::string_view key);
+  Status Scan(std::string_view start, std::string_view end, size_t limit, std::vector<btree::KeyValue>* out);
+
+  // The cluster's first meganode (its header names the root).
+  GlobalPtr first_meganode() const { return GlobalPtr{node_region_->id(), 0}; }
+  const RegionSet& regions() const { return regions_; }
+  const Region& node_region() const { return *node_region_; }
+  const Region& extent_region() const { return *extent_region_; }
+  size_t meganodes_in_use() const;
+  const Stats& stats() const { return stats_; }
+
+  // Checks every meganode (its local tree's invariants) and the meganodes' chains: at each level, left to right,
+  // ranges that tile the key space and entries inside their meganode's range. Only while no writer runs.
+  Status CheckInvariants() const;
+
+ private:
+  struct Mega {
+    std::unique_ptr<Meganode> store;
+    std::unique_ptr<btree::BLinkTree> tree;
+    std::shared_mutex split_mu;  // writers shared, a split exclusive
+    uint64_t splits = 0;         // guarded by split_mu: how often this meganode has split
+  };
+
+  GlobalTree() = default;
+  Mega* At(GlobalPtr meganode) const;
+  StatusOr<Mega*> NewMeganode(const btree::MeganodeInfo& info);
+  // Runs `write` on the leaf meganode covering `key` under its split lock, splitting meganodes that are full.
+  Status Write(std::string_view key, const std::function<Status(btree::BLinkTree&)>& write);
+  // Splits `m` (at `level` among meganodes) unless it has split since the caller saw `seen_splits`; then inserts the
+  // separator above.
+  Status Split(Mega* m, int level, uint64_t seen_splits);
+  Status InsertSeparator(int level, const std::string& separator, GlobalPtr child);
+  void SetClusterRoot(GlobalPtr root);
+
+  std::unique_ptr<Region> node_region_, extent_region_;
+  RegionSet regions_;
+  std::unique_ptr<ExtentAllocator> extents_;
+  std::unique_ptr<btree::LocalNodeSource> source_;
+  uint64_t meganode_bytes_ = 0;
+  std::vector<std::unique_ptr<Mega>> megas_;  // by index in the node region; null: free
+  mutable std::mutex megas_mu_;               // guards megas_ slots being filled
+  std::mutex root_mu_;                        // one root split at a time
+  Stats stats_;
+};
+
+}  // namespace cell::meganode

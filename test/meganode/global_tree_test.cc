@@ -1,0 +1,199 @@
+// The tree of meganodes in one process: every answer checked against a model while small meganodes split dozens of
+// times (roots included), and readers, in place and through torn-prone copies, racing the splits.
+#include "meganode/global_tree.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <map>
+#include <random>
+#include <thread>
+
+#include "btree/global_reader.h"
+#include "test/test_util.h"
+
+namespace cell::meganode {
+namespace {
+
+std::unique_ptr<GlobalTree> SmallTree(uint64_t meganode_bytes = 32 << 10, uint32_t meganodes = 256) {
+  GlobalTreeOptions o;
+  o.meganode_bytes = meganode_bytes;  // 32 slots: a split every few hundred keys
+  o.meganodes = meganodes;
+  o.extent_region_bytes = uint64_t{256} << 20;
+  auto t = GlobalTree::Open(o);
+  EXPECT_TRUE(t.ok()) << t.status().ToString();
+  return t.ok() ? std::move(*t) : nullptr;
+}
+
+std::string Key(uint64_t i) { return "key" + std::to_string(1000000 + i); }
+
+TEST(GlobalTree, AModelAgreesThroughDozensOfMeganodeSplits) {
+  auto tree = SmallTree();
+  ASSERT_NE(tree, nullptr);
+  std::map<std::string, std::string> model;
+  std::mt19937_64 rng(7);
+  for (int i = 0; i < 20000; ++i) {
+    const std::string key = Key(rng() % 6000);
+    const int op = static_cast<int>(rng() % 10);
+    if (op < 6) {
+      const std::string value = key + "#" + std::to_string(i) + std::string(rng() % 40, 'v');
+      ASSERT_TRUE(tree->Put(key, value).ok()) << i;
+      model[key] = value;
+    } else if (op < 8) {
+      std::string value;
+      Status s = tree->Get(key, &value);
+      if (model.count(key)) {
+        ASSERT_TRUE(s.ok()) << key << ": " << s.ToString();
+        ASSERT_EQ(value, model[key]);
+      } else {
+        ASSERT_TRUE(s.IsNotFound()) << key << ": " << s.ToString();
+      }
+    } else if (op < 9) {
+      Status s = tree->Delete(key);
+      ASSERT_EQ(s.ok(), model.erase(key) == 1) << key << ": " << s.ToString();
+    } else {
+      const std::string start = Key(rng() % 6000);
+      std::vector<btree::KeyValue> got;
+      const size_t limit = 1 + rng() % 300;
+      ASSERT_TRUE(tree->Scan(start, "", limit, &got).ok());
+      auto it = model.lower_bound(start);
+      for (size_t j = 0; j < got.size(); ++j, ++it) {
+        ASSERT_NE(it, model.end());
+        ASSERT_EQ(got[j].key, it->first);
+        ASSERT_EQ(got[j].value, it->second);
+      }
+      ASSERT_TRUE(got.size() == limit || it == model.end()) << got.size() << " of " << limit;
+    }
+  }
+  EXPECT_GT(tree->stats().splits.load(), 20u);
+  EXPECT_GE(tree->stats().root_splits.load(), 1u);
+  ASSERT_TRUE(tree->CheckInvariants().ok()) << tree->CheckInvariants().ToString();
+  std::vector<btree::KeyValue> all;
+  ASSERT_TRUE(tree->Scan("", "", 1000000, &all).ok());
+  ASSERT_EQ(all.size(), model.size());
+  auto it = model.begin();
+  for (const auto& kv : all) {
+    ASSERT_EQ(kv.key, it->first);
+    ASSERT_EQ(kv.value, it->second);
+    ++it;
+  }
+}
+
+TEST(GlobalTree, ATreeOfThreeMeganodeLevelsIsSearchedTheSameByCopies) {
+  auto tree = SmallTree(16 << 10, 2048);  // 16 slots per meganode: internal meganodes split too
+  ASSERT_NE(tree, nullptr);
+  for (int i = 0; i < 20000; ++i) ASSERT_TRUE(tree->Put(Key(i * 13 % 20000), "v" + std::to_string(i)).ok()) << i;
+  btree::CopyingNodeSource copies(testing::RegionFetcher(&tree->regions(), /*shuffle=*/false));
+  btree::GlobalReader reader(&copies, tree->first_meganode());
+  auto root = reader.Root();
+  ASSERT_TRUE(root.ok());
+  btree::TreeReader::Header header;
+  ASSERT_TRUE(btree::TreeReader(&copies, *root).ReadHeader(nullptr, &header).ok());
+  EXPECT_GE(header.level, 2) << "the root meganode should sit two levels above the leaf meganodes";
+  for (int i = 0; i < 20000; i += 7) {
+    std::string a, b;
+    ASSERT_TRUE(tree->Get(Key(i * 13 % 20000), &a).ok());
+    ASSERT_TRUE(reader.Get(Key(i * 13 % 20000), &b).ok());
+    ASSERT_EQ(a, "v" + std::to_string(i));
+    ASSERT_EQ(a, b);
+  }
+  std::string none;
+  EXPECT_TRUE(reader.Get("zzz", &none).IsNotFound());
+  EXPECT_TRUE(reader.Get("a", &none).IsNotFound());
+  ASSERT_TRUE(tree->CheckInvariants().ok()) << tree->CheckInvariants().ToString();
+}
+
+TEST(GlobalTree, RunningOutOfMeganodesIsResourceExhaustedAndKeepsEveryKey) {
+  auto tree = SmallTree(16 << 10, 4);
+  ASSERT_NE(tree, nullptr);
+  int stored = 0;
+  Status s;
+  for (; stored < 100000; ++stored) {
+    s = tree->Put(Key(stored), "v");
+    if (!s.ok()) break;
+  }
+  EXPECT_TRUE(s.IsResourceExhausted()) << s.ToString();
+  for (int i = 0; i < stored; ++i) {
+    std::string v;
+    ASSERT_TRUE(tree->Get(Key(i), &v).ok()) << i;
+  }
+}
+
+// Splits under fire: a writer inserts new keys (splitting meganodes, the root among them) and updates stable keys;
+// readers look the stable keys up in place and through shuffled copies, and scan. Every stable key must always be
+// found, with a value of its own, and scans must return each stable key in their range exactly once, in order.
+TEST(GlobalTree, ReadersRacingMeganodeSplitsAlwaysFindStableKeys) {
+  const int scale = testing::StressScale();
+  auto tree = SmallTree(32 << 10, 4096);
+  ASSERT_NE(tree, nullptr);
+  constexpr int kStable = 500;
+  const auto stable = [](int i) { return "s" + std::to_string(100000 + i * 11); };
+  for (int i = 0; i < kStable; ++i) ASSERT_TRUE(tree->Put(stable(i), stable(i) + "#0").ok());
+  std::atomic<bool> stop{false};
+  std::atomic<uint64_t> wrong{0}, reads{0};
+  std::thread writer([&] {
+    std::mt19937_64 rng(1);
+    for (int i = 0; i < 30000 * scale; ++i) {
+      // Fresh keys interleaved with the stable ones ("s1..." sorts among them), so their meganodes split.
+      Status s = tree->Put("s" + std::to_string(100000 + rng() % 6000) + "x" + std::to_string(i), "new");
+      if (!s.ok()) { ADD_FAILURE() << s.ToString(); break; }
+      if (i % 10 == 0) {
+        const int j = static_cast<int>(rng() % kStable);
+        if (!tree->Put(stable(j), stable(j) + "#" + std::to_string(i)).ok()) { ADD_FAILURE(); break; }
+      }
+    }
+    stop = true;
+  });
+  std::vector<std::thread> readers;
+  for (int r = 0; r < 2; ++r) {
+    readers.emplace_back([&, r] {
+      btree::CopyingNodeSource copies(testing::RegionFetcher(&tree->regions(), /*shuffle=*/true));
+      std::mt19937_64 rng(r + 10);
+      std::vector<long> last_seen(kStable, 0);  // a reader never sees a key's value go back in time
+      while (!stop.load()) {
+        const int i = static_cast<int>(rng() % kStable);
+        std::string value;
+        Status s = r == 0 ? tree->Get(stable(i), &value)
+                          : btree::GlobalReader(&copies, tree->first_meganode()).Get(stable(i), &value);
+        reads++;
+        if (!s.ok() || value.rfind(stable(i) + "#", 0) != 0) {
+          if (wrong++ == 0) ADD_FAILURE() << stable(i) << ": " << s.ToString() << " '" << value << "'";
+          continue;
+        }
+        const long seq = std::stol(value.substr(stable(i).size() + 1));
+        if (seq < last_seen[i]) {
+          if (wrong++ == 0) ADD_FAILURE() << stable(i) << " went back from #" << last_seen[i] << " to #" << seq;
+        }
+        last_seen[i] = std::max(last_seen[i], seq);
+        if (rng() % 50 == 0) {  // a scan over a range of stable keys
+          const int a = static_cast<int>(rng() % kStable);
+          const int b = std::min(kStable, a + 30);
+          std::vector<btree::KeyValue> got;
+          Status ss = r == 0 ? tree->Scan(stable(a), stable(b - 1) + "\x01", 100000, &got)
+                             : btree::GlobalReader(&copies, tree->first_meganode())
+                                   .Scan(stable(a), stable(b - 1) + "\x01", 100000, &got);
+          int next = a;
+          for (size_t j = 1; j < got.size() && ss.ok(); ++j) {
+            if (btree::CompareKeys(got[j - 1].key, got[j].key) >= 0) ss = Status::Corruption("out of order");
+          }
+          for (const auto& kv : got) {
+            if (next < b && kv.key == stable(next)) ++next;
+          }
+          if (!ss.ok() || next != b) {
+            if (wrong++ == 0) ADD_FAILURE() << "scan " << a << ".." << b << ": " << ss.ToString() << " found up to " << next;
+          }
+        }
+      }
+    });
+  }
+  writer.join();
+  for (auto& t : readers) t.join();
+  EXPECT_EQ(wrong.load(), 0u);
+  EXPECT_GT(reads.load(), 1000u);
+  EXPECT_GT(tree->stats().splits.load(), 50u);
+  EXPECT_GE(tree->stats().root_splits.load(), 1u);
+  ASSERT_TRUE(tree->CheckInvariants().ok()) << tree->CheckInvariants().ToString();
+}
+
+}  // namespace
+}  // namespace cell::meganode
