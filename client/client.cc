@@ -6,6 +6,7 @@
 
 #include "client/remote_table.h"
 #include "client/store_client.h"
+#include "server/proto/store.pb.h"
 
 namespace cell {
 
@@ -66,6 +67,19 @@ Client::Stats Client::stats() const {
   const auto& s = impl_->store->stats();
   return {.server_searches = s.server_searches.load(), .client_searches = s.client_searches.load(),
           .retries = s.retries.load()};
+}
+
+StatusOr<std::vector<Client::ServerStats>> Client::StoreStats() {
+  CELL_ASSIGN_OR_RETURN(auto replies, impl_->store->ServerStats());
+  std::vector<ServerStats> out;
+  for (const std::string& bytes : replies) {
+    server::proto::StoreStats s;
+    if (!s.ParseFromString(bytes)) return Status::Corruption("malformed stats reply from a server");
+    out.push_back({.server = s.server(), .meganodes = s.meganodes(), .meganode_splits = s.meganode_splits(),
+                   .root_splits = s.root_splits(), .requests = s.requests(), .extent_bytes_used = s.extent_bytes_used()});
+  }
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.server < b.server; });
+  return out;
 }
 
 StatusOr<std::vector<ServerDescription>> Client::Servers() {

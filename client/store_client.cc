@@ -7,6 +7,7 @@
 #include <utility>
 #include <thread>
 
+#include "btree/global_reader.h"
 #include "btree/node_source.h"
 #include "meganode/local_store.h"
 #include "server/proto/store.pb.h"
@@ -321,7 +322,7 @@ Status StoreClient::GetServerSide(std::string_view key, std::string* value) {
 Status StoreClient::GetClientSide(std::string_view key, std::string* value) {
   return Run([&](rpc::Connection& connection, const Route& route) -> Attempt {
     btree::CopyingNodeSource source(ReadFetcher(connection));
-    btree::TreeReader reader(&source, GlobalPtr{route.entry.region, 0});
+    btree::GlobalReader reader(&source, GlobalPtr{route.entry.region, 0});
     Status s = reader.Get(key, value);
     if (ShouldRetry(s, connection)) {
       if (!connection.health().ok()) Forget(route.owner.id);
@@ -330,6 +331,17 @@ Status StoreClient::GetClientSide(std::string_view key, std::string* value) {
     if (s.IsNotFound()) return {Status::NotFound(fmt::format("no key '{}'", key)), false};
     return {s, false};
   });
+}
+
+StatusOr<std::vector<std::string>> StoreClient::ServerStats() {
+  CELL_ASSIGN_OR_RETURN(auto servers, table_->ListServers());
+  std::vector<std::string> out;
+  for (const auto& server : servers) {
+    CELL_ASSIGN_OR_RETURN(auto connection, ConnectionTo(server));
+    CELL_ASSIGN_OR_RETURN(std::string reply, rpc::CallSync(*connection, StoreMethod::STORE_STATS, ""));
+    out.push_back(std::move(reply));
+  }
+  return out;
 }
 
 Status StoreClient::Put(std::string_view key, std::string_view value) {
@@ -392,7 +404,7 @@ Status StoreClient::Scan(std::string_view start, std::string_view end, size_t li
   stats_.client_searches.fetch_add(1, std::memory_order_relaxed);
   return Run([&](rpc::Connection& connection, const Route& route) -> Attempt {
     btree::CopyingNodeSource source(ReadFetcher(connection));
-    btree::TreeReader reader(&source, GlobalPtr{route.entry.region, 0});
+    btree::GlobalReader reader(&source, GlobalPtr{route.entry.region, 0});
     std::vector<btree::KeyValue> pairs;
     Status s = reader.Scan(start, end, limit, &pairs);
     if (s.ok()) {

@@ -59,6 +59,8 @@ class StoreClient {
   Status Scan(std::string_view start, std::string_view end, size_t limit, std::vector<btree::KeyValue>* out);
 
   const Stats& stats() const { return stats_; }
+  // Each live server's STORE_STATS reply (server/proto/store.proto), serialized.
+  StatusOr<std::vector<std::string>> ServerStats();
 
  private:
   // What one attempt against the root region's owner came to.

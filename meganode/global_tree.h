@@ -65,6 +65,7 @@ class GlobalTree {
   const Region& node_region() const { return *node_region_; }
   const Region& extent_region() const { return *extent_region_; }
   size_t meganodes_in_use() const;
+  uint64_t extent_bytes_used() const { return extents_->bytes_in_use(); }
   const Stats& stats() const { return stats_; }
 
   // Checks every meganode (its local tree's invariants) and the meganodes' chains: at each level, left to right,

@@ -34,6 +34,9 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 1024));
   app.add_option("--meganode-size", config.store.meganode_bytes, "bytes of one meganode (e.g. 64MiB)")
       ->transform(CLI::AsSizeValue(false));
+  app.add_option("--meganodes", config.store.meganodes,
+                 "room for this many meganodes in the node region (memory is committed as it is used)")
+      ->check(CLI::Range(1u, 1u << 20));
   app.add_option("--region-size", config.store.extent_region_bytes,
                  "bytes of the extent region that holds the records (e.g. 1GiB; committed as it is used)")
       ->transform(CLI::AsSizeValue(false));

@@ -19,17 +19,19 @@ StatusOr<std::unique_ptr<StoreService>> StoreService::Open(const StoreConfig& co
   service->server_id_ = server_id;
   CELL_ASSIGN_OR_RETURN(service->node_region_, membership->AllocateRegionId());
   CELL_ASSIGN_OR_RETURN(service->extent_region_, membership->AllocateRegionId());
-  meganode::LocalStoreOptions options;
+  meganode::GlobalTreeOptions options;
   options.meganode_bytes = config.meganode_bytes;
+  options.meganodes = config.meganodes;
   options.extent_region_bytes = config.extent_region_bytes;
   options.backing = config.huge_pages ? meganode::RegionBacking::kHugetlb : meganode::RegionBacking::kMemfd;
   options.node_region_id = service->node_region_;
   options.extent_region_id = service->extent_region_;
-  auto store = meganode::LocalStore::Open(options);
+  auto store = meganode::GlobalTree::Open(options);
   if (!store.ok()) {
     return Status::FromCode(store.status().code(),
-                            fmt::format("creating the store's regions ({} B meganode, {} B extents): {}",
-                                        config.meganode_bytes, config.extent_region_bytes, store.status().message()));
+                            fmt::format("creating the store's regions ({} meganodes of {} B, {} B of extents): {}",
+                                        config.meganodes, config.meganode_bytes, config.extent_region_bytes,
+                                        store.status().message()));
   }
   service->store_ = std::move(*store);
   // Only once the memory exists do the regions enter the table.
@@ -61,6 +63,17 @@ bool Parse(std::string_view bytes, Request* request, rpc::Responder& responder) 
 }  // namespace
 
 void StoreService::Handle(uint16_t method, std::string_view request, rpc::Responder responder, bool serving) {
+  requests_.fetch_add(1, std::memory_order_relaxed);
+  if (method == StoreMethod::STORE_STATS) {
+    proto::StoreStats stats;
+    stats.set_server(server_id_);
+    stats.set_meganodes(store_->meganodes_in_use());
+    stats.set_meganode_splits(store_->stats().splits.load());
+    stats.set_root_splits(store_->stats().root_splits.load());
+    stats.set_requests(requests_.load(std::memory_order_relaxed));
+    stats.set_extent_bytes_used(store_->extent_bytes_used());
+    return responder.Reply(stats.SerializeAsString());
+  }
   proto::KeyRequest key_request;
   proto::ScanRequest scan_request;
   const proto::Target* target = nullptr;

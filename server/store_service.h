@@ -1,5 +1,6 @@
-// The server's store: its regions (a node region holding a meganode, an extent region holding the records), created
-// in the region table at start, and the store's requests (server/proto/store.proto) answered from them.
+// The server's store: its regions (a node region holding meganodes, an extent region holding the records), created
+// in the region table at start, and the store's requests (server/proto/store.proto) answered from them by the tree
+// of meganodes (meganode/global_tree.h). (All meganodes are on this server so far.)
 //
 // Ownership. A request names the region it addresses and the epoch at which the client believes this server owns
 // it. The server answers only if it owns the region at that epoch or a later one and is not fenced; otherwise
@@ -13,13 +14,14 @@
 #include <vector>
 
 #include "membership/membership.h"
-#include "meganode/local_store.h"
+#include "meganode/global_tree.h"
 #include "rpc/transport.h"
 
 namespace cell::server {
 
 struct StoreConfig {
-  uint64_t meganode_bytes = uint64_t{64} << 20;      // the node region holds one meganode of this size
+  uint64_t meganode_bytes = uint64_t{64} << 20;      // one meganode
+  uint32_t meganodes = 16;                           // the node region has room for this many
   uint64_t extent_region_bytes = uint64_t{1} << 30;  // records (memory is committed as it is used)
   // On 2 MiB huge pages (a hugetlb memfd; the administrator must reserve them, vm.nr_hugepages): far fewer TLB
   // misses for client-side searches. Sizes must then be multiples of 2 MiB.
@@ -45,10 +47,11 @@ class StoreService {
  private:
   StoreService() = default;
 
-  std::unique_ptr<meganode::LocalStore> store_;
+  std::unique_ptr<meganode::GlobalTree> store_;
   uint64_t server_id_ = 0;
   uint32_t node_region_ = 0;
   uint32_t extent_region_ = 0;
+  std::atomic<uint64_t> requests_{0};
   uint64_t epoch_ = 0;  // the node region's epoch (its owner never changes yet; region takeover comes with the logs)
 };
 

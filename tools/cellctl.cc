@@ -102,6 +102,20 @@ int Scan(cell::Client& client, const std::string& start, const std::string& end,
   return 0;
 }
 
+int Stats(cell::Client& client) {
+  auto stats = client.StoreStats();
+  if (!stats.ok()) return Fail(stats.status());
+  std::printf("%-8s %-10s %-8s %-12s %-12s %s\n", "SERVER", "MEGANODES", "SPLITS", "ROOT SPLITS", "REQUESTS",
+              "RECORDS");
+  for (const auto& s : *stats) {
+    std::printf("%-8llu %-10llu %-8llu %-12llu %-12llu %s\n", static_cast<unsigned long long>(s.server),
+                static_cast<unsigned long long>(s.meganodes), static_cast<unsigned long long>(s.meganode_splits),
+                static_cast<unsigned long long>(s.root_splits), static_cast<unsigned long long>(s.requests),
+                Bytes(s.extent_bytes_used).c_str());
+  }
+  return 0;
+}
+
 int Load(cell::Client& client, const std::string& prefix, size_t count, size_t value_bytes) {
   const auto start = std::chrono::steady_clock::now();
   for (size_t i = 0; i < count; ++i) {
@@ -151,6 +165,7 @@ int main(int argc, char** argv) {
   scan->add_option("start", start, "first key (default: the smallest)");
   scan->add_option("end", end, "end key, excluded (default: no bound)");
   scan->add_option("--limit", limit, "at most this many pairs")->capture_default_str();
+  CLI::App* stats = app.add_subcommand("stats", "per server: meganodes in use, splits, requests, record bytes");
   std::string prefix = "user";
   size_t count = 1000, value_bytes = 0;
   CLI::App* load = app.add_subcommand("load", "put COUNT sample keys PREFIX000000, PREFIX000001, ...");
@@ -173,5 +188,6 @@ int main(int argc, char** argv) {
   if (del->parsed()) return Del(**client, key);
   if (scan->parsed()) return Scan(**client, start, end, limit);
   if (load->parsed()) return Load(**client, prefix, count, value_bytes);
+  if (stats->parsed()) return Stats(**client);
   return 2;
 }

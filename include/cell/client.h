@@ -89,6 +89,17 @@ class Client {
   };
   Stats stats() const;
 
+  // What each live server's store holds and has done (cellctl stats).
+  struct ServerStats {
+    uint64_t server = 0;
+    uint64_t meganodes = 0;        // meganodes in use
+    uint64_t meganode_splits = 0;
+    uint64_t root_splits = 0;
+    uint64_t requests = 0;         // store requests answered
+    uint64_t extent_bytes_used = 0;
+  };
+  StatusOr<std::vector<ServerStats>> StoreStats();
+
   // The live servers, by id.
   StatusOr<std::vector<ServerDescription>> Servers();
   // The region table, by region id.

@@ -27,7 +27,7 @@ using testing::StartServer;
 
 RunningServer StartEmbedded(std::string_view name, std::vector<std::string> extra = {}) {
   std::vector<std::string> args = {"--listen=tcp://127.0.0.1:0", "--listen=shm://" + ShmPath(name),
-                                   "--region-size=64MiB", "--meganode-size=8MiB"};
+                                   "--region-size=64MiB", "--meganode-size=16KiB", "--meganodes=4096"};
   args.insert(args.end(), extra.begin(), extra.end());
   return StartServer(args);
 }
@@ -105,6 +105,12 @@ TEST_P(StoreModel, EveryAnswerMatchesAModel) {
   ASSERT_TRUE(client->Scan("", "", 100000, &all).ok());
   const std::vector<std::pair<std::string, std::string>> want(model.begin(), model.end());
   ASSERT_EQ(all, want);
+  // The server's meganodes (16 KiB: 16 slots) split many times under this load, the root among them.
+  auto stats = client->StoreStats();
+  ASSERT_TRUE(stats.ok()) << stats.status().ToString();
+  ASSERT_EQ(stats->size(), 1u);
+  EXPECT_GT(stats->front().meganode_splits, 5u);
+  EXPECT_GE(stats->front().root_splits, 1u);
 }
 
 INSTANTIATE_TEST_SUITE_P(All, StoreModel,
