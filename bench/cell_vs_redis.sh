@@ -47,7 +47,7 @@ fi
 if [ "${free_pages:-0}" -ge 700 ]; then huge=(--huge-pages); pages=2m; fi
 
 taskset -c 0 "$build/bin/cell-server" --listen=tcp://127.0.0.1:0 --listen="shm://$dir/cell.sock" --workers=1 \
-  --meganode-size=256MiB --region-size=1GiB ${huge[@]+"${huge[@]}"} >"$dir/server.out" 2>"$dir/server.log" &
+  --meganode-size=128MiB --meganodes=2 --region-size=1GiB ${huge[@]+"${huge[@]}"} >"$dir/server.out" 2>"$dir/server.log" &
 server_pid=$!
 for _ in $(seq 300); do grep -q '^ready ' "$dir/server.out" && break; kill -0 "$server_pid" || break; sleep 0.1; done
 grep -q '^ready ' "$dir/server.out" || { echo "cell_vs_redis.sh: cell-server did not start:" >&2; cat "$dir/server.log" >&2; exit 1; }

@@ -19,8 +19,11 @@ StatusOr<GlobalPtr> GlobalReader::Root() {
   return header.cluster_root;
 }
 
-Status GlobalReader::Get(std::string_view key, std::string* value) {
-  CELL_ASSIGN_OR_RETURN(GlobalPtr m, Root());
+Status GlobalReader::Get(std::string_view key, std::string* value, GlobalPtr start) {
+  GlobalPtr m = start;
+  if (m.is_null()) {
+    CELL_ASSIGN_OR_RETURN(m, Root());
+  }
   for (int step = 0; step < kMaxSteps; ++step) {
     ++stats_.meganodes;
     TreeReader reader(source_, m);

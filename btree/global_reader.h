@@ -26,7 +26,9 @@ class GlobalReader {
   // `first_meganode`: the cluster's first meganode (offset 0 of the lowest region), whose header names the root.
   GlobalReader(NodeSource* source, GlobalPtr first_meganode) : source_(source), first_(first_meganode) {}
 
-  Status Get(std::string_view key, std::string* value);
+  // `start`: a meganode to begin at instead of the root (a cached root or path entry; null: the root). Any meganode
+  // is a correct start for a key it covers or that lies to its right: an old root still is, after a root split.
+  Status Get(std::string_view key, std::string* value, GlobalPtr start = GlobalPtr());
   // Up to `limit` pairs with start <= key < end (empty end: no bound), in key order, across meganodes.
   Status Scan(std::string_view start, std::string_view end, size_t limit, std::vector<KeyValue>* out);
   // The meganode at `level` (0: a leaf meganode) whose range holds `key`; path[l] is the meganode passed at level l

@@ -323,7 +323,24 @@ Status StoreClient::GetClientSide(std::string_view key, std::string* value) {
   return Run([&](rpc::Connection& connection, const Route& route) -> Attempt {
     btree::CopyingNodeSource source(ReadFetcher(connection));
     btree::GlobalReader reader(&source, GlobalPtr{route.entry.region, 0});
-    Status s = reader.Get(key, value);
+    GlobalPtr start;
+    {
+      std::lock_guard lock(mu_);
+      start = root_meganode_;
+    }
+    if (start.is_null() || start.region != route.entry.region) {
+      auto root = reader.Root();
+      if (root.ok()) {
+        start = *root;
+        std::lock_guard lock(mu_);
+        root_meganode_ = start;
+      }
+    }
+    Status s = reader.Get(key, value, start);
+    if (reader.stats().rights + reader.stats().restarts > 0) {
+      std::lock_guard lock(mu_);
+      root_meganode_ = GlobalPtr();  // the root has moved (or split): read it again next time
+    }
     if (ShouldRetry(s, connection)) {
       if (!connection.health().ok()) Forget(route.owner.id);
       return {s, true};

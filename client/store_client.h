@@ -94,6 +94,7 @@ class StoreClient {
   std::mutex mu_;  // guards what follows
   std::map<uint64_t, std::shared_ptr<rpc::Connection>> connections_;
   uint32_t root_ = 0;
+  GlobalPtr root_meganode_;  // cached for client-side searches (an old root is still a correct start)
   bool closing_ = false;
   std::condition_variable retry_cv_;
   std::vector<std::function<void()>> retries_;  // tasks for the retry thread
