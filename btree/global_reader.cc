@@ -90,19 +90,28 @@ Status GlobalReader::Scan(std::string_view start, std::string_view end, size_t l
     GlobalPtr m;
     CELL_RETURN_IF_ERROR(Locate(from, 0, &m, nullptr));
     TreeReader reader(source_, m);
+    const size_t before = out->size();
     CELL_RETURN_IF_ERROR(reader.Scan(from, end, wanted - out->size(), out));
+    std::string next;
     if (reader.beyond_meganode()) {
-      from = reader.resume_key();
-      continue;
+      next = reader.resume_key();
+    } else {
+      if (out->size() >= wanted) return Status::OK();
+      // The meganode's nodes ran out (a meganode not yet split keeps nodes that reach +infinity): the scan goes on
+      // from its max, if it has one.
+      TreeReader::Header header;
+      CELL_RETURN_IF_ERROR(reader.ReadHeader(nullptr, &header, /*with_max=*/true));
+      if (header.max.empty()) return Status::OK();
+      next = std::move(header.max);
     }
-    if (out->size() >= wanted) return Status::OK();
-    // The meganode's nodes ran out (a meganode not yet split keeps nodes that reach +infinity): the scan goes on
-    // from its max, if it has one.
-    TreeReader::Header header;
-    CELL_RETURN_IF_ERROR(reader.ReadHeader(nullptr, &header, /*with_max=*/true));
-    if (header.max.empty()) return Status::OK();
-    if (CompareKeys(header.max, from) <= 0) return Status::Corruption("a meganode's max does not advance a scan");
-    from = header.max;
+    // A scan that raced a split of this meganode may have read, in its old nodes, keys at or above the new max that
+    // now live in the meganode to the right: go on after the last key returned, never before it.
+    if (out->size() > before) {
+      std::string after_last = out->back().key + std::string(1, '\0');
+      if (CompareKeys(after_last, next) > 0) next = std::move(after_last);
+    }
+    if (CompareKeys(next, from) <= 0) return Status::Corruption("a meganode's max does not advance a scan");
+    from = std::move(next);
   }
   return TooManySteps();
 }
