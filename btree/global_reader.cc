@@ -9,6 +9,19 @@ constexpr int kMaxSteps = 100000;  // turns a corrupt tree (a cycle of pointers)
 Status TooManySteps() {
   return Status::Aborted("gave up after too many meganode steps (the tree keeps changing or is corrupt)");
 }
+
+// The smallest valid key after `key` (keys are 1..kMaxKeySize bytes); false if there is none.
+bool Successor(const std::string& key, std::string* out) {
+  if (key.size() < kMaxKeySize) {
+    *out = key + std::string(1, '\0');
+    return true;
+  }
+  *out = key;
+  while (!out->empty() && static_cast<unsigned char>(out->back()) == 0xff) out->pop_back();
+  if (out->empty()) return false;
+  out->back() = static_cast<char>(static_cast<unsigned char>(out->back()) + 1);
+  return true;
+}
 }  // namespace
 
 StatusOr<GlobalPtr> GlobalReader::Root() {
@@ -107,10 +120,13 @@ Status GlobalReader::Scan(std::string_view start, std::string_view end, size_t l
     // A scan that raced a split of this meganode may have read, in its old nodes, keys at or above the new max that
     // now live in the meganode to the right: go on after the last key returned, never before it.
     if (out->size() > before) {
-      std::string after_last = out->back().key + std::string(1, '\0');
+      std::string after_last;
+      if (!Successor(out->back().key, &after_last)) return Status::OK();  // the last possible key was returned
       if (CompareKeys(after_last, next) > 0) next = std::move(after_last);
     }
-    if (CompareKeys(next, from) <= 0) return Status::Corruption("a meganode's max does not advance a scan");
+    // `next` may equal `from`: the meganode split after Locate, so the scan met a cut at once. Locate again (the
+    // header that sends it right was published before the cut).
+    if (CompareKeys(next, from) < 0) return Status::Corruption("a meganode's max does not advance a scan");
     from = std::move(next);
   }
   return TooManySteps();

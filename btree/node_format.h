@@ -6,8 +6,8 @@
 //   word 1   checksum     XXH3-64 of bytes 16..1023, seeded with the version (binds the contents to the version).
 //   word 2   meganode     GlobalPtr (packed) of the meganode's first byte: the meganode's identity.
 //   word 3   bits 0-31 slot | 32-39 level (0 = leaf) | 40-47 kind | 48-55 flags | 56-63 entry count
-//   word 4   right link   GlobalPtr (packed) of the right sibling, 0 if none; at a meganode's edge it may point into
-//                         the next meganode (meganodes are level-linked too).
+//   word 4   right link   GlobalPtr (packed) of the right sibling in the same meganode, 0 at the meganode's edge
+//                         (meganodes are linked through their headers instead).
 //   word 5   bits 0-7 min key length | 8-15 min key word | 16-23 max key length | 24-31 max key word |
 //            32-39 heap start word.   A fence length of 0 means -infinity (min) or +infinity (max): real keys and
 //                         separators are never empty.

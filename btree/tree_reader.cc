@@ -173,7 +173,9 @@ Status TreeReader::ReadRecord(Source* src, const NodeHandle& leaf, const LeafVal
   //    reader acquired (WaitStableVersion) makes all of its bytes visible; no load can return an older value.
   //  - Not newer: the block is freed only after a writer has locked the node holding the entry (CAS to an odd
   //    version) and published it without the entry (version + 2; a version never returns to an earlier value once
-  //    changed). While the entry is being moved by a split, the node it is moved from is locked. Free happens before
+  //    changed). While the entry is being moved by a node split, the node it is moved from is locked; when a
+  //    meganode split moves it to another meganode, its old node is cut (a new version) before any writer of the
+  //    new meganode can free the block (meganode/global_tree.h). Free happens before
   //    the Allocate that reuses the block (allocator mutex), and that block's writer issues a release fence after
   //    Allocate, before its stores (LocalStore::Put; the rule in meganode/extent_allocator.h). So if any word loaded
   //    here came from such a later write, the acquire fence in Validate synchronizes with that release fence, the

@@ -62,9 +62,10 @@ class TreeReader {
   Status Find(std::string_view key, std::string* value, Step* step);
   // Find, for a tree of one meganode: OK or NotFound; FailedPrecondition if the key lies outside the meganode.
   Status Get(std::string_view key, std::string* value);
-  // Up to `limit` pairs with start <= key < end (an empty `end` means no bound), in key order, from this meganode.
-  // A scan that reaches the meganode's max stops there: beyond_meganode() is then true and resume_key() is where
-  // the scan goes on (in the meganodes to the right).
+  // Up to `limit` pairs with start <= key < end (an empty `end` means no bound), in key order, from this meganode's
+  // nodes. A scan that meets a node cut by a meganode split stops there: beyond_meganode() is then true and
+  // resume_key() is where the scan goes on (in the meganodes to the right). A meganode not yet split keeps nodes
+  // that reach +infinity: the caller continues from the header's max (GlobalReader::Scan).
   Status Scan(std::string_view start, std::string_view end, size_t limit, std::vector<KeyValue>* out);
   bool beyond_meganode() const { return beyond_; }
   const std::string& resume_key() const { return resume_; }

@@ -80,7 +80,7 @@ Status GlobalTree::Write(std::string_view key, const std::function<Status(btree:
     Status s;
     uint64_t seen_splits = 0;
     {
-      std::shared_lock lock(mega->split_mu);
+      absl::ReaderMutexLock lock(&mega->split_mu);
       // Under the split lock the range is stable; a split may have moved the key right since Locate.
       TreeReader::Header header;
       CELL_RETURN_IF_ERROR(TreeReader(source_.get(), m).ReadHeader(&k, &header));
@@ -204,7 +204,7 @@ Status GlobalTree::Split(Mega* m, int level, uint64_t seen_splits) {
   std::string sep;
   GlobalPtr right_half;
   {
-    std::unique_lock lock(m->split_mu);
+    absl::MutexLock lock(&m->split_mu);
     Meganode& store = *m->store;
     if (m->splits != seen_splits) return Status::OK();  // split meanwhile by another writer
     ++m->splits;
@@ -232,6 +232,8 @@ Status GlobalTree::Split(Mega* m, int level, uint64_t seen_splits) {
       if (!s.ok()) return Status::Internal("the right half of a meganode does not fit a new one: " + s.ToString());
     }
     right_half = n->store->meganode();
+    // No writer may change N before M is cut (step 4 in global_tree.h).
+    absl::MutexLock n_lock(&n->split_mu);
 
     // Publish the left half's header (max sep, right link to N), keeping its root and the cluster root it may hold.
     const uint64_t locked = btree::LockNode(hw);
@@ -243,6 +245,7 @@ Status GlobalTree::Split(Mega* m, int level, uint64_t seen_splits) {
     header.BuildMeganodeHeader(store.meganode(), header.view().root_slot(), header.view().root_level(), info);
     btree::PublishAndUnlock(hw, &header, locked);
 
+    if (split_observer_) split_observer_(sep);
     CutNodes(store, root_slot, root_level, sep);
   }
   stats_.splits.fetch_add(1, std::memory_order_relaxed);
@@ -288,7 +291,7 @@ Status GlobalTree::InsertSeparator(int level, const std::string& separator, Glob
     Status s;
     uint64_t seen_splits = 0;
     {
-      std::shared_lock lock(parent->split_mu);
+      absl::ReaderMutexLock lock(&parent->split_mu);
       TreeReader::Header header;
       CELL_RETURN_IF_ERROR(TreeReader(source_.get(), p).ReadHeader(&k, &header));
       if (header.position != 0) continue;

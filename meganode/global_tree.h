@@ -3,28 +3,33 @@
 //
 // The first meganode (offset 0 of the node region) is the cluster's first meganode: its header names the root
 // meganode. Leaf meganodes hold key -> record entries; internal meganodes hold separator -> child meganode entries
-// (the leftmost child under the smallest key, "\0"). A meganode that runs out of slots is split:
-//   1. writers of the meganode M are held off (its split lock), readers are not;
+// (the leftmost child under the smallest key, "\0"). A meganode M that runs out of slots is split:
+//   1. writers of M are held off (its split lock), readers are not;
 //   2. the split key s is M's middle entry; a new meganode N, range [s, M's max), right link M's right sibling, gets
-//      the entries >= s (it is not reachable yet);
+//      the entries >= s (records do not move: N's entries point to the same extents). N's split lock is taken too,
+//      so that no writer changes N until step 4 is done;
 //   3. M's header is published with max s and right link N: a search for k >= s that reads it moves right to N;
 //   4. M's nodes are cut, level by level from the top: entries >= s dropped, max fence s, no right link (a reader
 //      that meets such a node re-reads the header and moves right); nodes wholly >= s are published invalid and
-//      their slots freed (a reader holding a pointer to one restarts from an ancestor, as for any stale pointer);
-//   5. writers are let in again (those for k >= s move right to N), and the separator s -> N is inserted into the
+//      their slots freed (a reader holding a pointer to one restarts from an ancestor, as for any stale pointer).
+//      Until the cut reaches a node, readers may still see it whole: its content is current, because neither M nor
+//      N takes writes yet. And since every node of M holding an entry >= s changes version before any write to N
+//      can free a record, an in-place reader's version check never vouches for a record reused since;
+//   5. writers are let into M and N again (those for k >= s find N), and the separator s -> N is inserted into the
 //      parent meganode, which may split in turn; when the root splits, a new root meganode is made and the first
 //      meganode's header is pointed at it.
-// Records do not move: N's entries point to the same extents. Thread-safe.
+// Thread-safe.
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <mutex>
-#include <shared_mutex>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "absl/synchronization/mutex.h"
 #include "btree/blink_tree.h"
 #include "btree/global_reader.h"
 #include "btree/node_source.h"
@@ -68,6 +73,10 @@ class GlobalTree {
   uint64_t extent_bytes_used() const { return extents_->bytes_in_use(); }
   const Stats& stats() const { return stats_; }
 
+  // Test seam: called by a split after it has published the left half's header and before it cuts the nodes (the
+  // window in step 4), with the split key. It runs on the splitting thread, with the split locks held.
+  void set_split_observer(std::function<void(const std::string& separator)> o) { split_observer_ = std::move(o); }
+
   // Checks every meganode (its local tree's invariants) and the meganodes' chains: at each level, left to right,
   // ranges that tile the key space and entries inside their meganode's range. Only while no writer runs.
   Status CheckInvariants() const;
@@ -76,7 +85,9 @@ class GlobalTree {
   struct Mega {
     std::unique_ptr<Meganode> store;
     std::unique_ptr<btree::BLinkTree> tree;
-    std::shared_mutex split_mu;  // writers shared, a split exclusive
+    // Writers hold it shared, a split exclusive. absl::Mutex, not std::shared_mutex: glibc's rwlock lets new readers
+    // pass a waiting writer, so a stream of updates could keep a full meganode from ever splitting.
+    absl::Mutex split_mu;
     uint64_t splits = 0;         // guarded by split_mu: how often this meganode has split
   };
 
@@ -100,6 +111,7 @@ class GlobalTree {
   mutable std::mutex megas_mu_;               // guards megas_ slots being filled
   std::mutex root_mu_;                        // one root split at a time
   Stats stats_;
+  std::function<void(const std::string&)> split_observer_;
 };
 
 }  // namespace cell::meganode

@@ -119,6 +119,47 @@ TEST(GlobalTree, RunningOutOfMeganodesIsResourceExhaustedAndKeepsEveryKey) {
   }
 }
 
+// The window between publishing a split meganode's header and cutting its nodes: readers may still walk its old
+// nodes for keys that now belong to the new meganode, so no write may reach the new meganode yet. A writer started
+// in the window must not have completed while a reader can still see the old value.
+TEST(GlobalTree, NoWriteLandsInTheNewMeganodeBeforeTheOldOneIsCut) {
+  auto tree = SmallTree();
+  ASSERT_NE(tree, nullptr);
+  std::atomic<int> windows{0}, checks{0}, misses{0};
+  std::atomic<bool> written{false};
+  std::string split_key;
+  std::thread writer;
+  tree->set_split_observer([&](const std::string& sep) {
+    if (windows++ > 0) return;  // the first split is enough
+    split_key = sep;
+    writer = std::thread([&] {  // blocks until the split is over (if all is well)
+      EXPECT_TRUE(tree->Put(split_key, "new").ok());
+      written = true;
+    });
+    btree::CopyingNodeSource copies(testing::RegionFetcher(&tree->regions(), /*shuffle=*/false));
+    const std::string end = sep + std::string(1, '\x01');
+    for (int i = 0; i < 2000; ++i) {
+      const bool was_written = written.load();
+      std::vector<btree::KeyValue> in_place, copied;
+      // From below the split key, so the scan walks the split meganode's old nodes up to it.
+      EXPECT_TRUE(tree->Scan("", end, 1000000, &in_place).ok());
+      EXPECT_TRUE(btree::GlobalReader(&copies, tree->first_meganode()).Scan("", end, 1000000, &copied).ok());
+      for (const auto* got : {&in_place, &copied}) {
+        if (was_written && (got->empty() || got->back().key != sep || got->back().value != "new")) ++misses;
+      }
+      ++checks;
+      if (was_written) break;
+    }
+  });
+  for (int i = 0; windows.load() == 0; ++i) ASSERT_TRUE(tree->Put(Key(i), "old").ok());
+  writer.join();
+  EXPECT_EQ(misses.load(), 0) << "a scan missed a write of the split key that had completed";
+  EXPECT_GT(checks.load(), 0);
+  std::string value;
+  ASSERT_TRUE(tree->Get(split_key, &value).ok());
+  EXPECT_EQ(value, "new");
+}
+
 // Splits under fire: a writer inserts new keys (splitting meganodes, the root among them) and updates stable keys;
 // readers look the stable keys up in place and through shuffled copies, and scan. Every stable key must always be
 // found, with a value of its own, and scans must return each stable key in their range exactly once, in order.
