@@ -69,14 +69,14 @@ StatusOr<GlobalTree::Mega*> GlobalTree::NewMeganode(const btree::MeganodeInfo& i
   return m;
 }
 
-Status GlobalTree::Write(std::string_view key, const std::function<Status(btree::BLinkTree&)>& write) {
+Status GlobalTree::Write(int level, std::string_view key, const std::function<Status(btree::BLinkTree&)>& write) {
   btree::SearchKey k(key);
   GlobalReader reader(source_.get(), first_meganode());
   for (int attempt = 0; attempt < 10000; ++attempt) {
     GlobalPtr m;
-    CELL_RETURN_IF_ERROR(reader.Locate(key, 0, &m, nullptr));
+    CELL_RETURN_IF_ERROR(reader.Locate(key, level, &m, nullptr));
     Mega* mega = At(m);
-    if (mega == nullptr) return Status::Internal("a leaf meganode pointer names no meganode of this tree");
+    if (mega == nullptr) return Status::Internal("a meganode pointer names no meganode of this tree");
     Status s;
     uint64_t seen_splits = 0;
     {
@@ -89,7 +89,7 @@ Status GlobalTree::Write(std::string_view key, const std::function<Status(btree:
       s = write(*mega->tree);
     }
     if (s.IsResourceExhausted()) {  // the meganode is full (records were allocated before): split it, try again
-      CELL_RETURN_IF_ERROR(Split(mega, 0, seen_splits));
+      CELL_RETURN_IF_ERROR(Split(mega, level, seen_splits));
       continue;
     }
     return s;
@@ -107,7 +107,7 @@ Status GlobalTree::Put(std::string_view key, std::string_view value) {
   CopyToShared(regions_.Resolve(*extent, record.size() * 8), record.data(), record.size());
   const LeafValue entry{*extent, static_cast<uint32_t>(btree::RecordLength(key.size(), value.size())), checksum};
   std::optional<LeafValue> replaced;
-  Status s = Write(key, [&](btree::BLinkTree& tree) { return tree.Put(key, entry, &replaced); });
+  Status s = Write(0, key, [&](btree::BLinkTree& tree) { return tree.Put(key, entry, &replaced); });
   if (!s.ok()) {
     extents_->Free(*extent);
     return s;
@@ -124,7 +124,7 @@ Status GlobalTree::Get(std::string_view key, std::string* value) {
 Status GlobalTree::Delete(std::string_view key) {
   CELL_RETURN_IF_ERROR(CheckKeyValue(key, {}));
   LeafValue removed;
-  CELL_RETURN_IF_ERROR(Write(key, [&](btree::BLinkTree& tree) { return tree.Delete(key, &removed); }));
+  CELL_RETURN_IF_ERROR(Write(0, key, [&](btree::BLinkTree& tree) { return tree.Delete(key, &removed); }));
   return extents_->Free(removed.ptr);
 }
 
@@ -133,13 +133,21 @@ Status GlobalTree::Scan(std::string_view start, std::string_view end, size_t lim
 }
 
 namespace {
+// The leftmost child of the node at `slot`, or 0 if the slot is not in the meganode.
+uint32_t FirstChild(Meganode& store, uint32_t slot) {
+  const uint64_t* w = store.SlotWords(slot);
+  return w == nullptr ? 0 : NodeView(w).child_slot(0);
+}
+
 // The level-0 entries of a meganode's local tree, in key order (no writer may run).
 std::vector<btree::NodeEntry> LeafEntries(Meganode& store, uint32_t root_slot, int root_level) {
   uint32_t slot = root_slot;
-  for (int level = root_level; level > 0; --level) slot = NodeView(store.SlotWords(slot)).child_slot(0);
+  for (int level = root_level; level > 0; --level) slot = FirstChild(store, slot);
   std::vector<btree::NodeEntry> out;
   while (slot != 0) {
-    NodeView v(store.SlotWords(slot));
+    const uint64_t* w = store.SlotWords(slot);
+    if (w == nullptr) break;
+    NodeView v(w);
     for (uint32_t i = 0; i < v.size(); ++i) {
       out.emplace_back();
       v.CopyEntryKey(i, &out.back().key);
@@ -158,13 +166,14 @@ void CutNodes(Meganode& store, uint32_t root_slot, int root_level, const std::st
   uint32_t slot = root_slot;
   for (int level = root_level; level >= 0; --level) {
     leftmost[level] = slot;
-    if (level > 0) slot = NodeView(store.SlotWords(slot)).child_slot(0);
+    if (level > 0) slot = FirstChild(store, slot);
   }
   std::vector<uint32_t> freed;
   std::string min, max;
   for (int level = root_level; level >= 0; --level) {
     for (uint32_t s = leftmost[level]; s != 0;) {
       uint64_t* w = store.SlotWords(s);
+      if (w == nullptr) break;
       const uint64_t locked = btree::LockNode(w);
       NodeImage image;
       btree::LoadLocked(w, &image);
@@ -262,7 +271,6 @@ void GlobalTree::SetClusterRoot(GlobalPtr root) {
 }
 
 Status GlobalTree::InsertSeparator(int level, const std::string& separator, GlobalPtr child) {
-  btree::SearchKey k(separator);
   GlobalReader reader(source_.get(), first_meganode());
   const LeafValue entry{child, 0, 0};
   for (int attempt = 0; attempt < 10000; ++attempt) {
@@ -284,26 +292,11 @@ Status GlobalTree::InsertSeparator(int level, const std::string& separator, Glob
       stats_.root_splits.fetch_add(1, std::memory_order_relaxed);
       return Status::OK();
     }
-    GlobalPtr p;
-    CELL_RETURN_IF_ERROR(reader.Locate(separator, level, &p, nullptr));
-    Mega* parent = At(p);
-    if (parent == nullptr) return Status::Internal("a parent meganode pointer names no meganode of this tree");
-    Status s;
-    uint64_t seen_splits = 0;
-    {
-      absl::ReaderMutexLock lock(&parent->split_mu);
-      TreeReader::Header header;
-      CELL_RETURN_IF_ERROR(TreeReader(source_.get(), p).ReadHeader(&k, &header));
-      if (header.position != 0) continue;
-      seen_splits = parent->splits;
+    // The root reaches `level` (it only grows): the parent meganode is there to be found.
+    return Write(level, separator, [&](btree::BLinkTree& tree) {
       std::optional<LeafValue> replaced;
-      s = parent->tree->Put(separator, entry, &replaced);
-    }
-    if (s.IsResourceExhausted()) {
-      CELL_RETURN_IF_ERROR(Split(parent, level, seen_splits));
-      continue;
-    }
-    return s;
+      return tree.Put(separator, entry, &replaced);
+    });
   }
   return Status::Aborted("could not insert a separator into the parent meganode");
 }

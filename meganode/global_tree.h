@@ -94,8 +94,9 @@ class GlobalTree {
   GlobalTree() = default;
   Mega* At(GlobalPtr meganode) const;
   StatusOr<Mega*> NewMeganode(const btree::MeganodeInfo& info);
-  // Runs `write` on the leaf meganode covering `key` under its split lock, splitting meganodes that are full.
-  Status Write(std::string_view key, const std::function<Status(btree::BLinkTree&)>& write);
+  // Runs `write` on the meganode at `level` (0: leaf meganodes) covering `key`, under its split lock, splitting
+  // meganodes that are full.
+  Status Write(int level, std::string_view key, const std::function<Status(btree::BLinkTree&)>& write);
   // Splits `m` (at `level` among meganodes) unless it has split since the caller saw `seen_splits`; then inserts the
   // separator above.
   Status Split(Mega* m, int level, uint64_t seen_splits);
