@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <map>
+#include <mutex>
+#include <shared_mutex>
 
 #include "btree/node_lock.h"
 #include "btree/record_format.h"
@@ -80,7 +82,7 @@ Status GlobalTree::Write(int level, std::string_view key, const std::function<St
     Status s;
     uint64_t seen_splits = 0;
     {
-      absl::ReaderMutexLock lock(&mega->split_mu);
+      std::shared_lock lock(mega->split_mu);
       // Under the split lock the range is stable; a split may have moved the key right since Locate.
       TreeReader::Header header;
       CELL_RETURN_IF_ERROR(TreeReader(source_.get(), m).ReadHeader(&k, &header));
@@ -213,7 +215,7 @@ Status GlobalTree::Split(Mega* m, int level, uint64_t seen_splits) {
   std::string sep;
   GlobalPtr right_half;
   {
-    absl::MutexLock lock(&m->split_mu);
+    std::unique_lock lock(m->split_mu);
     Meganode& store = *m->store;
     if (m->splits != seen_splits) return Status::OK();  // split meanwhile by another writer
     ++m->splits;
@@ -242,7 +244,7 @@ Status GlobalTree::Split(Mega* m, int level, uint64_t seen_splits) {
     }
     right_half = n->store->meganode();
     // No writer may change N before M is cut (step 4 in global_tree.h).
-    absl::MutexLock n_lock(&n->split_mu);
+    std::unique_lock n_lock(n->split_mu);
 
     // Publish the left half's header (max sep, right link to N), keeping its root and the cluster root it may hold.
     const uint64_t locked = btree::LockNode(hw);

@@ -21,6 +21,8 @@
 // Thread-safe.
 #pragma once
 
+#include <pthread.h>
+
 #include <atomic>
 #include <functional>
 #include <memory>
@@ -29,7 +31,6 @@
 #include <string_view>
 #include <vector>
 
-#include "absl/synchronization/mutex.h"
 #include "btree/blink_tree.h"
 #include "btree/global_reader.h"
 #include "btree/node_source.h"
@@ -46,6 +47,30 @@ struct GlobalTreeOptions {
   RegionBacking backing = RegionBacking::kAnonymous;
   uint32_t node_region_id = 1;
   uint32_t extent_region_id = 2;
+};
+
+// A meganode's split lock: shared by its writers, exclusive for a split. A waiting split holds back new writers (a
+// writer-preferring pthread rwlock; glibc's default, and std::shared_mutex, let new readers pass a waiting writer,
+// so a stream of updates could keep a full meganode from ever splitting). pthread's, so ThreadSanitizer sees it.
+class SplitLock {
+ public:
+  SplitLock() {
+    pthread_rwlockattr_t attr;
+    pthread_rwlockattr_init(&attr);
+    pthread_rwlockattr_setkind_np(&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+    pthread_rwlock_init(&lock_, &attr);
+    pthread_rwlockattr_destroy(&attr);
+  }
+  ~SplitLock() { pthread_rwlock_destroy(&lock_); }
+  SplitLock(const SplitLock&) = delete;
+  SplitLock& operator=(const SplitLock&) = delete;
+  void lock() { pthread_rwlock_wrlock(&lock_); }
+  void unlock() { pthread_rwlock_unlock(&lock_); }
+  void lock_shared() { pthread_rwlock_rdlock(&lock_); }
+  void unlock_shared() { pthread_rwlock_unlock(&lock_); }
+
+ private:
+  pthread_rwlock_t lock_;
 };
 
 class GlobalTree {
@@ -85,9 +110,7 @@ class GlobalTree {
   struct Mega {
     std::unique_ptr<Meganode> store;
     std::unique_ptr<btree::BLinkTree> tree;
-    // Writers hold it shared, a split exclusive. absl::Mutex, not std::shared_mutex: glibc's rwlock lets new readers
-    // pass a waiting writer, so a stream of updates could keep a full meganode from ever splitting.
-    absl::Mutex split_mu;
+    SplitLock split_mu;  // writers shared, a split exclusive
     uint64_t splits = 0;         // guarded by split_mu: how often this meganode has split
   };
 
