@@ -86,7 +86,9 @@ TEST_P(StoreModel, EveryAnswerMatchesAModel) {
     } else if (op < 9) {
       Status s = client->Delete(key);
       ASSERT_EQ(s.ok(), model.erase(key) == 1) << key << ": " << s.ToString();
-      if (!s.ok()) ASSERT_TRUE(s.IsNotFound()) << s.ToString();
+      if (!s.ok()) {
+        ASSERT_TRUE(s.IsNotFound()) << s.ToString();
+      }
     } else {
       const std::string start = fmt::format("key{:04d}", rng() % 400);
       const std::string end = rng() % 4 == 0 ? "" : fmt::format("key{:04d}", rng() % 400);
@@ -249,7 +251,9 @@ TEST(Store, ADeadServerIsUnavailableWithinTheTimeoutNeverAHang) {
     do {
       value.clear();
       s = c->Get("k", &value);
-      if (s.ok()) ASSERT_EQ(value, "v");
+      if (s.ok()) {
+        ASSERT_EQ(value, "v");
+      }
     } while (s.ok() && std::chrono::steady_clock::now() - before < 4s);
     EXPECT_TRUE(s.IsUnavailable() || s.IsDeadlineExceeded()) << s.ToString();
     EXPECT_LT(std::chrono::steady_clock::now() - before, 4s);
