@@ -10,18 +10,6 @@ Status TooManySteps() {
   return Status::Aborted("gave up after too many meganode steps (the tree keeps changing or is corrupt)");
 }
 
-// The smallest valid key after `key` (keys are 1..kMaxKeySize bytes); false if there is none.
-bool Successor(const std::string& key, std::string* out) {
-  if (key.size() < kMaxKeySize) {
-    *out = key + std::string(1, '\0');
-    return true;
-  }
-  *out = key;
-  while (!out->empty() && static_cast<unsigned char>(out->back()) == 0xff) out->pop_back();
-  if (out->empty()) return false;
-  out->back() = static_cast<char>(static_cast<unsigned char>(out->back()) + 1);
-  return true;
-}
 }  // namespace
 
 StatusOr<GlobalPtr> GlobalReader::Root() {

@@ -69,6 +69,20 @@ inline int CompareKeys(std::string_view a, std::string_view b) {
 
 // The shortest key s with left < s <= right (requires left < right): right cut just after the first byte where
 // the two differ. Used as the separator when a leaf splits (suffix truncation), so inner nodes hold short keys.
+// The smallest valid key after `key` (keys are 1..kMaxKeySize bytes): key + "\0", or, for a key of the maximum
+// length, the key with trailing 0xff bytes dropped and the last byte incremented. False if `key` is the last key.
+inline bool Successor(const std::string& key, std::string* out) {
+  if (key.size() < kMaxKeySize) {
+    *out = key + std::string(1, '\0');
+    return true;
+  }
+  *out = key;
+  while (!out->empty() && static_cast<unsigned char>(out->back()) == 0xff) out->pop_back();
+  if (out->empty()) return false;
+  out->back() = static_cast<char>(static_cast<unsigned char>(out->back()) + 1);
+  return true;
+}
+
 inline std::string ShortestSeparator(std::string_view left, std::string_view right) {
   size_t i = 0;
   while (i < left.size() && i < right.size() && left[i] == right[i]) ++i;

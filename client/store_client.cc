@@ -48,6 +48,7 @@ StoreClient::~StoreClient() {
 }
 
 void StoreClient::PostRetry(std::function<void()> task) {
+  stats_.retries.fetch_add(1, std::memory_order_relaxed);
   {
     std::lock_guard lock(mu_);
     if (!closing_) {
@@ -92,19 +93,28 @@ StatusOr<uint32_t> StoreClient::Root() {
   return root;
 }
 
-StatusOr<std::shared_ptr<rpc::Connection>> StoreClient::ConnectionTo(const membership::ServerInfo& server) {
+namespace {
+std::chrono::milliseconds Remaining(std::chrono::steady_clock::time_point deadline) {
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+  return std::max(left, std::chrono::milliseconds(1));
+}
+}  // namespace
+
+StatusOr<std::shared_ptr<rpc::Connection>> StoreClient::ConnectionTo(const membership::ServerInfo& server,
+                                                                     Deadline deadline) {
   {
     std::lock_guard lock(mu_);
     auto it = connections_.find(server.id);
     if (it != connections_.end() && it->second->health().ok()) return it->second;
   }
   rpc::ClientOptions rpc_options;
-  rpc_options.connect_timeout = options_.timeout;
+  rpc_options.connect_timeout = Remaining(deadline);  // each transport tried gets what is left
   rpc_options.call_timeout = options_.timeout;
   std::string errors;
   for (const std::string& transport : options_.transports) {
     const auto address = server.addresses.find(transport);
     if (address == server.addresses.end()) continue;
+    rpc_options.connect_timeout = Remaining(deadline);
     auto connection = rpc::Connect(address->second, rpc_options);
     if (!connection.ok()) {
       errors += fmt::format("; {}: {}", address->second, connection.status().message());
@@ -114,7 +124,14 @@ StatusOr<std::shared_ptr<rpc::Connection>> StoreClient::ConnectionTo(const membe
     std::shared_ptr<rpc::Connection> old;  // released after the lock: closing it runs its callbacks, which lock mu_
     {
       std::lock_guard lock(mu_);
-      old = std::exchange(connections_[server.id], shared);
+      auto& slot = connections_[server.id];
+      // Another thread may have connected meanwhile: keep its healthy connection (callers may have calls on it).
+      if (slot != nullptr && slot->health().ok()) {
+        old = std::move(shared);
+        shared = slot;
+      } else {
+        old = std::exchange(slot, shared);
+      }
     }
     return shared;
   }
@@ -122,18 +139,18 @@ StatusOr<std::shared_ptr<rpc::Connection>> StoreClient::ConnectionTo(const membe
                                          errors.empty() ? " (it offers none of the client's transports)" : errors));
 }
 
-void StoreClient::Forget(uint64_t server) {
+void StoreClient::Forget(uint64_t server, const rpc::Connection* failed) {
   cache_.OnServerUnreachable(server);
   std::shared_ptr<rpc::Connection> old;  // released after the lock (see ConnectionTo)
   std::lock_guard lock(mu_);
   auto it = connections_.find(server);
-  if (it == connections_.end()) return;
+  // Only the connection that failed: another thread may already have put a fresh one there.
+  if (it == connections_.end() || (failed != nullptr && it->second.get() != failed)) return;
   old = std::move(it->second);
   connections_.erase(it);
 }
 
-Status StoreClient::Run(const Operation& op) {
-  const auto deadline = std::chrono::steady_clock::now() + options_.timeout;
+Status StoreClient::Run(const Operation& op, Deadline deadline) {
   Status last;
   auto backoff = std::chrono::milliseconds(1);
   while (true) {
@@ -145,13 +162,13 @@ Status StoreClient::Run(const Operation& op) {
     if (!root.ok()) return root.status();
     auto route = cache_.Lookup(*root);
     if (route.ok()) {
-      auto connection = ConnectionTo(route->owner);
+      auto connection = ConnectionTo(route->owner, deadline);
       if (connection.ok()) {
-        Attempt attempt = op(**connection, *route);
+        Attempt attempt = op(**connection, *route, deadline);
         if (!attempt.retry) return attempt.status;
         last = attempt.status;
       } else {
-        Forget(route->owner.id);
+        Forget(route->owner.id, nullptr);
         last = connection.status();
       }
     } else if (route.status().IsUnavailable()) {
@@ -160,8 +177,9 @@ Status StoreClient::Run(const Operation& op) {
       return route.status();
     }
     if (std::chrono::steady_clock::now() + backoff >= deadline) {
-      return Status::FromCode(last.code() == Status::Code::kOk ? Status::Code::kUnavailable : last.code(),
-                              fmt::format("gave up after {} ms: {}", options_.timeout.count(), last.message()));
+      // No server could be reached: Unavailable; anything else kept failing until the deadline: DeadlineExceeded.
+      return Status::FromCode(last.IsUnavailable() ? Status::Code::kUnavailable : Status::Code::kDeadlineExceeded,
+                              fmt::format("gave up after {} ms: {}", options_.timeout.count(), last.ToString()));
     }
     stats_.retries.fetch_add(1, std::memory_order_relaxed);
     std::this_thread::sleep_for(backoff);  // a retry's back-off, not synchronisation
@@ -169,12 +187,21 @@ Status StoreClient::Run(const Operation& op) {
   }
 }
 
-StoreClient::Attempt StoreClient::Call(rpc::Connection& connection, const Route& route, uint16_t method,
-                                       const std::string& request, std::string* reply_bytes) {
-  auto reply = rpc::CallSync(connection, method, request);
+StoreClient::Attempt StoreClient::Call(rpc::Connection& connection, const Route& route, Deadline deadline,
+                                       bool idempotent, uint16_t method, const std::string& request,
+                                       std::string* reply_bytes) {
+  auto reply = rpc::CallSync(connection, method, request,
+                             std::chrono::duration_cast<std::chrono::microseconds>(Remaining(deadline)));
   if (!reply.ok()) {
     if (reply.status().IsUnavailable() && !connection.health().ok()) {
-      Forget(route.owner.id);  // the connection died: the server may be gone, its regions moving
+      Forget(route.owner.id, &connection);  // the connection died: the server may be gone, its regions moving
+      if (!idempotent) {
+        return {Status::Unavailable(fmt::format(
+                    "the connection to server {} failed after the request was sent; it may or may not have been "
+                    "applied: {}",
+                    route.owner.id, reply.status().message())),
+                false};
+      }
       return {reply.status(), true};
     }
     if (reply.status().IsUnavailable()) return {reply.status(), true};  // fenced for now: retry
@@ -222,13 +249,14 @@ Status StoreClient::Get(std::string_view key, std::string* value) {
   CELL_RETURN_IF_ERROR(meganode::CheckKeyValue(key, {}));
   if (SearchOnServer()) {
     stats_.server_searches.fetch_add(1, std::memory_order_relaxed);
-    return GetServerSide(key, value);
+    return GetServerSide(key, value, NewDeadline());
   }
   stats_.client_searches.fetch_add(1, std::memory_order_relaxed);
-  return GetClientSide(key, value);
+  return GetClientSide(key, value, NewDeadline());
 }
 
-void StoreClient::CallAsync(uint16_t method, const std::function<std::string(const Route&)>& build,
+void StoreClient::CallAsync(uint16_t method, bool idempotent, Deadline deadline,
+                            const std::function<std::string(const Route&)>& build,
                             std::function<void(const Status&, std::string_view)> finish,
                             std::function<void()> retry) {
   std::optional<uint32_t> root;
@@ -238,15 +266,22 @@ void StoreClient::CallAsync(uint16_t method, const std::function<std::string(con
   }
   auto route = root ? cache_.Lookup(*root) : StatusOr<Route>(Status::Unavailable("root not known yet"));
   if (!route.ok()) return PostRetry(std::move(retry));
-  auto connection = ConnectionTo(route->owner);
+  auto connection = ConnectionTo(route->owner, deadline);
   if (!connection.ok()) return PostRetry(std::move(retry));
   const Route r = *route;
   // The callback must not hold the connection: dropping the last reference from its own thread would destroy it
   // there. The client's map (or a sync caller) keeps it alive; the destructor closes it before returning.
-  (*connection)->Call(method, build(r),
-          [this, r, finish = std::move(finish), retry = std::move(retry)](const Status& status,
-                                                                           std::string_view response) mutable {
+  rpc::Connection* raw = connection->get();  // alive while its callbacks run; the callback must not own it
+  raw->Call(method, build(r),
+          [this, r, raw, idempotent, finish = std::move(finish), retry = std::move(retry)](
+              const Status& status, std::string_view response) mutable {
             if (!status.ok()) {
+              // A write whose connection died may have been applied: say so rather than send it again.
+              if (status.IsUnavailable() && !idempotent && !raw->health().ok()) {
+                return finish(Status::Unavailable("the connection failed after the request was sent; it may or may "
+                                                  "not have been applied: " + status.message()),
+                              {});
+              }
               if (status.IsUnavailable()) return PostRetry(std::move(retry));
               return finish(status, {});
             }
@@ -261,7 +296,8 @@ void StoreClient::CallAsync(uint16_t method, const std::function<std::string(con
               return PostRetry(std::move(retry));
             }
             finish(Status::OK(), response);
-          });
+          },
+          std::chrono::duration_cast<std::chrono::microseconds>(Remaining(deadline)));
 }
 
 void StoreClient::GetAsync(std::string_view key, GetCallback done) {
@@ -269,14 +305,17 @@ void StoreClient::GetAsync(std::string_view key, GetCallback done) {
   if (!SearchOnServer()) {
     stats_.client_searches.fetch_add(1, std::memory_order_relaxed);
     std::string value;
-    Status s = GetClientSide(key, &value);
+    Status s = GetClientSide(key, &value, NewDeadline());
     return done(s, value);
   }
   stats_.server_searches.fetch_add(1, std::memory_order_relaxed);
   auto shared_done = std::make_shared<GetCallback>(std::move(done));
   std::string k(key);
+  // One deadline for the operation, retries included (they run on the retry thread, one after another).
+  const Deadline deadline = NewDeadline();
   CallAsync(
-      StoreMethod::STORE_GET, [&k](const Route& route) { return KeyRequest(route, k).SerializeAsString(); },
+      StoreMethod::STORE_GET, /*idempotent=*/true, deadline,
+      [&k](const Route& route) { return KeyRequest(route, k).SerializeAsString(); },
       [shared_done, k](const Status& status, std::string_view bytes) {
         if (!status.ok()) return (*shared_done)(status, {});
         server::proto::StoreReply reply;
@@ -284,9 +323,9 @@ void StoreClient::GetAsync(std::string_view key, GetCallback done) {
         if (!reply.found()) return (*shared_done)(Status::NotFound(fmt::format("no key '{}'", k)), {});
         (*shared_done)(Status::OK(), reply.value());
       },
-      [this, shared_done, k] {
+      [this, shared_done, k, deadline] {
         std::string value;
-        Status s = GetServerSide(k, &value);
+        Status s = GetServerSide(k, &value, deadline);
         (*shared_done)(s, value);
       });
 }
@@ -295,32 +334,34 @@ void StoreClient::PutAsync(std::string_view key, std::string_view value, DoneCal
   if (Status s = meganode::CheckKeyValue(key, value); !s.ok()) return done(s);
   auto shared_done = std::make_shared<DoneCallback>(std::move(done));
   auto kv = std::make_shared<std::pair<std::string, std::string>>(key, value);
+  const Deadline deadline = NewDeadline();
   CallAsync(
-      StoreMethod::STORE_PUT,
+      StoreMethod::STORE_PUT, /*idempotent=*/false, deadline,
       [&kv](const Route& route) {
         server::proto::KeyRequest request = KeyRequest(route, kv->first);
         request.set_value(kv->second);
         return request.SerializeAsString();
       },
       [shared_done](const Status& status, std::string_view) { (*shared_done)(status); },
-      [this, shared_done, kv] { (*shared_done)(Put(kv->first, kv->second)); });
+      [this, shared_done, kv, deadline] { (*shared_done)(PutUntil(kv->first, kv->second, deadline)); });
 }
 
-Status StoreClient::GetServerSide(std::string_view key, std::string* value) {
-  return Run([&](rpc::Connection& connection, const Route& route) -> Attempt {
+Status StoreClient::GetServerSide(std::string_view key, std::string* value, Deadline deadline) {
+  return Run([&](rpc::Connection& connection, const Route& route, Deadline d) -> Attempt {
     std::string bytes;
-    Attempt a = Call(connection, route, StoreMethod::STORE_GET, KeyRequest(route, key).SerializeAsString(), &bytes);
+    Attempt a = Call(connection, route, d, /*idempotent=*/true, StoreMethod::STORE_GET,
+                     KeyRequest(route, key).SerializeAsString(), &bytes);
     if (!a.status.ok()) return a;
     server::proto::StoreReply reply;
     reply.ParseFromString(bytes);
     if (!reply.found()) return {Status::NotFound(fmt::format("no key '{}'", key)), false};
     *value = std::move(*reply.mutable_value());
     return {Status::OK(), false};
-  });
+  }, deadline);
 }
 
-Status StoreClient::GetClientSide(std::string_view key, std::string* value) {
-  return Run([&](rpc::Connection& connection, const Route& route) -> Attempt {
+Status StoreClient::GetClientSide(std::string_view key, std::string* value, Deadline deadline) {
+  return Run([&](rpc::Connection& connection, const Route& route, Deadline) -> Attempt {
     btree::CopyingNodeSource source(ReadFetcher(connection));
     btree::GlobalReader reader(&source, GlobalPtr{route.entry.region, 0});
     GlobalPtr start;
@@ -342,47 +383,50 @@ Status StoreClient::GetClientSide(std::string_view key, std::string* value) {
       root_meganode_ = GlobalPtr();  // the root has moved (or split): read it again next time
     }
     if (ShouldRetry(s, connection)) {
-      if (!connection.health().ok()) Forget(route.owner.id);
+      if (!connection.health().ok()) Forget(route.owner.id, &connection);
       return {s, true};
     }
     if (s.IsNotFound()) return {Status::NotFound(fmt::format("no key '{}'", key)), false};
     return {s, false};
-  });
+  }, deadline);
 }
 
 StatusOr<std::vector<std::string>> StoreClient::ServerStats() {
   CELL_ASSIGN_OR_RETURN(auto servers, table_->ListServers());
   std::vector<std::string> out;
   for (const auto& server : servers) {
-    CELL_ASSIGN_OR_RETURN(auto connection, ConnectionTo(server));
+    CELL_ASSIGN_OR_RETURN(auto connection, ConnectionTo(server, NewDeadline()));
     CELL_ASSIGN_OR_RETURN(std::string reply, rpc::CallSync(*connection, StoreMethod::STORE_STATS, ""));
     out.push_back(std::move(reply));
   }
   return out;
 }
 
-Status StoreClient::Put(std::string_view key, std::string_view value) {
+Status StoreClient::Put(std::string_view key, std::string_view value) { return PutUntil(key, value, NewDeadline()); }
+
+Status StoreClient::PutUntil(std::string_view key, std::string_view value, Deadline deadline) {
   CELL_RETURN_IF_ERROR(meganode::CheckKeyValue(key, value));
-  return Run([&](rpc::Connection& connection, const Route& route) -> Attempt {
+  return Run([&](rpc::Connection& connection, const Route& route, Deadline d) -> Attempt {
     server::proto::KeyRequest request = KeyRequest(route, key);
     request.set_value(std::string(value));
     std::string bytes;
-    return Call(connection, route, StoreMethod::STORE_PUT, request.SerializeAsString(), &bytes);
-  });
+    return Call(connection, route, d, /*idempotent=*/false, StoreMethod::STORE_PUT, request.SerializeAsString(),
+                &bytes);
+  }, deadline);
 }
 
 Status StoreClient::Delete(std::string_view key) {
   CELL_RETURN_IF_ERROR(meganode::CheckKeyValue(key, {}));
-  return Run([&](rpc::Connection& connection, const Route& route) -> Attempt {
+  return Run([&](rpc::Connection& connection, const Route& route, Deadline d) -> Attempt {
     std::string bytes;
-    Attempt a =
-        Call(connection, route, StoreMethod::STORE_DELETE, KeyRequest(route, key).SerializeAsString(), &bytes);
+    Attempt a = Call(connection, route, d, /*idempotent=*/false, StoreMethod::STORE_DELETE,
+                     KeyRequest(route, key).SerializeAsString(), &bytes);
     if (!a.status.ok()) return a;
     server::proto::StoreReply reply;
     reply.ParseFromString(bytes);
     if (!reply.found()) return {Status::NotFound(fmt::format("no key '{}'", key)), false};
     return {Status::OK(), false};
-  });
+  }, NewDeadline());
 }
 
 Status StoreClient::Scan(std::string_view start, std::string_view end, size_t limit,
@@ -392,9 +436,10 @@ Status StoreClient::Scan(std::string_view start, std::string_view end, size_t li
   if (SearchOnServer()) {
     stats_.server_searches.fetch_add(1, std::memory_order_relaxed);
     std::string from(start);
+    const Deadline deadline = NewDeadline();  // one for the whole scan, every page
     while (out->size() - had < limit) {
       bool more = false;
-      Status s = Run([&](rpc::Connection& connection, const Route& route) -> Attempt {
+      Status s = Run([&](rpc::Connection& connection, const Route& route, Deadline d) -> Attempt {
         server::proto::ScanRequest request;
         request.mutable_target()->set_region(route.entry.region);
         request.mutable_target()->set_epoch(route.entry.epoch);
@@ -402,7 +447,8 @@ Status StoreClient::Scan(std::string_view start, std::string_view end, size_t li
         request.set_end(std::string(end));
         request.set_limit(static_cast<uint32_t>(std::min<size_t>(limit - (out->size() - had), UINT32_MAX)));
         std::string bytes;
-        Attempt a = Call(connection, route, StoreMethod::STORE_SCAN, request.SerializeAsString(), &bytes);
+        Attempt a = Call(connection, route, d, /*idempotent=*/true, StoreMethod::STORE_SCAN,
+                         request.SerializeAsString(), &bytes);
         if (!a.status.ok()) return a;
         server::proto::StoreReply reply;
         reply.ParseFromString(bytes);
@@ -411,15 +457,15 @@ Status StoreClient::Scan(std::string_view start, std::string_view end, size_t li
         }
         more = reply.more() && reply.pairs_size() > 0;
         return {Status::OK(), false};
-      });
+      }, deadline);
       if (!s.ok()) return s;
       if (!more) break;
-      from = out->back().key + std::string(1, '\0');  // the next key after the last one
+      if (!btree::Successor(out->back().key, &from)) break;  // the last possible key was returned
     }
     return Status::OK();
   }
   stats_.client_searches.fetch_add(1, std::memory_order_relaxed);
-  return Run([&](rpc::Connection& connection, const Route& route) -> Attempt {
+  return Run([&](rpc::Connection& connection, const Route& route, Deadline) -> Attempt {
     btree::CopyingNodeSource source(ReadFetcher(connection));
     btree::GlobalReader reader(&source, GlobalPtr{route.entry.region, 0});
     std::vector<btree::KeyValue> pairs;
@@ -428,11 +474,11 @@ Status StoreClient::Scan(std::string_view start, std::string_view end, size_t li
       for (auto& kv : pairs) out->push_back(std::move(kv));
     }
     if (ShouldRetry(s, connection)) {
-      if (!connection.health().ok()) Forget(route.owner.id);
+      if (!connection.health().ok()) Forget(route.owner.id, &connection);
       return {s, true};
     }
     return {s, false};
-  });
+  }, NewDeadline());
 }
 
 }  // namespace cell::client

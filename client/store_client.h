@@ -68,22 +68,30 @@ class StoreClient {
     Status status;             // the operation's result when `retry` is false
     bool retry = false;        // the route was stale or the server unreachable: look up again and retry
   };
-  using Operation = std::function<Attempt(rpc::Connection& connection, const Route& route)>;
-  // Runs `op` against the root region's owner until it no longer asks to retry or the deadline passes.
-  Status Run(const Operation& op);
-  Status GetServerSide(std::string_view key, std::string* value);
-  Status GetClientSide(std::string_view key, std::string* value);
+  using Deadline = std::chrono::steady_clock::time_point;
+  using Operation = std::function<Attempt(rpc::Connection& connection, const Route& route, Deadline deadline)>;
+  // Runs `op` against the root region's owner until it no longer asks to retry or `deadline` passes (then
+  // DeadlineExceeded, or Unavailable when no server could be reached).
+  Status Run(const Operation& op, Deadline deadline);
+  Deadline NewDeadline() const { return std::chrono::steady_clock::now() + options_.timeout; }
+  Status GetServerSide(std::string_view key, std::string* value, Deadline deadline);
+  Status GetClientSide(std::string_view key, std::string* value, Deadline deadline);
+  Status PutUntil(std::string_view key, std::string_view value, Deadline deadline);
   // The asynchronous first attempt of a server-side request: `build` makes the request for the route; `finish`
   // receives the reply (OK) or a final error. Anything that calls for a retry runs `retry` on the retry thread.
-  void CallAsync(uint16_t method, const std::function<std::string(const Route&)>& build,
+  void CallAsync(uint16_t method, bool idempotent, Deadline deadline,
+                 const std::function<std::string(const Route&)>& build,
                  std::function<void(const Status&, std::string_view reply)> finish, std::function<void()> retry);
   void PostRetry(std::function<void()> task);
   void RetryLoop();
   // A server-side request: sends, and sorts the reply into result / wrong owner / unreachable.
-  Attempt Call(rpc::Connection& connection, const Route& route, uint16_t method, const std::string& request,
+  // `idempotent`: may be sent again after its connection died (a write may have been applied: it is not).
+  Attempt Call(rpc::Connection& connection, const Route& route, Deadline deadline, bool idempotent, uint16_t method,
+               const std::string& request,
                std::string* reply_bytes);
-  StatusOr<std::shared_ptr<rpc::Connection>> ConnectionTo(const membership::ServerInfo& server);
-  void Forget(uint64_t server);
+  StatusOr<std::shared_ptr<rpc::Connection>> ConnectionTo(const membership::ServerInfo& server, Deadline deadline);
+  // Drops `server`'s cached routes, and its connection if it is `failed` (any, if null).
+  void Forget(uint64_t server, const rpc::Connection* failed);
   bool SearchOnServer();
   StatusOr<uint32_t> Root();
 

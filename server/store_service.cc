@@ -11,6 +11,7 @@ using proto::StoreMethod;
 namespace {
 constexpr size_t kScanReplyBytes = size_t{4} << 20;
 constexpr size_t kScanReplyPairs = 10000;
+constexpr size_t kScanBatch = 64;
 }  // namespace
 
 StatusOr<std::unique_ptr<StoreService>> StoreService::Open(const StoreConfig& config,
@@ -122,24 +123,30 @@ void StoreService::Handle(uint16_t method, std::string_view request, rpc::Respon
     }
     case StoreMethod::STORE_SCAN: {
       if (scan_request.limit() == 0) return responder.Fail(Status::InvalidArgument("a scan needs a limit > 0"));
-      // One reply carries at most kScanReplyBytes of pairs (and at least one); `more` tells the client to go on
-      // after the last key.
-      std::vector<btree::KeyValue> pairs;
-      Status s = store_->Scan(scan_request.start(), scan_request.end(),
-                              std::min<size_t>(scan_request.limit(), kScanReplyPairs), &pairs);
-      if (!s.ok()) return responder.Fail(s);
-      size_t bytes = 0;
-      for (size_t i = 0; i < pairs.size(); ++i) {
-        if (i > 0 && bytes + pairs[i].key.size() + pairs[i].value.size() > kScanReplyBytes) {
-          reply.set_more(true);
+      // One reply carries at most kScanReplyBytes of pairs (at least one) and kScanReplyPairs pairs; `more` tells the
+      // client to go on after the last key. Read in small batches, so that big values are not read only to be cut.
+      const size_t limit = std::min<size_t>(scan_request.limit(), kScanReplyPairs);
+      std::string from = scan_request.start();
+      size_t bytes = 0, pairs = 0;
+      bool finished = false;
+      while (pairs < limit && bytes < kScanReplyBytes) {
+        std::vector<btree::KeyValue> batch;
+        const size_t want = std::min<size_t>(kScanBatch, limit - pairs);
+        Status s = store_->Scan(from, scan_request.end(), want, &batch);
+        if (!s.ok()) return responder.Fail(s);
+        for (auto& kv : batch) {
+          bytes += kv.key.size() + kv.value.size();
+          proto::KeyValue* out = reply.add_pairs();
+          out->set_key(std::move(kv.key));
+          out->set_value(std::move(kv.value));
+          ++pairs;
+        }
+        if (batch.size() < want || !btree::Successor(reply.pairs(reply.pairs_size() - 1).key(), &from)) {
+          finished = true;  // the range (or the key space) ran out
           break;
         }
-        bytes += pairs[i].key.size() + pairs[i].value.size();
-        proto::KeyValue* out = reply.add_pairs();
-        out->set_key(std::move(pairs[i].key));
-        out->set_value(std::move(pairs[i].value));
       }
-      if (pairs.size() == kScanReplyPairs && scan_request.limit() > kScanReplyPairs) reply.set_more(true);
+      reply.set_more(!finished && pairs < scan_request.limit());
       break;
     }
     default:

@@ -31,7 +31,8 @@ struct ClientOptions {
   //                                                  /cell/default)
   //   tcp://host:port, shm:///path, verbs://host:port  a server started with --membership=embedded
   std::string cluster;
-  // How long one operation may take, retries included, before it fails with DeadlineExceeded or Unavailable.
+  // How long one operation may take, retries included, before it fails with DeadlineExceeded (or Unavailable when no
+  // server could be reached). A scan gets one timeout for all its pages.
   std::chrono::milliseconds timeout{5000};
   // How gets and scans search the tree:
   //   "server"      by RPC: the server walks its meganodes (costs server CPU, one round trip)
@@ -69,11 +70,16 @@ class Client {
   // The value stored for `key`: OK, NotFound, or the error (InvalidArgument for an empty or oversized key).
   Status Get(std::string_view key, std::string* value);
   // Inserts or replaces. InvalidArgument for a key outside 1..255 bytes or a value over 1 MiB (cell/limits.h);
-  // ResourceExhausted when the store is full (nothing changed).
+  // ResourceExhausted when the store is full (nothing changed). A Put or Delete whose connection fails after it was
+  // sent is not sent again (it may have been applied): it fails with Unavailable, saying so, and the caller decides.
   Status Put(std::string_view key, std::string_view value);
   // Asynchronous Get and Put, so that one thread keeps many operations in flight. `done` runs exactly once: for a
-  // server-side operation on a client thread when the reply arrives, for a client-side search in the calling thread
-  // before GetAsync returns. It must not block. `value` is valid only during the callback.
+  // server-side operation on a client thread when the reply arrives (or on the client's retry thread, after a stale
+  // route or a failed server), within the timeout; in the calling thread, before GetAsync returns, for a client-side
+  // search, for invalid arguments, and while the client is being destroyed. Operations still pending when the
+  // Client is destroyed complete with Unavailable before the destructor returns. `done` must not block, must not
+  // destroy the Client, and must not start a client-side search over tcp (that would wait on the thread running
+  // it). `value` is valid only during the callback.
   void GetAsync(std::string_view key, std::function<void(const Status& status, std::string_view value)> done);
   void PutAsync(std::string_view key, std::string_view value, std::function<void(const Status& status)> done);
   // Removes `key`; NotFound if it was absent.
