@@ -189,7 +189,7 @@ Status StoreClient::Run(const Operation& op, Deadline deadline) {
 
 StoreClient::Attempt StoreClient::Call(rpc::Connection& connection, const Route& route, Deadline deadline,
                                        bool idempotent, uint16_t method, const std::string& request,
-                                       std::string* reply_bytes) {
+                                       server::proto::StoreReply* parsed) {
   auto reply = rpc::CallSync(connection, method, request,
                              std::chrono::duration_cast<std::chrono::microseconds>(Remaining(deadline)));
   if (!reply.ok()) {
@@ -207,19 +207,17 @@ StoreClient::Attempt StoreClient::Call(rpc::Connection& connection, const Route&
     if (reply.status().IsUnavailable()) return {reply.status(), true};  // fenced for now: retry
     return {reply.status(), false};
   }
-  server::proto::StoreReply parsed;
-  if (!parsed.ParseFromString(*reply)) {
+  if (!parsed->ParseFromString(*reply)) {
     return {Status::Corruption(fmt::format("malformed reply ({} bytes) from server {}", reply->size(),
                                            route.owner.id)),
             false};
   }
-  if (parsed.has_wrong_owner()) {
-    cache_.OnWrongOwner(route.entry.region, route.owner.id, parsed.wrong_owner().epoch());
+  if (parsed->has_wrong_owner()) {
+    cache_.OnWrongOwner(route.entry.region, route.owner.id, parsed->wrong_owner().epoch());
     return {Status::Unavailable(fmt::format("server {} no longer owns region {} (it knows epoch {})", route.owner.id,
-                                            route.entry.region, parsed.wrong_owner().epoch())),
+                                            route.entry.region, parsed->wrong_owner().epoch())),
             true};
   }
-  *reply_bytes = std::move(*reply);
   return {Status::OK(), false};
 }
 
@@ -257,7 +255,7 @@ Status StoreClient::Get(std::string_view key, std::string* value) {
 
 void StoreClient::CallAsync(uint16_t method, bool idempotent, Deadline deadline,
                             const std::function<std::string(const Route&)>& build,
-                            std::function<void(const Status&, std::string_view)> finish,
+                            std::function<void(const Status&, server::proto::StoreReply*)> finish,
                             std::function<void()> retry) {
   std::optional<uint32_t> root;
   {
@@ -280,22 +278,22 @@ void StoreClient::CallAsync(uint16_t method, bool idempotent, Deadline deadline,
               if (status.IsUnavailable() && !idempotent && !raw->health().ok()) {
                 return finish(Status::Unavailable("the connection failed after the request was sent; it may or may "
                                                   "not have been applied: " + status.message()),
-                              {});
+                              nullptr);
               }
               if (status.IsUnavailable()) return PostRetry(std::move(retry));
-              return finish(status, {});
+              return finish(status, nullptr);
             }
             server::proto::StoreReply reply;
             if (!reply.ParseFromArray(response.data(), static_cast<int>(response.size()))) {
               return finish(Status::Corruption(fmt::format("malformed reply ({} bytes) from server {}",
                                                            response.size(), r.owner.id)),
-                            {});
+                            nullptr);
             }
             if (reply.has_wrong_owner()) {
               cache_.OnWrongOwner(r.entry.region, r.owner.id, reply.wrong_owner().epoch());
               return PostRetry(std::move(retry));
             }
-            finish(Status::OK(), response);
+            finish(Status::OK(), &reply);
           },
           std::chrono::duration_cast<std::chrono::microseconds>(Remaining(deadline)));
 }
@@ -316,12 +314,10 @@ void StoreClient::GetAsync(std::string_view key, GetCallback done) {
   CallAsync(
       StoreMethod::STORE_GET, /*idempotent=*/true, deadline,
       [&k](const Route& route) { return KeyRequest(route, k).SerializeAsString(); },
-      [shared_done, k](const Status& status, std::string_view bytes) {
+      [shared_done, k](const Status& status, server::proto::StoreReply* reply) {
         if (!status.ok()) return (*shared_done)(status, {});
-        server::proto::StoreReply reply;
-        reply.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()));
-        if (!reply.found()) return (*shared_done)(Status::NotFound(fmt::format("no key '{}'", k)), {});
-        (*shared_done)(Status::OK(), reply.value());
+        if (!reply->found()) return (*shared_done)(Status::NotFound(fmt::format("no key '{}'", k)), {});
+        (*shared_done)(Status::OK(), reply->value());
       },
       [this, shared_done, k, deadline] {
         std::string value;
@@ -342,18 +338,16 @@ void StoreClient::PutAsync(std::string_view key, std::string_view value, DoneCal
         request.set_value(kv->second);
         return request.SerializeAsString();
       },
-      [shared_done](const Status& status, std::string_view) { (*shared_done)(status); },
+      [shared_done](const Status& status, server::proto::StoreReply*) { (*shared_done)(status); },
       [this, shared_done, kv, deadline] { (*shared_done)(PutUntil(kv->first, kv->second, deadline)); });
 }
 
 Status StoreClient::GetServerSide(std::string_view key, std::string* value, Deadline deadline) {
   return Run([&](rpc::Connection& connection, const Route& route, Deadline d) -> Attempt {
-    std::string bytes;
-    Attempt a = Call(connection, route, d, /*idempotent=*/true, StoreMethod::STORE_GET,
-                     KeyRequest(route, key).SerializeAsString(), &bytes);
-    if (!a.status.ok()) return a;
     server::proto::StoreReply reply;
-    reply.ParseFromString(bytes);
+    Attempt a = Call(connection, route, d, /*idempotent=*/true, StoreMethod::STORE_GET,
+                     KeyRequest(route, key).SerializeAsString(), &reply);
+    if (!a.status.ok()) return a;
     if (!reply.found()) return {Status::NotFound(fmt::format("no key '{}'", key)), false};
     *value = std::move(*reply.mutable_value());
     return {Status::OK(), false};
@@ -409,21 +403,19 @@ Status StoreClient::PutUntil(std::string_view key, std::string_view value, Deadl
   return Run([&](rpc::Connection& connection, const Route& route, Deadline d) -> Attempt {
     server::proto::KeyRequest request = KeyRequest(route, key);
     request.set_value(std::string(value));
-    std::string bytes;
+    server::proto::StoreReply reply;
     return Call(connection, route, d, /*idempotent=*/false, StoreMethod::STORE_PUT, request.SerializeAsString(),
-                &bytes);
+                &reply);
   }, deadline);
 }
 
 Status StoreClient::Delete(std::string_view key) {
   CELL_RETURN_IF_ERROR(meganode::CheckKeyValue(key, {}));
   return Run([&](rpc::Connection& connection, const Route& route, Deadline d) -> Attempt {
-    std::string bytes;
-    Attempt a = Call(connection, route, d, /*idempotent=*/false, StoreMethod::STORE_DELETE,
-                     KeyRequest(route, key).SerializeAsString(), &bytes);
-    if (!a.status.ok()) return a;
     server::proto::StoreReply reply;
-    reply.ParseFromString(bytes);
+    Attempt a = Call(connection, route, d, /*idempotent=*/false, StoreMethod::STORE_DELETE,
+                     KeyRequest(route, key).SerializeAsString(), &reply);
+    if (!a.status.ok()) return a;
     if (!reply.found()) return {Status::NotFound(fmt::format("no key '{}'", key)), false};
     return {Status::OK(), false};
   }, NewDeadline());
@@ -446,12 +438,10 @@ Status StoreClient::Scan(std::string_view start, std::string_view end, size_t li
         request.set_start(from);
         request.set_end(std::string(end));
         request.set_limit(static_cast<uint32_t>(std::min<size_t>(limit - (out->size() - had), UINT32_MAX)));
-        std::string bytes;
-        Attempt a = Call(connection, route, d, /*idempotent=*/true, StoreMethod::STORE_SCAN,
-                         request.SerializeAsString(), &bytes);
-        if (!a.status.ok()) return a;
         server::proto::StoreReply reply;
-        reply.ParseFromString(bytes);
+        Attempt a = Call(connection, route, d, /*idempotent=*/true, StoreMethod::STORE_SCAN,
+                         request.SerializeAsString(), &reply);
+        if (!a.status.ok()) return a;
         for (auto& kv : *reply.mutable_pairs()) {
           out->push_back({std::move(*kv.mutable_key()), std::move(*kv.mutable_value())});
         }

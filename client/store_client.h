@@ -20,6 +20,7 @@
 #include "client/region_cache.h"
 #include "membership/membership.h"
 #include "rpc/transport.h"
+#include "server/proto/store.pb.h"
 
 namespace cell::client {
 
@@ -81,14 +82,15 @@ class StoreClient {
   // receives the reply (OK) or a final error. Anything that calls for a retry runs `retry` on the retry thread.
   void CallAsync(uint16_t method, bool idempotent, Deadline deadline,
                  const std::function<std::string(const Route&)>& build,
-                 std::function<void(const Status&, std::string_view reply)> finish, std::function<void()> retry);
+                 std::function<void(const Status&, server::proto::StoreReply* reply)> finish,
+                 std::function<void()> retry);
   void PostRetry(std::function<void()> task);
   void RetryLoop();
   // A server-side request: sends, and sorts the reply into result / wrong owner / unreachable.
   // `idempotent`: may be sent again after its connection died (a write may have been applied: it is not).
   Attempt Call(rpc::Connection& connection, const Route& route, Deadline deadline, bool idempotent, uint16_t method,
                const std::string& request,
-               std::string* reply_bytes);
+               server::proto::StoreReply* reply);
   StatusOr<std::shared_ptr<rpc::Connection>> ConnectionTo(const membership::ServerInfo& server, Deadline deadline);
   // Drops `server`'s cached routes, and its connection if it is `failed` (any, if null).
   void Forget(uint64_t server, const rpc::Connection* failed);
