@@ -20,12 +20,25 @@ StatusOr<GlobalPtr> GlobalReader::Root() {
   return header.cluster_root;
 }
 
-Status GlobalReader::Get(std::string_view key, std::string* value, GlobalPtr start) {
-  GlobalPtr m = start;
-  if (m.is_null()) {
-    CELL_ASSIGN_OR_RETURN(m, Root());
+Status GlobalReader::Restart(GlobalPtr* m) {
+  if (!Reaches(first_)) {
+    exit_ = first_;
+    return Status::OK();
   }
+  CELL_ASSIGN_OR_RETURN(*m, Root());
+  return Status::OK();
+}
+
+Status GlobalReader::Get(std::string_view key, std::string* value, GlobalPtr start) {
+  exit_ = GlobalPtr();
+  GlobalPtr m = start == first_ ? GlobalPtr() : start;  // the first meganode stands for "the root"
+  if (m.is_null()) CELL_RETURN_IF_ERROR(Restart(&m));
   for (int step = 0; step < kMaxSteps; ++step) {
+    if (exited()) return Status::OK();
+    if (!Reaches(m)) {
+      exit_ = m;
+      return Status::OK();
+    }
     ++stats_.meganodes;
     TreeReader reader(source_, m);
     TreeReader::Step s;
@@ -37,7 +50,7 @@ Status GlobalReader::Get(std::string_view key, std::string* value, GlobalPtr sta
       case TreeReader::Step::Kind::kRight: ++stats_.rights; m = s.next; break;
       case TreeReader::Step::Kind::kStale: {
         ++stats_.restarts;
-        CELL_ASSIGN_OR_RETURN(m, Root());
+        CELL_RETURN_IF_ERROR(Restart(&m));
         break;
       }
     }
@@ -45,12 +58,20 @@ Status GlobalReader::Get(std::string_view key, std::string* value, GlobalPtr sta
   return TooManySteps();
 }
 
-Status GlobalReader::Locate(std::string_view key, int level, GlobalPtr* meganode, std::vector<GlobalPtr>* path) {
+Status GlobalReader::Locate(std::string_view key, int level, GlobalPtr* meganode, std::vector<GlobalPtr>* path,
+                            GlobalPtr start) {
+  exit_ = GlobalPtr();
   CELL_RETURN_IF_ERROR(CheckKeySize(key));
   SearchKey k(key);
-  CELL_ASSIGN_OR_RETURN(GlobalPtr m, Root());
+  GlobalPtr m = start == first_ ? GlobalPtr() : start;  // the first meganode stands for "the root"
+  if (m.is_null()) CELL_RETURN_IF_ERROR(Restart(&m));
   std::string unused;
   for (int step = 0; step < kMaxSteps; ++step) {
+    if (exited()) return Status::OK();
+    if (!Reaches(m)) {
+      exit_ = m;
+      return Status::OK();
+    }
     ++stats_.meganodes;
     TreeReader reader(source_, m);
     TreeReader::Header header;
@@ -58,7 +79,7 @@ Status GlobalReader::Locate(std::string_view key, int level, GlobalPtr* meganode
     if (header.position > 0) { ++stats_.rights; m = header.right; continue; }
     if (header.position < 0 || header.level < level) {
       ++stats_.restarts;  // a stale pointer (or a level that is not on the way down): from the root again
-      CELL_ASSIGN_OR_RETURN(m, Root());
+      CELL_RETURN_IF_ERROR(Restart(&m));
       continue;
     }
     if (path != nullptr && static_cast<size_t>(header.level) < path->size()) (*path)[header.level] = m;
@@ -73,7 +94,7 @@ Status GlobalReader::Locate(std::string_view key, int level, GlobalPtr* meganode
       case TreeReader::Step::Kind::kRight: m = s.next; break;
       case TreeReader::Step::Kind::kStale: {
         ++stats_.restarts;
-        CELL_ASSIGN_OR_RETURN(m, Root());
+        CELL_RETURN_IF_ERROR(Restart(&m));
         break;
       }
       default: return Status::Corruption("an internal meganode answered like a leaf meganode");
@@ -82,14 +103,24 @@ Status GlobalReader::Locate(std::string_view key, int level, GlobalPtr* meganode
   return TooManySteps();
 }
 
-Status GlobalReader::Scan(std::string_view start, std::string_view end, size_t limit, std::vector<KeyValue>* out) {
+Status GlobalReader::Scan(std::string_view start, std::string_view end, size_t limit, std::vector<KeyValue>* out,
+                          GlobalPtr from_meganode) {
   const size_t wanted = out->size() + limit;
   // Empty start means the smallest key: the smallest valid key is "\0".
   std::string from = start.empty() ? std::string(1, '\0') : std::string(start);
+  GlobalPtr hint = from_meganode;  // where the next Locate begins: the meganode the scan left (its max leads right)
   for (int step = 0; step < kMaxSteps; ++step) {
-    if (out->size() >= wanted || (!end.empty() && CompareKeys(from, end) >= 0)) return Status::OK();
+    if (out->size() >= wanted || (!end.empty() && CompareKeys(from, end) >= 0)) {
+      exit_ = GlobalPtr();
+      return Status::OK();
+    }
     GlobalPtr m;
-    CELL_RETURN_IF_ERROR(Locate(from, 0, &m, nullptr));
+    CELL_RETURN_IF_ERROR(Locate(from, 0, &m, nullptr, hint));
+    if (exited()) {
+      resume_ = std::move(from);
+      return Status::OK();
+    }
+    hint = m;
     TreeReader reader(source_, m);
     const size_t before = out->size();
     CELL_RETURN_IF_ERROR(reader.Scan(from, end, wanted - out->size(), out));

@@ -7,6 +7,7 @@
 // Within a meganode it is TreeReader's walk.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -23,25 +24,47 @@ class GlobalReader {
     uint64_t restarts = 0;    // stale pointers: back to the root
   };
 
-  // `first_meganode`: the cluster's first meganode (offset 0 of the lowest region), whose header names the root.
-  GlobalReader(NodeSource* source, GlobalPtr first_meganode) : source_(source), first_(first_meganode) {}
+  // Which meganodes a walk may enter (a server's own); the walk stops before any other.
+  using Reachable = std::function<bool(GlobalPtr meganode)>;
+
+  // `first_meganode`: the cluster's first meganode (offset 0 of the root region), whose header names the root.
+  // `reachable`: null for a source that reaches every meganode (a client's).
+  GlobalReader(NodeSource* source, GlobalPtr first_meganode, Reachable reachable = nullptr)
+      : source_(source), first_(first_meganode), reachable_(std::move(reachable)) {}
+
+  // A walk that would enter a meganode it may not reach stops instead, returning OK with exited() true and exit()
+  // naming that meganode (the first meganode, when it had to start again from a root it cannot read): whoever holds
+  // it goes on from there. Each call below clears it.
 
   // `start`: a meganode to begin at instead of the root (a cached root or path entry; null: the root). Any meganode
   // is a correct start for a key it covers or that lies to its right: an old root still is, after a root split.
   Status Get(std::string_view key, std::string* value, GlobalPtr start = GlobalPtr());
-  // Up to `limit` pairs with start <= key < end (empty end: no bound), in key order, across meganodes.
-  Status Scan(std::string_view start, std::string_view end, size_t limit, std::vector<KeyValue>* out);
-  // The meganode at `level` (0: a leaf meganode) whose range holds `key`; path[l] is the meganode passed at level l
-  // (path must have room for every level; unvisited levels are left null).
-  Status Locate(std::string_view key, int level, GlobalPtr* meganode, std::vector<GlobalPtr>* path);
+  // Up to `limit` pairs with start <= key < end (empty end: no bound), in key order, across meganodes, beginning at
+  // meganode `from_meganode` (null: the root). After an exit, resume_key() is where the scan goes on.
+  Status Scan(std::string_view start, std::string_view end, size_t limit, std::vector<KeyValue>* out,
+              GlobalPtr from_meganode = GlobalPtr());
+  // The meganode at `level` (0: a leaf meganode) whose range holds `key`, beginning at `start` (null: the root);
+  // path[l] is the meganode passed at level l (path must have room for every level; unvisited levels are left null).
+  Status Locate(std::string_view key, int level, GlobalPtr* meganode, std::vector<GlobalPtr>* path,
+                GlobalPtr start = GlobalPtr());
   // The root meganode now.
   StatusOr<GlobalPtr> Root();
 
+  bool exited() const { return !exit_.is_null(); }
+  GlobalPtr exit() const { return exit_; }
+  const std::string& resume_key() const { return resume_; }
   const Stats& stats() const { return stats_; }
 
  private:
+  bool Reaches(GlobalPtr m) const { return reachable_ == nullptr || reachable_(m); }
+  // The root, or (with exit_ set) nothing when the first meganode is out of reach.
+  Status Restart(GlobalPtr* m);
+
   NodeSource* source_;
   GlobalPtr first_;
+  Reachable reachable_;
+  GlobalPtr exit_;
+  std::string resume_;
   Stats stats_;
 };
 

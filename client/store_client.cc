@@ -150,23 +150,39 @@ void StoreClient::Forget(uint64_t server, const rpc::Connection* failed) {
   connections_.erase(it);
 }
 
-Status StoreClient::Run(const Operation& op, Deadline deadline) {
+Status StoreClient::Run(const Operation& op, Deadline deadline, GlobalPtr start) {
   Status last;
   auto backoff = std::chrono::milliseconds(1);
+  GlobalPtr at = start;
+  int hops = 0;
   while (true) {
     {
       std::lock_guard lock(mu_);
       if (closing_) return Status::Unavailable("the client is closing");
     }
-    auto root = Root();
-    if (!root.ok()) return root.status();
-    auto route = cache_.Lookup(*root);
+    uint32_t region = at.region;
+    if (at.is_null()) {
+      auto root = Root();
+      if (!root.ok()) return root.status();
+      region = *root;
+    }
+    auto route = cache_.Lookup(region);
     if (route.ok()) {
       auto connection = ConnectionTo(route->owner, deadline);
       if (connection.ok()) {
-        Attempt attempt = op(**connection, *route, deadline);
-        if (!attempt.retry) return attempt.status;
-        last = attempt.status;
+        Attempt attempt = op(**connection, *route, at, deadline);
+        if (!attempt.next.is_null()) {
+          // Another server's meganode: go on there at once (a walk only moves down or right, so this ends).
+          at = attempt.next;
+          if (++hops < 256) continue;
+          last = Status::Aborted("a request was sent on from server to server more than 256 times");
+          hops = 0;
+          at = GlobalPtr();
+        } else if (!attempt.retry) {
+          return attempt.status;
+        } else {
+          last = attempt.status;
+        }
       } else {
         Forget(route->owner.id, nullptr);
         last = connection.status();
@@ -185,6 +201,15 @@ Status StoreClient::Run(const Operation& op, Deadline deadline) {
     std::this_thread::sleep_for(backoff);  // a retry's back-off, not synchronisation
     backoff = std::min(backoff * 2, std::chrono::milliseconds(100));
   }
+}
+
+GlobalPtr StoreClient::NextFrom(const server::proto::StoreReply& reply) {
+  const GlobalPtr next = GlobalPtr::Unpack(reply.elsewhere());
+  if (next.is_null()) return next;
+  std::lock_guard lock(mu_);
+  // The first meganode stands for the root: begin there as any request without a start does.
+  if (next.region == root_ && next.offset == 0) return GlobalPtr{root_, 0};
+  return next;
 }
 
 StoreClient::Attempt StoreClient::Call(rpc::Connection& connection, const Route& route, Deadline deadline,
@@ -222,26 +247,61 @@ StoreClient::Attempt StoreClient::Call(rpc::Connection& connection, const Route&
 }
 
 namespace {
-server::proto::KeyRequest KeyRequest(const Route& route, std::string_view key) {
+server::proto::KeyRequest KeyRequest(const Route& route, std::string_view key, GlobalPtr start) {
   server::proto::KeyRequest request;
   request.mutable_target()->set_region(route.entry.region);
   request.mutable_target()->set_epoch(route.entry.epoch);
   request.set_key(std::string(key));
+  request.set_meganode(start.Pack());
   return request;
 }
 
-// Fetches node copies (and records) with one-sided reads over `connection`.
-btree::NodeFetcher ReadFetcher(rpc::Connection& connection) {
-  return [&connection](GlobalPtr p, size_t words, uint64_t* dst) {
-    return rpc::ReadSync(connection, p, static_cast<uint32_t>(words * 8), dst);
-  };
-}
-
-// Sorts the outcome of a client-side search: a failed read on a dead connection is retried elsewhere.
-bool ShouldRetry(const Status& s, rpc::Connection& connection) {
-  return (s.IsUnavailable() && !connection.health().ok()) || s.IsAborted();
-}
+// Sorts the outcome of a client-side search: a failed read (its server gone, or a region not reachable now) and a
+// search that kept meeting changes are tried again.
+bool ShouldRetry(const Status& s) { return s.IsUnavailable() || s.IsAborted(); }
 }  // namespace
+
+class StoreClient::ReadRouter {
+ public:
+  ReadRouter(StoreClient* client, Deadline deadline) : client_(client), deadline_(deadline) {}
+
+  btree::NodeFetcher Fetcher() {
+    return [this](GlobalPtr p, size_t words, uint64_t* dst) { return Read(p, words, dst); };
+  }
+
+ private:
+  Status Read(GlobalPtr p, size_t words, uint64_t* dst) {
+    if (p.region != region_ || connection_ == nullptr) {
+      auto route = client_->cache_.Lookup(p.region);
+      if (!route.ok()) {
+        return route.status().IsNotFound()
+                   ? Status::Corruption(fmt::format("a pointer names region {}, which does not exist", p.region))
+                   : route.status();
+      }
+      auto connection = client_->ConnectionTo(route->owner, deadline_);
+      if (!connection.ok()) {
+        client_->Forget(route->owner.id, nullptr);
+        return connection.status();
+      }
+      region_ = p.region;
+      server_ = route->owner.id;
+      connection_ = std::move(*connection);
+    }
+    Status s = rpc::ReadSync(*connection_, p, static_cast<uint32_t>(words * 8), dst);
+    if (!s.ok() && !connection_->health().ok()) {
+      client_->Forget(server_, connection_.get());
+      connection_.reset();
+      return Status::Unavailable(fmt::format("reading from server {}: {}", server_, s.message()));
+    }
+    return s;
+  }
+
+  StoreClient* const client_;
+  const Deadline deadline_;
+  uint32_t region_ = 0;  // the last region read, and its owner's connection
+  uint64_t server_ = 0;
+  std::shared_ptr<rpc::Connection> connection_;
+};
 
 Status StoreClient::Get(std::string_view key, std::string* value) {
   CELL_RETURN_IF_ERROR(meganode::CheckKeyValue(key, {}));
@@ -293,6 +353,8 @@ void StoreClient::CallAsync(uint16_t method, bool idempotent, Deadline deadline,
               cache_.OnWrongOwner(r.entry.region, r.owner.id, reply.wrong_owner().epoch());
               return PostRetry(std::move(retry));
             }
+            // Another server's meganode: the synchronous form, on the retry thread, follows it.
+            if (reply.elsewhere() != 0) return PostRetry(std::move(retry));
             finish(Status::OK(), &reply);
           },
           std::chrono::duration_cast<std::chrono::microseconds>(Remaining(deadline)));
@@ -313,7 +375,7 @@ void StoreClient::GetAsync(std::string_view key, GetCallback done) {
   const Deadline deadline = NewDeadline();
   CallAsync(
       StoreMethod::STORE_GET, /*idempotent=*/true, deadline,
-      [&k](const Route& route) { return KeyRequest(route, k).SerializeAsString(); },
+      [&k](const Route& route) { return KeyRequest(route, k, GlobalPtr()).SerializeAsString(); },
       [shared_done, k](const Status& status, server::proto::StoreReply* reply) {
         if (!status.ok()) return (*shared_done)(status, {});
         if (!reply->found()) return (*shared_done)(Status::NotFound(fmt::format("no key '{}'", k)), {});
@@ -334,7 +396,7 @@ void StoreClient::PutAsync(std::string_view key, std::string_view value, DoneCal
   CallAsync(
       StoreMethod::STORE_PUT, /*idempotent=*/false, deadline,
       [&kv](const Route& route) {
-        server::proto::KeyRequest request = KeyRequest(route, kv->first);
+        server::proto::KeyRequest request = KeyRequest(route, kv->first, GlobalPtr());
         request.set_value(kv->second);
         return request.SerializeAsString();
       },
@@ -343,11 +405,12 @@ void StoreClient::PutAsync(std::string_view key, std::string_view value, DoneCal
 }
 
 Status StoreClient::GetServerSide(std::string_view key, std::string* value, Deadline deadline) {
-  return Run([&](rpc::Connection& connection, const Route& route, Deadline d) -> Attempt {
+  return Run([&](rpc::Connection& connection, const Route& route, GlobalPtr start, Deadline d) -> Attempt {
     server::proto::StoreReply reply;
     Attempt a = Call(connection, route, d, /*idempotent=*/true, StoreMethod::STORE_GET,
-                     KeyRequest(route, key).SerializeAsString(), &reply);
+                     KeyRequest(route, key, start).SerializeAsString(), &reply);
     if (!a.status.ok()) return a;
+    if (GlobalPtr next = NextFrom(reply); !next.is_null()) return {Status::OK(), false, next};
     if (!reply.found()) return {Status::NotFound(fmt::format("no key '{}'", key)), false};
     *value = std::move(*reply.mutable_value());
     return {Status::OK(), false};
@@ -355,15 +418,16 @@ Status StoreClient::GetServerSide(std::string_view key, std::string* value, Dead
 }
 
 Status StoreClient::GetClientSide(std::string_view key, std::string* value, Deadline deadline) {
-  return Run([&](rpc::Connection& connection, const Route& route, Deadline) -> Attempt {
-    btree::CopyingNodeSource source(ReadFetcher(connection));
+  return Run([&](rpc::Connection&, const Route& route, GlobalPtr, Deadline d) -> Attempt {
+    ReadRouter router(this, d);
+    btree::CopyingNodeSource source(router.Fetcher());
     btree::GlobalReader reader(&source, GlobalPtr{route.entry.region, 0});
     GlobalPtr start;
     {
       std::lock_guard lock(mu_);
       start = root_meganode_;
     }
-    if (start.is_null() || start.region != route.entry.region) {
+    if (start.is_null()) {
       auto root = reader.Root();
       if (root.ok()) {
         start = *root;
@@ -372,14 +436,11 @@ Status StoreClient::GetClientSide(std::string_view key, std::string* value, Dead
       }
     }
     Status s = reader.Get(key, value, start);
-    if (reader.stats().rights + reader.stats().restarts > 0) {
+    if (reader.stats().restarts > 0) {
       std::lock_guard lock(mu_);
       root_meganode_ = GlobalPtr();  // the root has moved (or split): read it again next time
     }
-    if (ShouldRetry(s, connection)) {
-      if (!connection.health().ok()) Forget(route.owner.id, &connection);
-      return {s, true};
-    }
+    if (ShouldRetry(s)) return {s, true};
     if (s.IsNotFound()) return {Status::NotFound(fmt::format("no key '{}'", key)), false};
     return {s, false};
   }, deadline);
@@ -400,22 +461,25 @@ Status StoreClient::Put(std::string_view key, std::string_view value) { return P
 
 Status StoreClient::PutUntil(std::string_view key, std::string_view value, Deadline deadline) {
   CELL_RETURN_IF_ERROR(meganode::CheckKeyValue(key, value));
-  return Run([&](rpc::Connection& connection, const Route& route, Deadline d) -> Attempt {
-    server::proto::KeyRequest request = KeyRequest(route, key);
+  return Run([&](rpc::Connection& connection, const Route& route, GlobalPtr start, Deadline d) -> Attempt {
+    server::proto::KeyRequest request = KeyRequest(route, key, start);
     request.set_value(std::string(value));
     server::proto::StoreReply reply;
-    return Call(connection, route, d, /*idempotent=*/false, StoreMethod::STORE_PUT, request.SerializeAsString(),
-                &reply);
+    Attempt a = Call(connection, route, d, /*idempotent=*/false, StoreMethod::STORE_PUT, request.SerializeAsString(),
+                     &reply);
+    if (a.status.ok()) a.next = NextFrom(reply);
+    return a;
   }, deadline);
 }
 
 Status StoreClient::Delete(std::string_view key) {
   CELL_RETURN_IF_ERROR(meganode::CheckKeyValue(key, {}));
-  return Run([&](rpc::Connection& connection, const Route& route, Deadline d) -> Attempt {
+  return Run([&](rpc::Connection& connection, const Route& route, GlobalPtr start, Deadline d) -> Attempt {
     server::proto::StoreReply reply;
     Attempt a = Call(connection, route, d, /*idempotent=*/false, StoreMethod::STORE_DELETE,
-                     KeyRequest(route, key).SerializeAsString(), &reply);
+                     KeyRequest(route, key, start).SerializeAsString(), &reply);
     if (!a.status.ok()) return a;
+    if (GlobalPtr next = NextFrom(reply); !next.is_null()) return {Status::OK(), false, next};
     if (!reply.found()) return {Status::NotFound(fmt::format("no key '{}'", key)), false};
     return {Status::OK(), false};
   }, NewDeadline());
@@ -428,16 +492,18 @@ Status StoreClient::Scan(std::string_view start, std::string_view end, size_t li
   if (SearchOnServer()) {
     stats_.server_searches.fetch_add(1, std::memory_order_relaxed);
     std::string from(start);
+    GlobalPtr at;  // the meganode the next page begins at (null: the root)
     const Deadline deadline = NewDeadline();  // one for the whole scan, every page
     while (out->size() - had < limit) {
       bool more = false;
-      Status s = Run([&](rpc::Connection& connection, const Route& route, Deadline d) -> Attempt {
+      Status s = Run([&](rpc::Connection& connection, const Route& route, GlobalPtr begin, Deadline d) -> Attempt {
         server::proto::ScanRequest request;
         request.mutable_target()->set_region(route.entry.region);
         request.mutable_target()->set_epoch(route.entry.epoch);
         request.set_start(from);
         request.set_end(std::string(end));
         request.set_limit(static_cast<uint32_t>(std::min<size_t>(limit - (out->size() - had), UINT32_MAX)));
+        request.set_meganode(begin.Pack());
         server::proto::StoreReply reply;
         Attempt a = Call(connection, route, d, /*idempotent=*/true, StoreMethod::STORE_SCAN,
                          request.SerializeAsString(), &reply);
@@ -445,28 +511,33 @@ Status StoreClient::Scan(std::string_view start, std::string_view end, size_t li
         for (auto& kv : *reply.mutable_pairs()) {
           out->push_back({std::move(*kv.mutable_key()), std::move(*kv.mutable_value())});
         }
-        more = reply.more() && reply.pairs_size() > 0;
+        more = reply.more();
+        if (more) {
+          // The page ended (its size, or the range goes on at another server's meganode): go on from `resume`.
+          if (reply.resume().empty() || (reply.pairs_size() == 0 && reply.elsewhere() == 0)) {
+            return {Status::Corruption("a scan page asked to go on but did not say where"), false};
+          }
+          from = reply.resume();
+          at = reply.elsewhere() != 0 ? NextFrom(reply) : begin;
+        }
         return {Status::OK(), false};
-      }, deadline);
+      }, deadline, at);
       if (!s.ok()) return s;
       if (!more) break;
-      if (!btree::Successor(out->back().key, &from)) break;  // the last possible key was returned
     }
     return Status::OK();
   }
   stats_.client_searches.fetch_add(1, std::memory_order_relaxed);
-  return Run([&](rpc::Connection& connection, const Route& route, Deadline) -> Attempt {
-    btree::CopyingNodeSource source(ReadFetcher(connection));
+  return Run([&](rpc::Connection&, const Route& route, GlobalPtr, Deadline d) -> Attempt {
+    ReadRouter router(this, d);
+    btree::CopyingNodeSource source(router.Fetcher());
     btree::GlobalReader reader(&source, GlobalPtr{route.entry.region, 0});
     std::vector<btree::KeyValue> pairs;
     Status s = reader.Scan(start, end, limit, &pairs);
     if (s.ok()) {
       for (auto& kv : pairs) out->push_back(std::move(kv));
     }
-    if (ShouldRetry(s, connection)) {
-      if (!connection.health().ok()) Forget(route.owner.id, &connection);
-      return {s, true};
-    }
+    if (ShouldRetry(s)) return {s, true};
     return {s, false};
   }, NewDeadline());
 }

@@ -64,16 +64,22 @@ class StoreClient {
   StatusOr<std::vector<std::string>> ServerStats();
 
  private:
-  // What one attempt against the root region's owner came to.
+  // What one attempt against a meganode's server came to.
   struct Attempt {
-    Status status;             // the operation's result when `retry` is false
+    Status status;             // the operation's result when `retry` is false and `next` is null
     bool retry = false;        // the route was stale or the server unreachable: look up again and retry
+    GlobalPtr next;            // the key's meganode is on another server: go on there
   };
   using Deadline = std::chrono::steady_clock::time_point;
-  using Operation = std::function<Attempt(rpc::Connection& connection, const Route& route, Deadline deadline)>;
-  // Runs `op` against the root region's owner until it no longer asks to retry or `deadline` passes (then
-  // DeadlineExceeded, or Unavailable when no server could be reached).
-  Status Run(const Operation& op, Deadline deadline);
+  // `start`: the meganode the attempt begins at (null: the root, at the root region's owner).
+  using Operation =
+      std::function<Attempt(rpc::Connection& connection, const Route& route, GlobalPtr start, Deadline deadline)>;
+  // Runs `op` against the owner of `start`'s region (the root region's if null), following it to other servers'
+  // meganodes, until it no longer asks to retry or `deadline` passes (then DeadlineExceeded, or Unavailable when
+  // no server could be reached).
+  Status Run(const Operation& op, Deadline deadline, GlobalPtr start = GlobalPtr());
+  // One-sided reads, each from the owner of the region it reads (client-side search).
+  class ReadRouter;
   Deadline NewDeadline() const { return std::chrono::steady_clock::now() + options_.timeout; }
   Status GetServerSide(std::string_view key, std::string* value, Deadline deadline);
   Status GetClientSide(std::string_view key, std::string* value, Deadline deadline);
@@ -91,6 +97,8 @@ class StoreClient {
   Attempt Call(rpc::Connection& connection, const Route& route, Deadline deadline, bool idempotent, uint16_t method,
                const std::string& request,
                server::proto::StoreReply* reply);
+  // The reply's `elsewhere` as the next meganode to go to (null: none; the first meganode means the root).
+  GlobalPtr NextFrom(const server::proto::StoreReply& reply);
   StatusOr<std::shared_ptr<rpc::Connection>> ConnectionTo(const membership::ServerInfo& server, Deadline deadline);
   // Drops `server`'s cached routes, and its connection if it is `failed` (any, if null).
   void Forget(uint64_t server, const rpc::Connection* failed);

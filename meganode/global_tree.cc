@@ -1,6 +1,8 @@
 // Cell's tree of meganodes in one process (see global_tree.h).
 #include "meganode/global_tree.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <map>
 #include <mutex>
@@ -9,6 +11,7 @@
 #include "btree/node_lock.h"
 #include "btree/record_format.h"
 #include "common/shared_words.h"
+#include "common/log.h"
 #include "meganode/local_store.h"
 
 namespace cell::meganode {
@@ -34,16 +37,64 @@ StatusOr<std::unique_ptr<GlobalTree>> GlobalTree::Open(const GlobalTreeOptions& 
                         ExtentAllocator::Create(t->extent_region_.get(), 0, options.extent_region_bytes));
   t->source_ = std::make_unique<btree::LocalNodeSource>(&t->regions_);
   t->megas_.resize(options.meganodes);
-  // The first meganode: a leaf meganode over every key, and the root.
-  btree::MeganodeInfo info;
-  info.cluster_root = t->first_meganode();
-  CELL_ASSIGN_OR_RETURN(Mega * first, t->NewMeganode(info));
-  if (first->store->meganode() != t->first_meganode()) return Status::Internal("the first meganode is not at 0");
+  const uint32_t here = t->node_region_->id();
+  t->reachable_ = [here](GlobalPtr m) { return m.region == here; };
+  t->peers_ = options.peers;
+  if (options.root) {
+    // The first meganode: a leaf meganode over every key, and the root.
+    t->first_ = GlobalPtr{here, 0};
+    btree::MeganodeInfo info;
+    info.cluster_root = t->first_;
+    CELL_ASSIGN_OR_RETURN(Mega * first, t->NewMeganode(info));
+    if (first->store->meganode() != t->first_) return Status::Internal("the first meganode is not at 0");
+  } else {
+    if (options.first_meganode.is_null() || options.first_meganode.region == here) {
+      return Status::InvalidArgument("a tree that does not hold the root needs the first meganode's pointer");
+    }
+    t->first_ = options.first_meganode;
+  }
+  if (t->peers_ != nullptr) t->background_ = std::thread([raw = t.get()] { raw->BackgroundLoop(); });
   return t;
 }
 
+GlobalTree::~GlobalTree() {
+  {
+    std::lock_guard lock(bg_mu_);
+    stopping_ = true;
+    bg_cv_.notify_all();
+  }
+  if (background_.joinable()) background_.join();
+}
+
+void GlobalTree::Post(std::function<void()> task, std::chrono::milliseconds delay) {
+  std::lock_guard lock(bg_mu_);
+  if (stopping_ || !background_.joinable()) return;  // no background thread (no peers), or shutting down
+  tasks_.emplace(std::chrono::steady_clock::now() + delay, std::move(task));
+  bg_cv_.notify_one();
+}
+
+void GlobalTree::BackgroundLoop() {
+  std::unique_lock lock(bg_mu_);
+  while (!stopping_) {
+    if (tasks_.empty()) {
+      bg_cv_.wait(lock);
+      continue;
+    }
+    const auto due = tasks_.begin()->first;
+    if (std::chrono::steady_clock::now() < due) {
+      bg_cv_.wait_until(lock, due);
+      continue;
+    }
+    auto task = std::move(tasks_.begin()->second);
+    tasks_.erase(tasks_.begin());
+    lock.unlock();
+    task();
+    lock.lock();
+  }
+}
+
 GlobalTree::Mega* GlobalTree::At(GlobalPtr meganode) const {
-  if (meganode.region != node_region_->id() || meganode.offset % meganode_bytes_ != 0) return nullptr;
+  if (!IsLocal(meganode) || meganode.offset % meganode_bytes_ != 0) return nullptr;
   const uint64_t i = meganode.offset / meganode_bytes_;
   std::lock_guard lock(megas_mu_);
   return i < megas_.size() ? megas_[i].get() : nullptr;
@@ -71,18 +122,55 @@ StatusOr<GlobalTree::Mega*> GlobalTree::NewMeganode(const btree::MeganodeInfo& i
   return m;
 }
 
-Status GlobalTree::Write(int level, std::string_view key, const std::function<Status(btree::BLinkTree&)>& write) {
+void GlobalTree::FreeMeganode(Mega* m) {
+  const uint64_t index = m->store->meganode().offset / meganode_bytes_;
+  std::lock_guard lock(megas_mu_);
+  if (index < megas_.size() && megas_[index].get() == m) megas_[index].reset();
+}
+
+namespace {
+Status SplittingRemotely(GlobalPtr m) {
+  return Status::Unavailable(fmt::format(
+      "meganode {}:{} is being split to another server; retry", m.region, m.offset));
+}
+}  // namespace
+
+Status GlobalTree::LockShared(Mega* m) {
+  while (!m->split_mu.try_lock_shared_for(std::chrono::microseconds(500))) {
+    if (m->remote_split.load(std::memory_order_acquire)) return SplittingRemotely(m->store->meganode());
+  }
+  return Status::OK();
+}
+
+Status GlobalTree::LockExclusive(Mega* m) {
+  while (!m->split_mu.try_lock_for(std::chrono::microseconds(500))) {
+    if (m->remote_split.load(std::memory_order_acquire)) return SplittingRemotely(m->store->meganode());
+  }
+  return Status::OK();
+}
+
+Status GlobalTree::Write(int level, std::string_view key, const std::function<Status(btree::BLinkTree&)>& write,
+                         GlobalPtr start, GlobalPtr* elsewhere) {
   btree::SearchKey k(key);
-  GlobalReader reader(source_.get(), first_meganode());
+  GlobalReader reader(source_.get(), first_, reachable_);
   for (int attempt = 0; attempt < 10000; ++attempt) {
     GlobalPtr m;
-    CELL_RETURN_IF_ERROR(reader.Locate(key, level, &m, nullptr));
+    CELL_RETURN_IF_ERROR(reader.Locate(key, level, &m, nullptr, start));
+    if (reader.exited()) {
+      *elsewhere = reader.exit();
+      return Status::OK();
+    }
     Mega* mega = At(m);
     if (mega == nullptr) return Status::Internal("a meganode pointer names no meganode of this tree");
     Status s;
     uint64_t seen_splits = 0;
     {
-      std::shared_lock lock(mega->split_mu);
+      CELL_RETURN_IF_ERROR(LockShared(mega));
+      std::shared_lock lock(mega->split_mu, std::adopt_lock);
+      if (mega->sealed.load(std::memory_order_acquire)) {
+        return Status::Unavailable(fmt::format(
+            "meganode {}:{} is being filled by a split on another server; retry", m.region, m.offset));
+      }
       // Under the split lock the range is stable; a split may have moved the key right since Locate.
       TreeReader::Header header;
       CELL_RETURN_IF_ERROR(TreeReader(source_.get(), m).ReadHeader(&k, &header));
@@ -91,47 +179,36 @@ Status GlobalTree::Write(int level, std::string_view key, const std::function<St
       s = write(*mega->tree);
     }
     if (s.IsResourceExhausted()) {  // the meganode is full (records were allocated before): split it, try again
-      CELL_RETURN_IF_ERROR(Split(mega, level, seen_splits));
+      CELL_RETURN_IF_ERROR(Split(mega, level, seen_splits, /*may_go_remote=*/false));
       continue;
     }
+    if (s.ok()) MaybeQueueSplit(mega, level);
     return s;
   }
   return Status::Aborted("the meganode for a key kept changing");
 }
 
-Status GlobalTree::Put(std::string_view key, std::string_view value) {
-  CELL_RETURN_IF_ERROR(CheckKeyValue(key, value));
-  thread_local std::vector<uint64_t> record;
-  const uint64_t checksum = btree::EncodeRecord(key, value, &record);
-  auto extent = extents_->Allocate(record.size() * 8);
-  if (!extent.ok()) return extent.status();
-  std::atomic_thread_fence(std::memory_order_release);  // the extent writer's fence (LocalStore::Put explains it)
-  CopyToShared(regions_.Resolve(*extent, record.size() * 8), record.data(), record.size());
-  const LeafValue entry{*extent, static_cast<uint32_t>(btree::RecordLength(key.size(), value.size())), checksum};
-  std::optional<LeafValue> replaced;
-  Status s = Write(0, key, [&](btree::BLinkTree& tree) { return tree.Put(key, entry, &replaced); });
-  if (!s.ok()) {
-    extents_->Free(*extent);
-    return s;
-  }
-  if (replaced) return extents_->Free(replaced->ptr);
-  return Status::OK();
+bool GlobalTree::WantsRemote() const {
+  return peers_ != nullptr && placed_remotely_.load(std::memory_order_relaxed) < meganodes_in_use() &&
+         peers_->HavePeers();
 }
 
-Status GlobalTree::Get(std::string_view key, std::string* value) {
-  CELL_RETURN_IF_ERROR(CheckKeyValue(key, {}));
-  return GlobalReader(source_.get(), first_meganode()).Get(key, value);
-}
-
-Status GlobalTree::Delete(std::string_view key) {
-  CELL_RETURN_IF_ERROR(CheckKeyValue(key, {}));
-  LeafValue removed;
-  CELL_RETURN_IF_ERROR(Write(0, key, [&](btree::BLinkTree& tree) { return tree.Delete(key, &removed); }));
-  return extents_->Free(removed.ptr);
-}
-
-Status GlobalTree::Scan(std::string_view start, std::string_view end, size_t limit, std::vector<btree::KeyValue>* out) {
-  return GlobalReader(source_.get(), first_meganode()).Scan(start, end, limit, out);
+void GlobalTree::MaybeQueueSplit(Mega* m, int level) {
+  if (peers_ == nullptr || m->store->free_slots() * 4 > m->store->num_slots()) return;
+  if (!WantsRemote() || m->split_queued.exchange(true)) return;
+  Post([this, m, level] {
+    uint64_t seen = 0;
+    bool full_enough = false;
+    if (LockShared(m).ok()) {
+      std::shared_lock lock(m->split_mu, std::adopt_lock);
+      seen = m->splits;
+      full_enough = m->store->free_slots() * 4 <= m->store->num_slots() && !m->sealed.load();
+    }
+    m->split_queued.store(false);
+    if (!full_enough) return;
+    Status s = Split(m, level, seen, /*may_go_remote=*/true);
+    if (!s.ok()) LogWarning("a background meganode split failed: {}", s.ToString());
+  });
 }
 
 namespace {
@@ -160,6 +237,12 @@ std::vector<btree::NodeEntry> LeafEntries(Meganode& store, uint32_t root_slot, i
     slot = next;
   }
   return out;
+}
+
+// The level-0 entries of a meganode's local tree, from its header.
+std::vector<btree::NodeEntry> LeafEntriesOf(Meganode& store) {
+  NodeView hv(store.SlotWords(0));
+  return LeafEntries(store, hv.root_slot(), hv.root_level());
 }
 
 // Step 4 of a split: cut every level of the meganode at `sep`, from the top (see global_tree.h).
@@ -211,14 +294,153 @@ void CutNodes(Meganode& store, uint32_t root_slot, int root_level, const std::st
 }
 }  // namespace
 
-Status GlobalTree::Split(Mega* m, int level, uint64_t seen_splits) {
+Status GlobalTree::Put(std::string_view key, std::string_view value) {
+  GlobalPtr elsewhere;
+  CELL_RETURN_IF_ERROR(Put(key, value, GlobalPtr(), &elsewhere));
+  return elsewhere.is_null() ? Status::OK() : Status::Internal("a tree of one process met another server's meganode");
+}
+
+Status GlobalTree::Get(std::string_view key, std::string* value) {
+  GlobalPtr elsewhere;
+  CELL_RETURN_IF_ERROR(Get(key, value, GlobalPtr(), &elsewhere));
+  return elsewhere.is_null() ? Status::OK() : Status::Internal("a tree of one process met another server's meganode");
+}
+
+Status GlobalTree::Delete(std::string_view key) {
+  GlobalPtr elsewhere;
+  CELL_RETURN_IF_ERROR(Delete(key, GlobalPtr(), &elsewhere));
+  return elsewhere.is_null() ? Status::OK() : Status::Internal("a tree of one process met another server's meganode");
+}
+
+Status GlobalTree::Scan(std::string_view start, std::string_view end, size_t limit, std::vector<btree::KeyValue>* out) {
+  GlobalPtr elsewhere;
+  std::string resume;
+  CELL_RETURN_IF_ERROR(Scan(start, end, limit, out, GlobalPtr(), &elsewhere, &resume));
+  return elsewhere.is_null() ? Status::OK() : Status::Internal("a tree of one process met another server's meganode");
+}
+
+Status GlobalTree::Put(std::string_view key, std::string_view value, GlobalPtr start, GlobalPtr* elsewhere) {
+  CELL_RETURN_IF_ERROR(CheckKeyValue(key, value));
+  thread_local std::vector<uint64_t> record;
+  const uint64_t checksum = btree::EncodeRecord(key, value, &record);
+  auto extent = extents_->Allocate(record.size() * 8);
+  if (!extent.ok()) return extent.status();
+  std::atomic_thread_fence(std::memory_order_release);  // the extent writer's fence (LocalStore::Put explains it)
+  CopyToShared(regions_.Resolve(*extent, record.size() * 8), record.data(), record.size());
+  const LeafValue entry{*extent, static_cast<uint32_t>(btree::RecordLength(key.size(), value.size())), checksum};
+  std::optional<LeafValue> replaced;
+  Status s = Write(0, key, [&](btree::BLinkTree& tree) { return tree.Put(key, entry, &replaced); }, start, elsewhere);
+  if (!s.ok() || !elsewhere->is_null()) {
+    extents_->Free(*extent);
+    return s;
+  }
+  if (replaced) return extents_->Free(replaced->ptr);
+  return Status::OK();
+}
+
+Status GlobalTree::Get(std::string_view key, std::string* value, GlobalPtr start, GlobalPtr* elsewhere) {
+  CELL_RETURN_IF_ERROR(CheckKeyValue(key, {}));
+  GlobalReader reader(source_.get(), first_, reachable_);
+  CELL_RETURN_IF_ERROR(reader.Get(key, value, start));
+  if (reader.exited()) *elsewhere = reader.exit();
+  return Status::OK();
+}
+
+Status GlobalTree::Delete(std::string_view key, GlobalPtr start, GlobalPtr* elsewhere) {
+  CELL_RETURN_IF_ERROR(CheckKeyValue(key, {}));
+  LeafValue removed;
+  CELL_RETURN_IF_ERROR(
+      Write(0, key, [&](btree::BLinkTree& tree) { return tree.Delete(key, &removed); }, start, elsewhere));
+  if (!elsewhere->is_null()) return Status::OK();
+  return extents_->Free(removed.ptr);
+}
+
+Status GlobalTree::Scan(std::string_view start, std::string_view end, size_t limit, std::vector<btree::KeyValue>* out,
+                        GlobalPtr from_meganode, GlobalPtr* elsewhere, std::string* resume) {
+  GlobalReader reader(source_.get(), first_, reachable_);
+  CELL_RETURN_IF_ERROR(reader.Scan(start, end, limit, out, from_meganode));
+  if (reader.exited()) {
+    *elsewhere = reader.exit();
+    *resume = reader.resume_key();
+  }
+  return Status::OK();
+}
+
+StatusOr<GlobalPtr> GlobalTree::CreateSealed(const btree::MeganodeInfo& info) {
+  if (!info.cluster_root.is_null()) return Status::InvalidArgument("only the root server's first meganode names the root");
+  CELL_ASSIGN_OR_RETURN(Mega * m, NewMeganode(info));
+  m->sealed.store(true, std::memory_order_release);  // before anyone can know its pointer
+  return m->store->meganode();
+}
+
+Status GlobalTree::Fill(GlobalPtr meganode, const std::vector<MovedEntry>& entries) {
+  Mega* m = At(meganode);
+  if (m == nullptr || !m->sealed.load()) {
+    return Status::FailedPrecondition(fmt::format("meganode {}:{} is not a sealed meganode of this server",
+                                                  meganode.region, meganode.offset));
+  }
+  std::lock_guard lock(m->split_mu);  // uncontended: nobody else knows the meganode yet
+  const bool leaf = NodeView(m->store->SlotWords(0)).level() == 0;
+  for (const MovedEntry& e : entries) {
+    LeafValue entry{e.child, 0, 0};
+    if (leaf) {
+      CELL_RETURN_IF_ERROR(CheckKeyValue(e.key, e.value));
+      thread_local std::vector<uint64_t> record;
+      const uint64_t checksum = btree::EncodeRecord(e.key, e.value, &record);
+      CELL_ASSIGN_OR_RETURN(GlobalPtr extent, extents_->Allocate(record.size() * 8));
+      CopyToShared(regions_.Resolve(extent, record.size() * 8), record.data(), record.size());
+      entry = LeafValue{extent, static_cast<uint32_t>(btree::RecordLength(e.key.size(), e.value.size())), checksum};
+    } else if (e.child.is_null()) {
+      return Status::InvalidArgument("an internal meganode's entry needs a child pointer");
+    }
+    std::optional<LeafValue> replaced;
+    Status s = m->tree->Put(e.key, entry, &replaced);
+    if (!s.ok()) {
+      if (leaf) extents_->Free(entry.ptr);
+      return s;
+    }
+    if (replaced && leaf) extents_->Free(replaced->ptr);
+  }
+  return Status::OK();
+}
+
+Status GlobalTree::Unseal(GlobalPtr meganode) {
+  Mega* m = At(meganode);
+  if (m == nullptr) {
+    return Status::NotFound(fmt::format("no meganode {}:{} on this server", meganode.region, meganode.offset));
+  }
+  m->sealed.store(false, std::memory_order_release);
+  return Status::OK();
+}
+
+Status GlobalTree::Abandon(GlobalPtr meganode) {
+  Mega* m = At(meganode);
+  if (m == nullptr || !m->sealed.load()) {
+    return Status::FailedPrecondition(fmt::format("meganode {}:{} is not a sealed meganode of this server",
+                                                  meganode.region, meganode.offset));
+  }
+  {
+    std::lock_guard lock(m->split_mu);
+    NodeView hv(m->store->SlotWords(0));
+    if (hv.level() == 0) {
+      for (const auto& e : LeafEntriesOf(*m->store)) extents_->Free(e.value.ptr);
+    }
+  }
+  FreeMeganode(m);
+  return Status::OK();
+}
+
+
+Status GlobalTree::Split(Mega* m, int level, uint64_t seen_splits, bool may_go_remote) {
   std::string sep;
   GlobalPtr right_half;
+  bool remote = false;
   {
-    std::unique_lock lock(m->split_mu);
+    CELL_RETURN_IF_ERROR(LockExclusive(m));
+    std::unique_lock lock(m->split_mu, std::adopt_lock);
     Meganode& store = *m->store;
     if (m->splits != seen_splits) return Status::OK();  // split meanwhile by another writer
-    ++m->splits;
+    if (m->sealed.load()) return Status::Unavailable("a sealed meganode cannot split yet; retry");
     uint64_t* hw = store.SlotWords(0);
     NodeView hv(hw);  // no writer changes the header while we hold the split lock, except SetClusterRoot (locked)
     const uint32_t root_slot = hv.root_slot();
@@ -236,15 +458,57 @@ Status GlobalTree::Split(Mega* m, int level, uint64_t seen_splits) {
     btree::MeganodeInfo right_info = info;
     right_info.min = sep;
     right_info.cluster_root = GlobalPtr();
-    CELL_ASSIGN_OR_RETURN(Mega * n, NewMeganode(right_info));
-    for (size_t i = mid; i < entries.size(); ++i) {
-      std::optional<LeafValue> replaced;
-      Status s = n->tree->Put(entries[i].key, entries[i].value, &replaced);
-      if (!s.ok()) return Status::Internal("the right half of a meganode does not fit a new one: " + s.ToString());
+
+    if (may_go_remote && WantsRemote()) {
+      // The right half, with its records, to a sealed meganode on another server. Writers of M retry meanwhile.
+      m->remote_split.store(true, std::memory_order_release);
+      std::vector<MovedEntry> moved(entries.size() - mid);
+      Status read = Status::OK();
+      for (size_t i = mid; i < entries.size() && read.ok(); ++i) {
+        MovedEntry& e = moved[i - mid];
+        e.key = entries[i].key;
+        if (info.level > 0) {
+          e.child = entries[i].value.ptr;
+          continue;
+        }
+        const LeafValue& v = entries[i].value;
+        const uint64_t* words = regions_.Resolve(v.ptr, v.length);
+        std::vector<uint64_t> copy((v.length + 7) / 8);
+        std::string_view value;
+        if (words == nullptr) {
+          read = Status::Corruption("a leaf entry points outside this server's extents");
+          break;
+        }
+        CopyFromShared(copy.data(), words, copy.size());
+        if (!btree::CheckRecord(copy.data(), v, e.key, &value)) {
+          read = Status::Corruption(fmt::format("the record of key '{}' does not match its leaf entry", e.key));
+          break;
+        }
+        e.value = std::string(value);
+      }
+      auto n = read.ok() ? peers_->CreateMeganode(right_info, moved) : StatusOr<GlobalPtr>(read);
+      if (n.ok()) {
+        right_half = *n;
+        remote = true;
+      } else {
+        LogWarning("placing a meganode's right half on another server failed ({}); splitting locally",
+                   n.status().ToString());
+        m->remote_split.store(false, std::memory_order_release);
+      }
     }
-    right_half = n->store->meganode();
-    // No writer may change N before M is cut (step 4 in global_tree.h).
-    std::unique_lock n_lock(n->split_mu);
+    std::unique_lock<SplitLock> n_lock;
+    if (!remote) {
+      CELL_ASSIGN_OR_RETURN(Mega * n, NewMeganode(right_info));
+      for (size_t i = mid; i < entries.size(); ++i) {
+        std::optional<LeafValue> replaced;
+        Status s = n->tree->Put(entries[i].key, entries[i].value, &replaced);
+        if (!s.ok()) return Status::Internal("the right half of a meganode does not fit a new one: " + s.ToString());
+      }
+      right_half = n->store->meganode();
+      // No writer may change N before M is cut (step 4 in global_tree.h).
+      n_lock = std::unique_lock<SplitLock>(n->split_mu);
+    }
+    ++m->splits;
 
     // Publish the left half's header (max sep, right link to N), keeping its root and the cluster root it may hold.
     const uint64_t locked = btree::LockNode(hw);
@@ -258,13 +522,31 @@ Status GlobalTree::Split(Mega* m, int level, uint64_t seen_splits) {
 
     if (split_observer_) split_observer_(sep);
     CutNodes(store, root_slot, root_level, sep);
+    if (remote && info.level == 0) {
+      // The moved entries' records here are no longer referenced: every node that held them has a new version.
+      for (size_t i = mid; i < entries.size(); ++i) extents_->Free(entries[i].value.ptr);
+    }
+    m->remote_split.store(false, std::memory_order_release);
   }
   stats_.splits.fetch_add(1, std::memory_order_relaxed);
-  return InsertSeparator(level + 1, sep, right_half);
+  if (remote) {
+    stats_.remote_splits.fetch_add(1, std::memory_order_relaxed);
+    placed_remotely_.fetch_add(1, std::memory_order_relaxed);
+    Status u = peers_->Unseal(right_half);
+    for (int attempt = 1; !u.ok() && attempt < 20; ++attempt) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10 * attempt));  // a retry's back-off
+      u = peers_->Unseal(right_half);
+    }
+    if (!u.ok()) {
+      LogError("could not unseal meganode {}:{} on its server: {} (writes to its keys will be refused)",
+               right_half.region, right_half.offset, u.ToString());
+    }
+  }
+  return InsertSeparator(GlobalPtr(), level + 1, sep, right_half);
 }
 
 void GlobalTree::SetClusterRoot(GlobalPtr root) {
-  uint64_t* hw = At(first_meganode())->store->SlotWords(0);
+  uint64_t* hw = At(first_)->store->SlotWords(0);
   const uint64_t locked = btree::LockNode(hw);
   NodeImage header;
   btree::LoadLocked(hw, &header);
@@ -272,33 +554,63 @@ void GlobalTree::SetClusterRoot(GlobalPtr root) {
   btree::PublishAndUnlock(hw, &header, locked);
 }
 
-Status GlobalTree::InsertSeparator(int level, const std::string& separator, GlobalPtr child) {
-  GlobalReader reader(source_.get(), first_meganode());
+void GlobalTree::PostRemoteInsert(GlobalPtr at, int level, const std::string& separator, GlobalPtr child,
+                                  int attempt) {
+  Post([=, this] {
+    stats_.remote_separators.fetch_add(1, std::memory_order_relaxed);
+    Status s = peers_->InsertSeparator(at, level, separator, child);
+    if (s.ok()) return;
+    if (attempt < 50) return PostRemoteInsert(at, level, separator, child, attempt + 1);
+    // The tree stays correct without it (right links lead to the child); searches for its keys take a longer way.
+    LogWarning("gave up sending separator '{}' to meganode {}:{}: {}", separator, at.region, at.offset, s.ToString());
+  }, std::chrono::milliseconds(attempt == 0 ? 0 : std::min(10 * attempt, 500)));
+}
+
+Status GlobalTree::InsertSeparator(GlobalPtr at, int level, const std::string& separator, GlobalPtr child) {
+  if (at == first_) at = GlobalPtr();
+  GlobalReader reader(source_.get(), first_, reachable_);
   const LeafValue entry{child, 0, 0};
   for (int attempt = 0; attempt < 10000; ++attempt) {
-    CELL_ASSIGN_OR_RETURN(GlobalPtr root, reader.Root());
-    TreeReader::Header root_header;
-    CELL_RETURN_IF_ERROR(TreeReader(source_.get(), root).ReadHeader(nullptr, &root_header));
-    if (root_header.level < level) {
-      // The root split: a new root meganode over the old root and its new right sibling.
-      std::lock_guard lock(root_mu_);
-      CELL_ASSIGN_OR_RETURN(GlobalPtr now, reader.Root());
-      if (!(now == root)) continue;  // another thread grew it meanwhile
-      btree::MeganodeInfo info;
-      info.level = level;
-      CELL_ASSIGN_OR_RETURN(Mega * r, NewMeganode(info));
-      std::optional<LeafValue> replaced;
-      CELL_RETURN_IF_ERROR(r->tree->Put(std::string(1, '\0'), LeafValue{root, 0, 0}, &replaced));
-      CELL_RETURN_IF_ERROR(r->tree->Put(separator, entry, &replaced));
-      SetClusterRoot(r->store->meganode());
-      stats_.root_splits.fetch_add(1, std::memory_order_relaxed);
-      return Status::OK();
+    if (at.is_null() && IsLocal(first_)) {
+      CELL_ASSIGN_OR_RETURN(GlobalPtr root, reader.Root());
+      TreeReader::Header root_header;
+      CELL_RETURN_IF_ERROR(TreeReader(source_.get(), root).ReadHeader(nullptr, &root_header));
+      if (root_header.level < level) {
+        // The root split: a new root meganode over the old root and its new right sibling.
+        std::lock_guard lock(root_mu_);
+        CELL_ASSIGN_OR_RETURN(GlobalPtr now, reader.Root());
+        if (!(now == root)) continue;  // another thread grew it meanwhile
+        btree::MeganodeInfo info;
+        info.level = level;
+        CELL_ASSIGN_OR_RETURN(Mega * r, NewMeganode(info));
+        std::optional<LeafValue> replaced;
+        CELL_RETURN_IF_ERROR(r->tree->Put(std::string(1, '\0'), LeafValue{root, 0, 0}, &replaced));
+        CELL_RETURN_IF_ERROR(r->tree->Put(separator, entry, &replaced));
+        SetClusterRoot(r->store->meganode());
+        stats_.root_splits.fetch_add(1, std::memory_order_relaxed);
+        return Status::OK();
+      }
     }
     // The root reaches `level` (it only grows): the parent meganode is there to be found.
-    return Write(level, separator, [&](btree::BLinkTree& tree) {
+    GlobalPtr elsewhere;
+    Status s = Write(level, separator, [&](btree::BLinkTree& tree) {
       std::optional<LeafValue> replaced;
       return tree.Put(separator, entry, &replaced);
-    });
+    }, at, &elsewhere);
+    if (s.IsUnavailable() && peers_ != nullptr) {
+      // The parent is sealed or splitting to another server: try again shortly, from the background thread.
+      Post([=, this] {
+        Status again = InsertSeparator(at, level, separator, child);
+        if (!again.ok()) LogWarning("inserting separator '{}': {}", separator, again.ToString());
+      }, std::chrono::milliseconds(5));
+      return Status::OK();
+    }
+    if (!s.ok()) return s;
+    if (!elsewhere.is_null()) {
+      if (peers_ == nullptr) return Status::Internal("a tree of one process met another server's meganode");
+      PostRemoteInsert(elsewhere, level, separator, child, 0);
+    }
+    return Status::OK();
   }
   return Status::Aborted("could not insert a separator into the parent meganode");
 }

@@ -18,17 +18,33 @@
 //   5. writers are let into M and N again (those for k >= s find N), and the separator s -> N is inserted into the
 //      parent meganode, which may split in turn; when the root splits, a new root meganode is made and the first
 //      meganode's header is pointed at it.
+//
+// Across servers. Each server's GlobalTree holds the meganodes of its own node region; pointers to meganodes in other
+// regions lead to other servers. A walk here covers only this server's meganodes: where it would enter another's,
+// it stops and names that meganode (`elsewhere`), and the request goes on there. A split may put the right half on
+// another server (Peers, implemented by server/ over rpc): the new meganode is created there sealed (readable, no
+// writes), filled with the right half's entries and their records, published by the left half's header as in step 3,
+// and unsealed once the left half is cut and its moved records freed. Such remote splits run on the tree's background
+// thread, proactively, when a meganode is 3/4 full and fewer meganodes have been placed on other servers than are held
+// here; a meganode found completely full is split here at once. Writers never wait on the network: during a remote
+// split the meganode's writers get Unavailable (retry) instead of waiting for its lock. Separators for a parent
+// meganode on another server are sent by the background thread; until they arrive, right links keep every key
+// reachable. A new root meganode is always made by the server holding the first meganode (the root server).
 // Thread-safe.
 #pragma once
 
 #include <pthread.h>
 
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "btree/blink_tree.h"
@@ -40,6 +56,30 @@
 
 namespace cell::meganode {
 
+// An entry moving to a meganode on another server: a leaf entry's key and value, or an internal one's key and child.
+struct MovedEntry {
+  std::string key;
+  std::string value;  // leaf meganodes
+  GlobalPtr child;    // internal meganodes
+};
+
+// What a tree spread over servers asks of the others. server/ implements it over rpc. Calls may block (on the
+// tree's background thread only); the requests they make are answered by the peer's GlobalTree without blocking.
+class Peers {
+ public:
+  virtual ~Peers() = default;
+  // True if there is another live server to place meganodes on.
+  virtual bool HavePeers() = 0;
+  // Creates on another server a sealed meganode described by `info`, holding `entries` (and, for a leaf meganode,
+  // their records). Errors: no peer could take it (nothing is left behind).
+  virtual StatusOr<GlobalPtr> CreateMeganode(const btree::MeganodeInfo& info, const std::vector<MovedEntry>& entries) = 0;
+  virtual Status Unseal(GlobalPtr meganode) = 0;
+  // Frees a meganode created by CreateMeganode and never published (best effort).
+  virtual void Abandon(GlobalPtr meganode) = 0;
+  // Asks the holder of meganode `at` to insert separator -> child at `level`, walking from `at`.
+  virtual Status InsertSeparator(GlobalPtr at, int level, const std::string& separator, GlobalPtr child) = 0;
+};
+
 struct GlobalTreeOptions {
   uint64_t meganode_bytes = uint64_t{64} << 20;
   uint32_t meganodes = 16;                           // room for this many meganodes (the node region's size)
@@ -47,6 +87,11 @@ struct GlobalTreeOptions {
   RegionBacking backing = RegionBacking::kAnonymous;
   uint32_t node_region_id = 1;
   uint32_t extent_region_id = 2;
+  // True: this tree's node region is the root region: it formats the cluster's first meganode at its offset 0.
+  // False: `first_meganode` names it, on another server.
+  bool root = true;
+  GlobalPtr first_meganode;
+  Peers* peers = nullptr;  // null: every meganode stays here
 };
 
 // A meganode's split lock: shared by its writers, exclusive for a split. A waiting split holds back new writers (a
@@ -68,19 +113,39 @@ class SplitLock {
   void unlock() { pthread_rwlock_unlock(&lock_); }
   void lock_shared() { pthread_rwlock_rdlock(&lock_); }
   void unlock_shared() { pthread_rwlock_unlock(&lock_); }
+  // Waits at most `wait` for the lock.
+  bool try_lock_for(std::chrono::microseconds wait) {
+    const timespec t = Deadline(wait);
+    return pthread_rwlock_timedwrlock(&lock_, &t) == 0;
+  }
+  bool try_lock_shared_for(std::chrono::microseconds wait) {
+    const timespec t = Deadline(wait);
+    return pthread_rwlock_timedrdlock(&lock_, &t) == 0;
+  }
 
  private:
+  static timespec Deadline(std::chrono::microseconds wait) {
+    timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);
+    const int64_t ns = t.tv_nsec + wait.count() * 1000;
+    t.tv_sec += ns / 1000000000;
+    t.tv_nsec = ns % 1000000000;
+    return t;
+  }
   pthread_rwlock_t lock_;
 };
 
 class GlobalTree {
  public:
   struct Stats {
-    std::atomic<uint64_t> splits{0};       // meganode splits
-    std::atomic<uint64_t> root_splits{0};  // of which the root's (a new root meganode)
+    std::atomic<uint64_t> splits{0};         // meganode splits made here
+    std::atomic<uint64_t> remote_splits{0};  // of which put the right half on another server
+    std::atomic<uint64_t> root_splits{0};    // new root meganodes
+    std::atomic<uint64_t> remote_separators{0};  // separators sent to a parent meganode on another server
   };
 
   static StatusOr<std::unique_ptr<GlobalTree>> Open(const GlobalTreeOptions& options);
+  ~GlobalTree();
 
   // As LocalStore: InvalidArgument for keys and values outside the limits; ResourceExhausted when the records or
   // the meganodes run out (nothing is changed then).
@@ -89,8 +154,32 @@ class GlobalTree {
   Status Delete(std::string_view key);
   Status Scan(std::string_view start, std::string_view end, size_t limit, std::vector<btree::KeyValue>* out);
 
+  // The same, for a server: the walk begins at meganode `start` (null: the root) and covers this tree's meganodes.
+  // When the key's meganode is on another server, nothing is done here: OK, with *elsewhere naming the meganode to
+  // go on from (the first meganode: start again at the root server). Writes give Unavailable (retry) while their
+  // meganode is sealed or being split to another server.
+  Status Get(std::string_view key, std::string* value, GlobalPtr start, GlobalPtr* elsewhere);
+  Status Put(std::string_view key, std::string_view value, GlobalPtr start, GlobalPtr* elsewhere);
+  Status Delete(std::string_view key, GlobalPtr start, GlobalPtr* elsewhere);
+  // A scan that reaches another server's meganode returns what it has, *elsewhere set and *resume the key to go on
+  // from there.
+  Status Scan(std::string_view start, std::string_view end, size_t limit, std::vector<btree::KeyValue>* out,
+              GlobalPtr from_meganode, GlobalPtr* elsewhere, std::string* resume);
+
+  // Peers' requests (a split on another server placing its right half here; a separator for a meganode here).
+  // None blocks on another server.
+  StatusOr<GlobalPtr> CreateSealed(const btree::MeganodeInfo& info);
+  // Adds entries to a sealed meganode (records are written here). On error the meganode is to be abandoned.
+  Status Fill(GlobalPtr meganode, const std::vector<MovedEntry>& entries);
+  Status Unseal(GlobalPtr meganode);
+  Status Abandon(GlobalPtr meganode);
+  // Inserts separator -> child into the meganode at `level` covering it, walking from `at` (the first meganode or
+  // null: from the root). Where that meganode is elsewhere, or busy, the insert is queued and sent or retried later.
+  Status InsertSeparator(GlobalPtr at, int level, const std::string& separator, GlobalPtr child);
+
   // The cluster's first meganode (its header names the root).
-  GlobalPtr first_meganode() const { return GlobalPtr{node_region_->id(), 0}; }
+  GlobalPtr first_meganode() const { return first_; }
+  bool IsLocal(GlobalPtr meganode) const { return meganode.region == node_region_->id(); }
   const RegionSet& regions() const { return regions_; }
   const Region& node_region() const { return *node_region_; }
   const Region& extent_region() const { return *extent_region_; }
@@ -112,21 +201,39 @@ class GlobalTree {
     std::unique_ptr<btree::BLinkTree> tree;
     SplitLock split_mu;  // writers shared, a split exclusive
     uint64_t splits = 0;         // guarded by split_mu: how often this meganode has split
+    std::atomic<bool> sealed{false};        // created for another server's split, not yet unsealed: no writes
+    std::atomic<bool> remote_split{false};  // a split holding split_mu waits on another server: writers retry
+    std::atomic<bool> split_queued{false};  // a background split is queued
   };
 
   GlobalTree() = default;
   Mega* At(GlobalPtr meganode) const;
   StatusOr<Mega*> NewMeganode(const btree::MeganodeInfo& info);
+  void FreeMeganode(Mega* m);
+  // Takes m's split lock shared, or gives Unavailable while a remote split holds it (never waits on the network).
+  Status LockShared(Mega* m);
+  Status LockExclusive(Mega* m);
   // Runs `write` on the meganode at `level` (0: leaf meganodes) covering `key`, under its split lock, splitting
-  // meganodes that are full.
-  Status Write(int level, std::string_view key, const std::function<Status(btree::BLinkTree&)>& write);
+  // meganodes that are full. *elsewhere: as for Put.
+  Status Write(int level, std::string_view key, const std::function<Status(btree::BLinkTree&)>& write,
+               GlobalPtr start, GlobalPtr* elsewhere);
   // Splits `m` (at `level` among meganodes) unless it has split since the caller saw `seen_splits`; then inserts the
-  // separator above.
-  Status Split(Mega* m, int level, uint64_t seen_splits);
-  Status InsertSeparator(int level, const std::string& separator, GlobalPtr child);
+  // separator above. `may_go_remote`: the background thread's splits may put the right half on another server.
+  Status Split(Mega* m, int level, uint64_t seen_splits, bool may_go_remote);
+  // Queues a background split of `m` if it is 3/4 full and a remote split is wanted.
+  void MaybeQueueSplit(Mega* m, int level);
+  bool WantsRemote() const;
   void SetClusterRoot(GlobalPtr root);
+  // The background thread: tasks run in order of their due time.
+  void Post(std::function<void()> task, std::chrono::milliseconds delay = std::chrono::milliseconds(0));
+  void PostRemoteInsert(GlobalPtr at, int level, const std::string& separator, GlobalPtr child, int attempt);
+  void BackgroundLoop();
 
   std::unique_ptr<Region> node_region_, extent_region_;
+  GlobalPtr first_;
+  Peers* peers_ = nullptr;
+  btree::GlobalReader::Reachable reachable_;
+  std::atomic<uint64_t> placed_remotely_{0};  // meganodes this tree's splits put on other servers
   RegionSet regions_;
   std::unique_ptr<ExtentAllocator> extents_;
   std::unique_ptr<btree::LocalNodeSource> source_;
@@ -136,6 +243,12 @@ class GlobalTree {
   std::mutex root_mu_;                        // one root split at a time
   Stats stats_;
   std::function<void(const std::string&)> split_observer_;
+
+  std::mutex bg_mu_;  // guards what follows
+  std::condition_variable bg_cv_;
+  std::multimap<std::chrono::steady_clock::time_point, std::function<void()>> tasks_;
+  bool stopping_ = false;
+  std::thread background_;  // only with peers
 };
 
 }  // namespace cell::meganode

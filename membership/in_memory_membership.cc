@@ -99,8 +99,15 @@ StatusOr<RegionEntry> InMemoryMembership::ChangeOwner(uint32_t region, uint64_t 
 
 StatusOr<uint32_t> InMemoryMembership::RootRegion() {
   std::lock_guard lock(mu_);
-  if (regions_.empty()) return Status::NotFound("no region exists yet, so there is no root");
-  return regions_.begin()->first;
+  if (root_ == 0) return Status::NotFound("no server has claimed the root region yet");
+  return root_;
+}
+
+StatusOr<uint32_t> InMemoryMembership::ClaimRoot(uint32_t region) {
+  if (region == 0) return Status::InvalidArgument("region id 0 cannot be the root");
+  std::lock_guard lock(mu_);
+  if (root_ == 0) root_ = region;
+  return root_;
 }
 
 Status InMemoryMembership::ServingStatus() {

@@ -22,6 +22,7 @@ class InMemoryMembership final : public Membership {
   StatusOr<std::vector<RegionEntry>> ListRegions() override;
   StatusOr<RegionEntry> ChangeOwner(uint32_t region, uint64_t expected_epoch, uint64_t new_owner) override;
   StatusOr<uint32_t> RootRegion() override;
+  StatusOr<uint32_t> ClaimRoot(uint32_t region) override;
   void Watch(std::function<void(const MembershipEvent&)> watcher) override;
   // In one process nothing expires: a registered server may serve until it unregisters.
   Status ServingStatus() override;
@@ -33,6 +34,7 @@ class InMemoryMembership final : public Membership {
   std::mutex mu_;
   std::map<uint64_t, ServerInfo> servers_;
   std::map<uint32_t, RegionEntry> regions_;
+  uint32_t root_ = 0;  // 0: not claimed yet
   uint32_t next_region_ = 1;
   uint64_t registered_ = 0;  // the server registered through this object
   std::mutex watchers_mu_;  // taken first by every change and held until its watchers have run: one order for all

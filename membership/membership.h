@@ -53,7 +53,8 @@ class RegionTableReader {
   // NotFound if the region was never created.
   virtual StatusOr<RegionEntry> GetRegion(uint32_t region) = 0;
   virtual StatusOr<std::vector<RegionEntry>> ListRegions() = 0;
-  // The root region: the one with the lowest id (the root pointer is at its offset 0). NotFound before any exists.
+  // The root region: the node region whose offset 0 holds the cluster's first meganode (and so the root pointer),
+  // claimed once by the cluster's first server (ClaimRoot). NotFound before any server has claimed it.
   virtual StatusOr<uint32_t> RootRegion() = 0;
 };
 
@@ -70,6 +71,9 @@ class Membership : public RegionTableReader {
   virtual StatusOr<uint32_t> AllocateRegionId() = 0;
   // Records region `region` (from AllocateRegionId) owned by `owner`, at epoch 1. FailedPrecondition if it exists.
   virtual StatusOr<RegionEntry> CreateRegion(uint32_t region, uint64_t owner) = 0;
+  // Makes `region` the root region unless another has been claimed already; returns the root region either way (a
+  // claim is made once in a cluster's life, so servers starting together agree on which of them formats the tree).
+  virtual StatusOr<uint32_t> ClaimRoot(uint32_t region) = 0;
   // Sets the owner if the region is still at `expected_epoch`, moving it to expected_epoch + 1. Aborted (with the
   // current entry in the message) when another change came first: re-read, decide again.
   virtual StatusOr<RegionEntry> ChangeOwner(uint32_t region, uint64_t expected_epoch, uint64_t new_owner) = 0;

@@ -598,11 +598,32 @@ StatusOr<RegionEntry> ZooKeeperMembership::ChangeOwner(uint32_t region, uint64_t
   return Error(rc, fmt::format("changing the owner of region {}", region));
 }
 
+// The root znode holds "region=<id>\n", created once (the first claim wins).
 StatusOr<uint32_t> ZooKeeperMembership::RootRegion() {
-  auto regions = ListRegions();
-  if (!regions.ok()) return regions.status();
-  if (regions->empty()) return Status::NotFound("no region exists yet, so there is no root");
-  return regions->front().region;
+  const std::string path = Path("root");
+  auto data = ReadNode(path, false, nullptr);
+  if (data.status().IsNotFound()) return Status::NotFound("no server has claimed the root region yet");
+  if (!data.ok()) return data.status();
+  uint64_t region = 0;
+  if (data->substr(0, 7) != "region=" || data->empty() || data->back() != '\n' ||
+      !ParseNumber(std::string_view(*data).substr(7, data->size() - 8), &region) || region == 0 ||
+      region > GlobalPtr::kMaxRegionId) {
+    return Status::Corruption(fmt::format("znode {} does not name a region: '{}'", path, *data));
+  }
+  return static_cast<uint32_t>(region);
+}
+
+StatusOr<uint32_t> ZooKeeperMembership::ClaimRoot(uint32_t region) {
+  if (region == 0 || region > GlobalPtr::kMaxRegionId) {
+    return Status::InvalidArgument(fmt::format("region id {} cannot be the root", region));
+  }
+  const std::string path = Path("root");
+  const std::string data = fmt::format("region={}\n", region);
+  const int rc = Retry([&] {
+    return zoo_create(zh_, path.c_str(), data.data(), static_cast<int>(data.size()), Acl(), 0, nullptr, 0);
+  });
+  if (rc != ZOK && rc != ZNODEEXISTS) return Error(rc, fmt::format("claiming region {} as the root", region));
+  return RootRegion();  // ours, or the earlier claim (also ours if a retried create had gone through)
 }
 
 void ZooKeeperMembership::Watch(std::function<void(const MembershipEvent&)> watcher) {

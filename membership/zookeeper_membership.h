@@ -71,6 +71,7 @@ class ZooKeeperMembership final : public Membership {
   StatusOr<std::vector<RegionEntry>> ListRegions() override;
   StatusOr<RegionEntry> ChangeOwner(uint32_t region, uint64_t expected_epoch, uint64_t new_owner) override;
   StatusOr<uint32_t> RootRegion() override;
+  StatusOr<uint32_t> ClaimRoot(uint32_t region) override;
   void Watch(std::function<void(const MembershipEvent&)> watcher) override;
   Status ServingStatus() override;
   Status Renew() override;

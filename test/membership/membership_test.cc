@@ -123,19 +123,44 @@ TEST_P(MembershipTest, RacingTakeoversHaveExactlyOneWinner) {
   EXPECT_EQ(entry->epoch, 2u);
 }
 
-TEST_P(MembershipTest, TheRootIsTheLowestRegion) {
+TEST_P(MembershipTest, TheFirstClaimMakesTheRoot) {
   EXPECT_TRUE(m_->RootRegion().status().IsNotFound());
   auto a = m_->AllocateRegionId();
   auto b = m_->AllocateRegionId();
   ASSERT_TRUE(a.ok() && b.ok());
-  ASSERT_TRUE(m_->CreateRegion(*b, 1).ok());
+  // The higher id claims first and wins: the root is whoever claimed first, not the lowest id.
+  auto claimed = m_->ClaimRoot(*b);
+  ASSERT_TRUE(claimed.ok()) << claimed.status().ToString();
+  EXPECT_EQ(*claimed, *b);
+  claimed = m_->ClaimRoot(*a);
+  ASSERT_TRUE(claimed.ok());
+  EXPECT_EQ(*claimed, *b);
   auto root = m_->RootRegion();
   ASSERT_TRUE(root.ok());
   EXPECT_EQ(*root, *b);
-  ASSERT_TRUE(m_->CreateRegion(*a, 1).ok());
-  root = m_->RootRegion();
-  ASSERT_TRUE(root.ok());
-  EXPECT_EQ(*root, std::min(*a, *b));
+  EXPECT_TRUE(m_->ClaimRoot(0).status().IsInvalidArgument());
+}
+
+// Servers starting together race to claim the root: exactly one claim wins, and every claimant learns which.
+TEST_P(MembershipTest, RacingClaimsAgreeOnOneRoot) {
+  std::vector<uint32_t> ids;
+  for (int i = 0; i < 4; ++i) {
+    auto id = m_->AllocateRegionId();
+    ASSERT_TRUE(id.ok());
+    ids.push_back(*id);
+  }
+  std::vector<uint32_t> answers(ids.size());
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    threads.emplace_back([&, i] {
+      auto r = m_->ClaimRoot(ids[i]);
+      answers[i] = r.ok() ? *r : 0;
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_NE(answers[0], 0u);
+  for (uint32_t a : answers) EXPECT_EQ(a, answers[0]);
+  EXPECT_NE(std::find(ids.begin(), ids.end(), answers[0]), ids.end());
 }
 
 // Watchers hear of every change (ZooKeeper reports changes that come faster than it re-reads as their end state,

@@ -1,0 +1,153 @@
+#include "server/peers.h"
+
+#include <fmt/format.h>
+
+#include "server/proto/store.pb.h"
+
+namespace cell::server {
+
+using proto::StoreMethod;
+
+namespace {
+constexpr size_t kFillBytes = size_t{4} << 20;  // one MEGA_FILL request carries about this much
+}  // namespace
+
+StatusOr<std::vector<membership::ServerInfo>> ServerPeers::Others(bool fresh) {
+  {
+    std::lock_guard lock(mu_);
+    if (!fresh && std::chrono::steady_clock::now() - others_read_ < std::chrono::seconds(1)) return others_;
+  }
+  CELL_ASSIGN_OR_RETURN(auto servers, membership_->ListServers());
+  std::vector<membership::ServerInfo> others;
+  for (auto& s : servers) {
+    if (s.id != self_) others.push_back(std::move(s));
+  }
+  std::lock_guard lock(mu_);
+  others_ = others;
+  others_read_ = std::chrono::steady_clock::now();
+  return others;
+}
+
+bool ServerPeers::HavePeers() {
+  auto others = Others(false);
+  return others.ok() && !others->empty();
+}
+
+StatusOr<std::shared_ptr<rpc::Connection>> ServerPeers::ConnectionTo(const membership::ServerInfo& server) {
+  {
+    std::lock_guard lock(mu_);
+    auto it = connections_.find(server.id);
+    if (it != connections_.end() && it->second->health().ok()) return it->second;
+  }
+  rpc::ClientOptions options;
+  options.connect_timeout = timeout_;
+  options.call_timeout = timeout_;
+  std::string errors;
+  for (const char* transport : {"shm", "verbs", "tcp"}) {
+    auto address = server.addresses.find(transport);
+    if (address == server.addresses.end()) continue;
+    auto connection = rpc::Connect(address->second, options);
+    if (!connection.ok()) {
+      errors += fmt::format("; {}: {}", address->second, connection.status().message());
+      continue;
+    }
+    std::shared_ptr<rpc::Connection> shared = std::move(*connection);
+    std::shared_ptr<rpc::Connection> old;  // closed outside the lock
+    std::lock_guard lock(mu_);
+    old = std::exchange(connections_[server.id], shared);
+    return shared;
+  }
+  return Status::Unavailable(fmt::format("cannot reach server {}{}", server.id, errors));
+}
+
+StatusOr<std::shared_ptr<rpc::Connection>> ServerPeers::OwnerOf(uint32_t region) {
+  CELL_ASSIGN_OR_RETURN(membership::RegionEntry entry, membership_->GetRegion(region));
+  CELL_ASSIGN_OR_RETURN(auto servers, membership_->ListServers());
+  for (const auto& s : servers) {
+    if (s.id == entry.owner) return ConnectionTo(s);
+  }
+  return Status::Unavailable(fmt::format("region {}'s owner, server {}, is not live", region, entry.owner));
+}
+
+StatusOr<GlobalPtr> ServerPeers::Call(rpc::Connection& connection, uint16_t method, const std::string& request) {
+  CELL_ASSIGN_OR_RETURN(std::string bytes, rpc::CallSync(connection, method, request,
+                                                         std::chrono::duration_cast<std::chrono::microseconds>(timeout_)));
+  proto::MegaReply reply;
+  if (!reply.ParseFromString(bytes)) return Status::Corruption("malformed reply from a peer server");
+  return GlobalPtr::Unpack(reply.meganode());
+}
+
+StatusOr<GlobalPtr> ServerPeers::CreateMeganode(const btree::MeganodeInfo& info,
+                                                const std::vector<meganode::MovedEntry>& entries) {
+  CELL_ASSIGN_OR_RETURN(auto others, Others(false));
+  if (others.empty()) return Status::Unavailable("no other live server to place a meganode on");
+  Status last;
+  // Round robin over the other servers; a full or unreachable one is skipped.
+  for (size_t tried = 0; tried < others.size(); ++tried) {
+    size_t pick;
+    {
+      std::lock_guard lock(mu_);
+      pick = next_++ % others.size();
+    }
+    auto connection = ConnectionTo(others[pick]);
+    if (!connection.ok()) {
+      last = connection.status();
+      continue;
+    }
+    proto::MegaCreate create;
+    create.mutable_info()->set_min(info.min);
+    create.mutable_info()->set_max(info.max);
+    create.mutable_info()->set_right(info.right.Pack());
+    create.mutable_info()->set_level(info.level);
+    auto meganode = Call(**connection, StoreMethod::MEGA_CREATE, create.SerializeAsString());
+    if (!meganode.ok()) {
+      last = meganode.status();
+      continue;
+    }
+    Status filled = Status::OK();
+    for (size_t i = 0; i < entries.size() && filled.ok();) {
+      proto::MegaFill fill;
+      fill.set_meganode(meganode->Pack());
+      size_t bytes = 0;
+      for (; i < entries.size() && (bytes == 0 || bytes + entries[i].value.size() < kFillBytes); ++i) {
+        proto::MovedEntry* e = fill.add_entries();
+        e->set_key(entries[i].key);
+        e->set_value(entries[i].value);
+        e->set_child(entries[i].child.Pack());
+        bytes += entries[i].key.size() + entries[i].value.size() + 16;
+      }
+      filled = Call(**connection, StoreMethod::MEGA_FILL, fill.SerializeAsString()).status();
+    }
+    if (filled.ok()) return *meganode;
+    last = filled;
+    Abandon(*meganode);
+  }
+  return Status::FromCode(last.code(), "no other server could take a meganode: " + last.message());
+}
+
+Status ServerPeers::Unseal(GlobalPtr meganode) {
+  CELL_ASSIGN_OR_RETURN(auto connection, OwnerOf(meganode.region));
+  proto::MegaRef ref;
+  ref.set_meganode(meganode.Pack());
+  return Call(*connection, StoreMethod::MEGA_UNSEAL, ref.SerializeAsString()).status();
+}
+
+void ServerPeers::Abandon(GlobalPtr meganode) {
+  auto connection = OwnerOf(meganode.region);
+  if (!connection.ok()) return;  // its server is gone, and the meganode with it
+  proto::MegaRef ref;
+  ref.set_meganode(meganode.Pack());
+  (void)Call(**connection, StoreMethod::MEGA_ABANDON, ref.SerializeAsString());
+}
+
+Status ServerPeers::InsertSeparator(GlobalPtr at, int level, const std::string& separator, GlobalPtr child) {
+  CELL_ASSIGN_OR_RETURN(auto connection, OwnerOf(at.region));
+  proto::SeparatorRequest request;
+  request.set_at(at.Pack());
+  request.set_level(level);
+  request.set_separator(separator);
+  request.set_child(child.Pack());
+  return Call(*connection, StoreMethod::MEGA_INSERT_SEPARATOR, request.SerializeAsString()).status();
+}
+
+}  // namespace cell::server

@@ -1,0 +1,52 @@
+// ServerPeers: what this server's tree asks of the other servers (meganode/global_tree.h, Peers), over the same rpc
+// layer clients use: the MEGA_* requests of server/proto/store.proto. Servers are found through the membership
+// (region -> owner -> addresses); one connection per peer, made again when it fails. Called only from the tree's
+// background thread; every call is bounded by the rpc timeout.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "membership/membership.h"
+#include "meganode/global_tree.h"
+#include "rpc/transport.h"
+
+namespace cell::server {
+
+class ServerPeers final : public meganode::Peers {
+ public:
+  // `membership` must outlive this. `self`: this server's id, never chosen as a peer.
+  ServerPeers(membership::Membership* membership, uint64_t self, std::chrono::milliseconds timeout)
+      : membership_(membership), self_(self), timeout_(timeout) {}
+
+  bool HavePeers() override;
+  StatusOr<GlobalPtr> CreateMeganode(const btree::MeganodeInfo& info,
+                                     const std::vector<meganode::MovedEntry>& entries) override;
+  Status Unseal(GlobalPtr meganode) override;
+  void Abandon(GlobalPtr meganode) override;
+  Status InsertSeparator(GlobalPtr at, int level, const std::string& separator, GlobalPtr child) override;
+
+ private:
+  // The live servers other than this one, re-read at most once a second.
+  StatusOr<std::vector<membership::ServerInfo>> Others(bool fresh);
+  StatusOr<std::shared_ptr<rpc::Connection>> ConnectionTo(const membership::ServerInfo& server);
+  StatusOr<std::shared_ptr<rpc::Connection>> OwnerOf(uint32_t region);
+  // A MEGA_* call; the reply's meganode pointer.
+  StatusOr<GlobalPtr> Call(rpc::Connection& connection, uint16_t method, const std::string& request);
+
+  membership::Membership* const membership_;
+  const uint64_t self_;
+  const std::chrono::milliseconds timeout_;
+  std::mutex mu_;  // guards what follows
+  std::map<uint64_t, std::shared_ptr<rpc::Connection>> connections_;
+  std::vector<membership::ServerInfo> others_;
+  std::chrono::steady_clock::time_point others_read_;
+  size_t next_ = 0;  // round robin over others_
+};
+
+}  // namespace cell::server
