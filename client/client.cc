@@ -76,7 +76,8 @@ StatusOr<std::vector<Client::ServerStats>> Client::StoreStats() {
     server::proto::StoreStats s;
     if (!s.ParseFromString(bytes)) return Status::Corruption("malformed stats reply from a server");
     out.push_back({.server = s.server(), .meganodes = s.meganodes(), .meganode_splits = s.meganode_splits(),
-                   .root_splits = s.root_splits(), .requests = s.requests(), .extent_bytes_used = s.extent_bytes_used()});
+                   .remote_splits = s.remote_splits(), .root_splits = s.root_splits(), .requests = s.requests(),
+                   .redirects = s.redirects(), .extent_bytes_used = s.extent_bytes_used()});
   }
   std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.server < b.server; });
   return out;

@@ -194,7 +194,7 @@ bool GlobalTree::WantsRemote() const {
 }
 
 void GlobalTree::MaybeQueueSplit(Mega* m, int level) {
-  if (peers_ == nullptr || m->store->free_slots() * 4 > m->store->num_slots()) return;
+  if (peers_ == nullptr || !m->store->MostlyFull()) return;
   if (!WantsRemote() || m->split_queued.exchange(true)) return;
   Post([this, m, level] {
     uint64_t seen = 0;
@@ -202,12 +202,15 @@ void GlobalTree::MaybeQueueSplit(Mega* m, int level) {
     if (LockShared(m).ok()) {
       std::shared_lock lock(m->split_mu, std::adopt_lock);
       seen = m->splits;
-      full_enough = m->store->free_slots() * 4 <= m->store->num_slots() && !m->sealed.load();
+      full_enough = m->store->MostlyFull() && !m->sealed.load();
     }
     m->split_queued.store(false);
     if (!full_enough) return;
     Status s = Split(m, level, seen, /*may_go_remote=*/true);
-    if (!s.ok()) LogWarning("a background meganode split failed: {}", s.ToString());
+    // ResourceExhausted: mostly empty nodes (deleted entries), nothing to split; Unavailable: try again later.
+    if (!s.ok() && !s.IsResourceExhausted() && !s.IsUnavailable()) {
+      LogWarning("a background meganode split failed: {}", s.ToString());
+    }
   });
 }
 

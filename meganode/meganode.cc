@@ -21,6 +21,12 @@ uint32_t Meganode::free_slots() const {
   return static_cast<uint32_t>(free_list_.size()) + (num_slots_ - next_unused_);
 }
 
+bool Meganode::MostlyFull() const {
+  const uint32_t reserve = Reserve();
+  if (num_slots_ <= reserve) return true;
+  return free_slots() <= reserve + (num_slots_ - reserve) / 4;
+}
+
 Status Meganode::AllocateSlots(uint32_t n, bool continuing, uint32_t* out) {
   std::lock_guard<std::mutex> lock(mu_);
   uint64_t available = free_list_.size() + (num_slots_ - next_unused_);

@@ -31,6 +31,8 @@ class Meganode final : public btree::NodeStore {
   void OnRootLevel(int level) override { root_level_.store(level, std::memory_order_relaxed); }
 
   uint32_t free_slots() const;
+  // Three quarters of the slots a first split may take are in use.
+  bool MostlyFull() const;
   uint64_t bytes() const { return uint64_t{num_slots_} * btree::kNodeSize; }
 
  private:

@@ -99,9 +99,11 @@ class Client {
   struct ServerStats {
     uint64_t server = 0;
     uint64_t meganodes = 0;        // meganodes in use
-    uint64_t meganode_splits = 0;
+    uint64_t meganode_splits = 0;  // splits of this server's meganodes
+    uint64_t remote_splits = 0;    // of which put the right half on another server
     uint64_t root_splits = 0;
     uint64_t requests = 0;         // store requests answered
+    uint64_t redirects = 0;        // of which were sent on to another server's meganode
     uint64_t extent_bytes_used = 0;
   };
   StatusOr<std::vector<ServerStats>> StoreStats();
