@@ -12,6 +12,15 @@ Status TooManySteps() {
 
 }  // namespace
 
+Status GlobalReader::RangeOf(GlobalPtr meganode, MeganodeRange* range) {
+  TreeReader::Header header;
+  CELL_RETURN_IF_ERROR(TreeReader(source_, meganode).ReadHeader(nullptr, &header, /*with_range=*/true));
+  range->meganode = meganode;
+  range->min = std::move(header.min);
+  range->max = std::move(header.max);
+  return Status::OK();
+}
+
 StatusOr<GlobalPtr> GlobalReader::Root() {
   TreeReader first(source_, first_);
   TreeReader::Header header;
@@ -44,8 +53,8 @@ Status GlobalReader::Get(std::string_view key, std::string* value, GlobalPtr sta
     TreeReader::Step s;
     CELL_RETURN_IF_ERROR(reader.Find(key, value, &s));
     switch (s.kind) {
-      case TreeReader::Step::Kind::kFound: return Status::OK();
-      case TreeReader::Step::Kind::kNotFound: return Status::NotFound("key not found");
+      case TreeReader::Step::Kind::kFound: answered_ = m; return Status::OK();
+      case TreeReader::Step::Kind::kNotFound: answered_ = m; return Status::NotFound("key not found");
       case TreeReader::Step::Kind::kChild: m = s.next; break;
       case TreeReader::Step::Kind::kRight: ++stats_.rights; m = s.next; break;
       case TreeReader::Step::Kind::kStale: {
@@ -85,6 +94,7 @@ Status GlobalReader::Locate(std::string_view key, int level, GlobalPtr* meganode
     if (path != nullptr && static_cast<size_t>(header.level) < path->size()) (*path)[header.level] = m;
     if (header.level == level) {
       *meganode = m;
+      answered_ = m;
       return Status::OK();
     }
     TreeReader::Step s;
@@ -132,7 +142,7 @@ Status GlobalReader::Scan(std::string_view start, std::string_view end, size_t l
       // The meganode's nodes ran out (a meganode not yet split keeps nodes that reach +infinity): the scan goes on
       // from its max, if it has one.
       TreeReader::Header header;
-      CELL_RETURN_IF_ERROR(reader.ReadHeader(nullptr, &header, /*with_max=*/true));
+      CELL_RETURN_IF_ERROR(reader.ReadHeader(nullptr, &header, /*with_range=*/true));
       if (header.max.empty()) return Status::OK();
       next = std::move(header.max);
     }

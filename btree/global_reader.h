@@ -16,6 +16,13 @@
 
 namespace cell::btree {
 
+// A meganode and its key range [min, max) (empty: -infinity, +infinity), as read at some moment: a meganode's min
+// never changes and its max only shrinks, so a range once read stays a correct start for its keys (path caches).
+struct MeganodeRange {
+  GlobalPtr meganode;
+  std::string min, max;
+};
+
 class GlobalReader {
  public:
   struct Stats {
@@ -49,6 +56,10 @@ class GlobalReader {
                 GlobalPtr start = GlobalPtr());
   // The root meganode now.
   StatusOr<GlobalPtr> Root();
+  // The meganode where the last Get answered (found or not), or the last Locate ended.
+  GlobalPtr answered() const { return answered_; }
+  // Reads `meganode`'s range.
+  Status RangeOf(GlobalPtr meganode, MeganodeRange* range);
 
   bool exited() const { return !exit_.is_null(); }
   GlobalPtr exit() const { return exit_; }
@@ -64,6 +75,7 @@ class GlobalReader {
   GlobalPtr first_;
   Reachable reachable_;
   GlobalPtr exit_;
+  GlobalPtr answered_;
   std::string resume_;
   Stats stats_;
 };

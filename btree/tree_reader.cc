@@ -27,8 +27,8 @@ Status TreeReader::Reach(const SearchKey& k, int target, GlobalPtr ptr, int leve
 Status TreeReader::Find(std::string_view key, std::string* value, Step* step) {
   return local_ ? FindIn(local_, key, value, step) : FindIn(source_, key, value, step);
 }
-Status TreeReader::ReadHeader(const SearchKey* k, Header* out, bool with_max) {
-  return local_ ? ReadHeaderIn(local_, k, out, with_max) : ReadHeaderIn(source_, k, out, with_max);
+Status TreeReader::ReadHeader(const SearchKey* k, Header* out, bool with_range) {
+  return local_ ? ReadHeaderIn(local_, k, out, with_range) : ReadHeaderIn(source_, k, out, with_range);
 }
 Status TreeReader::Get(std::string_view key, std::string* value) {
   Step step;
@@ -63,7 +63,7 @@ Status TreeReader::ReadRootIn(Source* src, GlobalPtr* root, int* level) {
 }
 
 template <class Source>
-Status TreeReader::ReadHeaderIn(Source* src, const SearchKey* k, Header* out, bool with_max) {
+Status TreeReader::ReadHeaderIn(Source* src, const SearchKey* k, Header* out, bool with_range) {
   NodeHandle h;
   for (int retries = 0; retries < kMaxRetries; ++retries) {
     CELL_RETURN_IF_ERROR(src->Fetch(meganode_, &h));
@@ -75,7 +75,10 @@ Status TreeReader::ReadHeaderIn(Source* src, const SearchKey* k, Header* out, bo
     out->right = v.right();
     out->cluster_root = v.cluster_root();
     out->position = k == nullptr ? 0 : v.CompareMin(*k) > 0 ? -1 : v.CompareMax(*k) <= 0 ? 1 : 0;
-    if (with_max) v.CopyMaxKey(&out->max);
+    if (with_range) {
+      v.CopyMinKey(&out->min);
+      v.CopyMaxKey(&out->max);
+    }
     if (!src->Validate(h)) { ++stats_.retries; continue; }
     if (!ok) return Status::FailedPrecondition("no valid meganode at the given pointer");
     if (slot == 0 || out->root_level >= kMaxLevels) return Status::Corruption("meganode header names an impossible root");

@@ -86,9 +86,10 @@ class TreeReader {
     GlobalPtr right;     // the right sibling meganode
     GlobalPtr cluster_root;
     int position = 0;    // -1: k below the min; 0: inside; +1: at or above the max
-    std::string max;     // the meganode's max key (empty: +infinity); filled only when asked for
+    std::string min;     // the meganode's range [min, max) (empty: -infinity, +infinity); filled only when asked for
+    std::string max;
   };
-  Status ReadHeader(const SearchKey* k, Header* out, bool with_max = false);
+  Status ReadHeader(const SearchKey* k, Header* out, bool with_range = false);
 
   const Stats& stats() const { return stats_; }
   NodeSource* source() const { return source_; }
@@ -98,7 +99,7 @@ class TreeReader {
   // The implementations, written once as templates over the source type: instantiated for LocalNodeSource (direct,
   // inlined calls) and for NodeSource (virtual calls, any other source).
   template <class Source> Status FindIn(Source* src, std::string_view key, std::string* value, Step* step);
-  template <class Source> Status ReadHeaderIn(Source* src, const SearchKey* k, Header* out, bool with_max = false);
+  template <class Source> Status ReadHeaderIn(Source* src, const SearchKey* k, Header* out, bool with_range = false);
   template <class Source> Status ScanIn(Source* src, std::string_view start, std::string_view end, size_t limit,
                                         std::vector<KeyValue>* out);
   template <class Source> Status ReachIn(Source* src, const SearchKey& k, int level, GlobalPtr ptr, int ptr_level,

@@ -204,6 +204,9 @@ Status StoreClient::Run(const Operation& op, Deadline deadline, GlobalPtr start)
 }
 
 GlobalPtr StoreClient::NextFrom(const server::proto::StoreReply& reply) {
+  if (reply.leaf() != 0) {
+    paths_.Insert(btree::MeganodeRange{GlobalPtr::Unpack(reply.leaf()), reply.leaf_min(), reply.leaf_max()});
+  }
   const GlobalPtr next = GlobalPtr::Unpack(reply.elsewhere());
   if (next.is_null()) return next;
   std::lock_guard lock(mu_);
@@ -247,12 +250,15 @@ StoreClient::Attempt StoreClient::Call(rpc::Connection& connection, const Route&
 }
 
 namespace {
-server::proto::KeyRequest KeyRequest(const Route& route, std::string_view key, GlobalPtr start) {
+// `cached`: the meganode the path cache gave for the key; any other start (a redirect's) asks for the range of the
+// leaf meganode that answers, so that the next operation on the key begins there.
+server::proto::KeyRequest KeyRequest(const Route& route, std::string_view key, GlobalPtr start, GlobalPtr cached) {
   server::proto::KeyRequest request;
   request.mutable_target()->set_region(route.entry.region);
   request.mutable_target()->set_epoch(route.entry.epoch);
   request.set_key(std::string(key));
   request.set_meganode(start.Pack());
+  request.set_want_range(!start.is_null() && !(start == cached));
   return request;
 }
 
@@ -313,16 +319,18 @@ Status StoreClient::Get(std::string_view key, std::string* value) {
   return GetClientSide(key, value, NewDeadline());
 }
 
-void StoreClient::CallAsync(uint16_t method, bool idempotent, Deadline deadline,
-                            const std::function<std::string(const Route&)>& build,
+void StoreClient::CallAsync(uint16_t method, bool idempotent, Deadline deadline, GlobalPtr start,
+                            const std::function<std::string(const Route&, GlobalPtr start)>& build,
                             std::function<void(const Status&, server::proto::StoreReply*)> finish,
                             std::function<void()> retry) {
-  std::optional<uint32_t> root;
-  {
+  std::optional<uint32_t> region;
+  if (!start.is_null()) {
+    region = start.region;
+  } else {
     std::lock_guard lock(mu_);
-    if (root_ != 0) root = root_;
+    if (root_ != 0) region = root_;
   }
-  auto route = root ? cache_.Lookup(*root) : StatusOr<Route>(Status::Unavailable("root not known yet"));
+  auto route = region ? cache_.Lookup(*region) : StatusOr<Route>(Status::Unavailable("root not known yet"));
   if (!route.ok()) return PostRetry(std::move(retry));
   auto connection = ConnectionTo(route->owner, deadline);
   if (!connection.ok()) return PostRetry(std::move(retry));
@@ -330,7 +338,7 @@ void StoreClient::CallAsync(uint16_t method, bool idempotent, Deadline deadline,
   // The callback must not hold the connection: dropping the last reference from its own thread would destroy it
   // there. The client's map (or a sync caller) keeps it alive; the destructor closes it before returning.
   rpc::Connection* raw = connection->get();  // alive while its callbacks run; the callback must not own it
-  raw->Call(method, build(r),
+  raw->Call(method, build(r, start),
           [this, r, raw, idempotent, finish = std::move(finish), retry = std::move(retry)](
               const Status& status, std::string_view response) mutable {
             if (!status.ok()) {
@@ -354,7 +362,7 @@ void StoreClient::CallAsync(uint16_t method, bool idempotent, Deadline deadline,
               return PostRetry(std::move(retry));
             }
             // Another server's meganode: the synchronous form, on the retry thread, follows it.
-            if (reply.elsewhere() != 0) return PostRetry(std::move(retry));
+            if (!NextFrom(reply).is_null()) return PostRetry(std::move(retry));
             finish(Status::OK(), &reply);
           },
           std::chrono::duration_cast<std::chrono::microseconds>(Remaining(deadline)));
@@ -374,8 +382,8 @@ void StoreClient::GetAsync(std::string_view key, GetCallback done) {
   // One deadline for the operation, retries included (they run on the retry thread, one after another).
   const Deadline deadline = NewDeadline();
   CallAsync(
-      StoreMethod::STORE_GET, /*idempotent=*/true, deadline,
-      [&k](const Route& route) { return KeyRequest(route, k, GlobalPtr()).SerializeAsString(); },
+      StoreMethod::STORE_GET, /*idempotent=*/true, deadline, paths_.Lookup(k),
+      [&k](const Route& route, GlobalPtr start) { return KeyRequest(route, k, start, start).SerializeAsString(); },
       [shared_done, k](const Status& status, server::proto::StoreReply* reply) {
         if (!status.ok()) return (*shared_done)(status, {});
         if (!reply->found()) return (*shared_done)(Status::NotFound(fmt::format("no key '{}'", k)), {});
@@ -394,9 +402,9 @@ void StoreClient::PutAsync(std::string_view key, std::string_view value, DoneCal
   auto kv = std::make_shared<std::pair<std::string, std::string>>(key, value);
   const Deadline deadline = NewDeadline();
   CallAsync(
-      StoreMethod::STORE_PUT, /*idempotent=*/false, deadline,
-      [&kv](const Route& route) {
-        server::proto::KeyRequest request = KeyRequest(route, kv->first, GlobalPtr());
+      StoreMethod::STORE_PUT, /*idempotent=*/false, deadline, paths_.Lookup(kv->first),
+      [&kv](const Route& route, GlobalPtr start) {
+        server::proto::KeyRequest request = KeyRequest(route, kv->first, start, start);
         request.set_value(kv->second);
         return request.SerializeAsString();
       },
@@ -405,16 +413,17 @@ void StoreClient::PutAsync(std::string_view key, std::string_view value, DoneCal
 }
 
 Status StoreClient::GetServerSide(std::string_view key, std::string* value, Deadline deadline) {
+  const GlobalPtr cached = paths_.Lookup(key);
   return Run([&](rpc::Connection& connection, const Route& route, GlobalPtr start, Deadline d) -> Attempt {
     server::proto::StoreReply reply;
     Attempt a = Call(connection, route, d, /*idempotent=*/true, StoreMethod::STORE_GET,
-                     KeyRequest(route, key, start).SerializeAsString(), &reply);
+                     KeyRequest(route, key, start, cached).SerializeAsString(), &reply);
     if (!a.status.ok()) return a;
     if (GlobalPtr next = NextFrom(reply); !next.is_null()) return {Status::OK(), false, next};
     if (!reply.found()) return {Status::NotFound(fmt::format("no key '{}'", key)), false};
     *value = std::move(*reply.mutable_value());
     return {Status::OK(), false};
-  }, deadline);
+  }, deadline, cached);
 }
 
 Status StoreClient::GetClientSide(std::string_view key, std::string* value, Deadline deadline) {
@@ -422,8 +431,9 @@ Status StoreClient::GetClientSide(std::string_view key, std::string* value, Dead
     ReadRouter router(this, d);
     btree::CopyingNodeSource source(router.Fetcher());
     btree::GlobalReader reader(&source, GlobalPtr{route.entry.region, 0});
-    GlobalPtr start;
-    {
+    GlobalPtr start = paths_.Lookup(key);
+    const bool cached = !start.is_null();
+    if (!cached) {
       std::lock_guard lock(mu_);
       start = root_meganode_;
     }
@@ -436,6 +446,10 @@ Status StoreClient::GetClientSide(std::string_view key, std::string* value, Dead
       }
     }
     Status s = reader.Get(key, value, start);
+    if ((s.ok() || s.IsNotFound()) && !(cached && reader.answered() == start)) {
+      btree::MeganodeRange range;  // one more read, to begin at this leaf meganode next time
+      if (reader.RangeOf(reader.answered(), &range).ok()) paths_.Insert(range);
+    }
     if (reader.stats().restarts > 0) {
       std::lock_guard lock(mu_);
       root_meganode_ = GlobalPtr();  // the root has moved (or split): read it again next time
@@ -461,28 +475,30 @@ Status StoreClient::Put(std::string_view key, std::string_view value) { return P
 
 Status StoreClient::PutUntil(std::string_view key, std::string_view value, Deadline deadline) {
   CELL_RETURN_IF_ERROR(meganode::CheckKeyValue(key, value));
+  const GlobalPtr cached = paths_.Lookup(key);
   return Run([&](rpc::Connection& connection, const Route& route, GlobalPtr start, Deadline d) -> Attempt {
-    server::proto::KeyRequest request = KeyRequest(route, key, start);
+    server::proto::KeyRequest request = KeyRequest(route, key, start, cached);
     request.set_value(std::string(value));
     server::proto::StoreReply reply;
     Attempt a = Call(connection, route, d, /*idempotent=*/false, StoreMethod::STORE_PUT, request.SerializeAsString(),
                      &reply);
     if (a.status.ok()) a.next = NextFrom(reply);
     return a;
-  }, deadline);
+  }, deadline, cached);
 }
 
 Status StoreClient::Delete(std::string_view key) {
   CELL_RETURN_IF_ERROR(meganode::CheckKeyValue(key, {}));
+  const GlobalPtr cached = paths_.Lookup(key);
   return Run([&](rpc::Connection& connection, const Route& route, GlobalPtr start, Deadline d) -> Attempt {
     server::proto::StoreReply reply;
     Attempt a = Call(connection, route, d, /*idempotent=*/false, StoreMethod::STORE_DELETE,
-                     KeyRequest(route, key, start).SerializeAsString(), &reply);
+                     KeyRequest(route, key, start, cached).SerializeAsString(), &reply);
     if (!a.status.ok()) return a;
     if (GlobalPtr next = NextFrom(reply); !next.is_null()) return {Status::OK(), false, next};
     if (!reply.found()) return {Status::NotFound(fmt::format("no key '{}'", key)), false};
     return {Status::OK(), false};
-  }, NewDeadline());
+  }, NewDeadline(), cached);
 }
 
 Status StoreClient::Scan(std::string_view start, std::string_view end, size_t limit,

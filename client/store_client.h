@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "btree/tree_reader.h"
+#include "client/path_cache.h"
 #include "client/region_cache.h"
 #include "membership/membership.h"
 #include "rpc/transport.h"
@@ -86,8 +87,8 @@ class StoreClient {
   Status PutUntil(std::string_view key, std::string_view value, Deadline deadline);
   // The asynchronous first attempt of a server-side request: `build` makes the request for the route; `finish`
   // receives the reply (OK) or a final error. Anything that calls for a retry runs `retry` on the retry thread.
-  void CallAsync(uint16_t method, bool idempotent, Deadline deadline,
-                 const std::function<std::string(const Route&)>& build,
+  void CallAsync(uint16_t method, bool idempotent, Deadline deadline, GlobalPtr start,
+                 const std::function<std::string(const Route&, GlobalPtr start)>& build,
                  std::function<void(const Status&, server::proto::StoreReply* reply)> finish,
                  std::function<void()> retry);
   void PostRetry(std::function<void()> task);
@@ -97,7 +98,8 @@ class StoreClient {
   Attempt Call(rpc::Connection& connection, const Route& route, Deadline deadline, bool idempotent, uint16_t method,
                const std::string& request,
                server::proto::StoreReply* reply);
-  // The reply's `elsewhere` as the next meganode to go to (null: none; the first meganode means the root).
+  // The reply's `elsewhere` as the next meganode to go to (null: none; the first meganode means the root). Caches
+  // the leaf meganode the reply names, if any.
   GlobalPtr NextFrom(const server::proto::StoreReply& reply);
   StatusOr<std::shared_ptr<rpc::Connection>> ConnectionTo(const membership::ServerInfo& server, Deadline deadline);
   // Drops `server`'s cached routes, and its connection if it is `failed` (any, if null).
@@ -107,6 +109,7 @@ class StoreClient {
 
   membership::RegionTableReader* const table_;
   RegionCache cache_;
+  PathCache paths_;
   const StoreClientOptions options_;
   Stats stats_;
   std::mutex mu_;  // guards what follows

@@ -150,7 +150,7 @@ Status GlobalTree::LockExclusive(Mega* m) {
 }
 
 Status GlobalTree::Write(int level, std::string_view key, const std::function<Status(btree::BLinkTree&)>& write,
-                         GlobalPtr start, GlobalPtr* elsewhere) {
+                         GlobalPtr start, GlobalPtr* elsewhere, btree::MeganodeRange* range) {
   btree::SearchKey k(key);
   GlobalReader reader(source_.get(), first_, reachable_);
   for (int attempt = 0; attempt < 10000; ++attempt) {
@@ -183,6 +183,9 @@ Status GlobalTree::Write(int level, std::string_view key, const std::function<St
       continue;
     }
     if (s.ok()) MaybeQueueSplit(mega, level);
+    if (range != nullptr && !(m == range->meganode) && (s.ok() || s.IsNotFound())) {
+      CELL_RETURN_IF_ERROR(reader.RangeOf(m, range));
+    }
     return s;
   }
   return Status::Aborted("the meganode for a key kept changing");
@@ -322,7 +325,8 @@ Status GlobalTree::Scan(std::string_view start, std::string_view end, size_t lim
   return elsewhere.is_null() ? Status::OK() : Status::Internal("a tree of one process met another server's meganode");
 }
 
-Status GlobalTree::Put(std::string_view key, std::string_view value, GlobalPtr start, GlobalPtr* elsewhere) {
+Status GlobalTree::Put(std::string_view key, std::string_view value, GlobalPtr start, GlobalPtr* elsewhere,
+                       btree::MeganodeRange* range) {
   CELL_RETURN_IF_ERROR(CheckKeyValue(key, value));
   thread_local std::vector<uint64_t> record;
   const uint64_t checksum = btree::EncodeRecord(key, value, &record);
@@ -332,7 +336,8 @@ Status GlobalTree::Put(std::string_view key, std::string_view value, GlobalPtr s
   CopyToShared(regions_.Resolve(*extent, record.size() * 8), record.data(), record.size());
   const LeafValue entry{*extent, static_cast<uint32_t>(btree::RecordLength(key.size(), value.size())), checksum};
   std::optional<LeafValue> replaced;
-  Status s = Write(0, key, [&](btree::BLinkTree& tree) { return tree.Put(key, entry, &replaced); }, start, elsewhere);
+  Status s = Write(0, key, [&](btree::BLinkTree& tree) { return tree.Put(key, entry, &replaced); }, start, elsewhere,
+                   range);
   if (!s.ok() || !elsewhere->is_null()) {
     extents_->Free(*extent);
     return s;
@@ -341,19 +346,27 @@ Status GlobalTree::Put(std::string_view key, std::string_view value, GlobalPtr s
   return Status::OK();
 }
 
-Status GlobalTree::Get(std::string_view key, std::string* value, GlobalPtr start, GlobalPtr* elsewhere) {
+Status GlobalTree::Get(std::string_view key, std::string* value, GlobalPtr start, GlobalPtr* elsewhere,
+                       btree::MeganodeRange* range) {
   CELL_RETURN_IF_ERROR(CheckKeyValue(key, {}));
   GlobalReader reader(source_.get(), first_, reachable_);
-  CELL_RETURN_IF_ERROR(reader.Get(key, value, start));
-  if (reader.exited()) *elsewhere = reader.exit();
-  return Status::OK();
+  Status s = reader.Get(key, value, start);
+  if (!s.ok() && !s.IsNotFound()) return s;
+  if (reader.exited()) {
+    *elsewhere = reader.exit();
+    return Status::OK();
+  }
+  if (range != nullptr && !(reader.answered() == range->meganode)) {
+    CELL_RETURN_IF_ERROR(reader.RangeOf(reader.answered(), range));
+  }
+  return s;
 }
 
-Status GlobalTree::Delete(std::string_view key, GlobalPtr start, GlobalPtr* elsewhere) {
+Status GlobalTree::Delete(std::string_view key, GlobalPtr start, GlobalPtr* elsewhere, btree::MeganodeRange* range) {
   CELL_RETURN_IF_ERROR(CheckKeyValue(key, {}));
   LeafValue removed;
   CELL_RETURN_IF_ERROR(
-      Write(0, key, [&](btree::BLinkTree& tree) { return tree.Delete(key, &removed); }, start, elsewhere));
+      Write(0, key, [&](btree::BLinkTree& tree) { return tree.Delete(key, &removed); }, start, elsewhere, range));
   if (!elsewhere->is_null()) return Status::OK();
   return extents_->Free(removed.ptr);
 }

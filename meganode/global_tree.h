@@ -157,10 +157,14 @@ class GlobalTree {
   // The same, for a server: the walk begins at meganode `start` (null: the root) and covers this tree's meganodes.
   // When the key's meganode is on another server, nothing is done here: OK, with *elsewhere naming the meganode to
   // go on from (the first meganode: start again at the root server). Writes give Unavailable (retry) while their
-  // meganode is sealed or being split to another server.
-  Status Get(std::string_view key, std::string* value, GlobalPtr start, GlobalPtr* elsewhere);
-  Status Put(std::string_view key, std::string_view value, GlobalPtr start, GlobalPtr* elsewhere);
-  Status Delete(std::string_view key, GlobalPtr start, GlobalPtr* elsewhere);
+  // meganode is sealed or being split to another server. `range`, if not null, is for the client's path cache: on
+  // the way in, range->meganode is the meganode the caller already knows (null: none); if the leaf meganode that
+  // answered is another, range->meganode is set to it and its range is read.
+  Status Get(std::string_view key, std::string* value, GlobalPtr start, GlobalPtr* elsewhere,
+             btree::MeganodeRange* range = nullptr);
+  Status Put(std::string_view key, std::string_view value, GlobalPtr start, GlobalPtr* elsewhere,
+             btree::MeganodeRange* range = nullptr);
+  Status Delete(std::string_view key, GlobalPtr start, GlobalPtr* elsewhere, btree::MeganodeRange* range = nullptr);
   // A scan that reaches another server's meganode returns what it has, *elsewhere set and *resume the key to go on
   // from there.
   Status Scan(std::string_view start, std::string_view end, size_t limit, std::vector<btree::KeyValue>* out,
@@ -216,7 +220,7 @@ class GlobalTree {
   // Runs `write` on the meganode at `level` (0: leaf meganodes) covering `key`, under its split lock, splitting
   // meganodes that are full. *elsewhere: as for Put.
   Status Write(int level, std::string_view key, const std::function<Status(btree::BLinkTree&)>& write,
-               GlobalPtr start, GlobalPtr* elsewhere);
+               GlobalPtr start, GlobalPtr* elsewhere, btree::MeganodeRange* range = nullptr);
   // Splits `m` (at `level` among meganodes) unless it has split since the caller saw `seen_splits`; then inserts the
   // separator above. `may_go_remote`: the background thread's splits may put the right half on another server.
   Status Split(Mega* m, int level, uint64_t seen_splits, bool may_go_remote);

@@ -173,11 +173,16 @@ void StoreService::Handle(uint16_t method, std::string_view request, rpc::Respon
     return responder.Fail(Status::Unavailable(fmt::format(
         "server {} is not serving: it lost touch with the membership or is registering again; retry", server_id_)));
   }
+  // The leaf meganode that answered, for the client's path cache, unless it is the one the client began at (and it
+  // did not ask).
+  btree::MeganodeRange range;
+  const GlobalPtr known = key_request.want_range() ? GlobalPtr() : start;
+  range.meganode = known;
   switch (method) {
     case StoreMethod::STORE_GET: {
       std::string value;
       GlobalPtr elsewhere;
-      Status s = store_->Get(key_request.key(), &value, start, &elsewhere);
+      Status s = store_->Get(key_request.key(), &value, start, &elsewhere, &range);
       if (!elsewhere.is_null()) {
         reply.set_elsewhere(elsewhere.Pack());
       } else if (s.ok()) {
@@ -190,14 +195,14 @@ void StoreService::Handle(uint16_t method, std::string_view request, rpc::Respon
     }
     case StoreMethod::STORE_PUT: {
       GlobalPtr elsewhere;
-      Status s = store_->Put(key_request.key(), key_request.value(), start, &elsewhere);
+      Status s = store_->Put(key_request.key(), key_request.value(), start, &elsewhere, &range);
       if (!s.ok()) return responder.Fail(s);
       if (!elsewhere.is_null()) reply.set_elsewhere(elsewhere.Pack());
       break;
     }
     case StoreMethod::STORE_DELETE: {
       GlobalPtr elsewhere;
-      Status s = store_->Delete(key_request.key(), start, &elsewhere);
+      Status s = store_->Delete(key_request.key(), start, &elsewhere, &range);
       if (!elsewhere.is_null()) {
         reply.set_elsewhere(elsewhere.Pack());
       } else if (s.ok()) {
@@ -251,6 +256,11 @@ void StoreService::Handle(uint16_t method, std::string_view request, rpc::Respon
       return responder.Fail(Status::InvalidArgument(fmt::format("unknown store method {}", method)));
   }
   if (reply.elsewhere() != 0) redirects_.fetch_add(1, std::memory_order_relaxed);
+  if (!(range.meganode == known)) {
+    reply.set_leaf(range.meganode.Pack());
+    reply.set_leaf_min(std::move(range.min));
+    reply.set_leaf_max(std::move(range.max));
+  }
   responder.Reply(reply.SerializeAsString());
 }
 

@@ -1,0 +1,46 @@
+// The client's path cache (as in Cell): leaf meganodes and their key ranges, learnt from servers' replies and from
+// client-side searches, so that an operation can begin at the key's leaf meganode (one request, to the server that
+// holds it) instead of at the root. Bounded (4,096 ranges by default), least recently used out first.
+//
+// An entry may be stale: its meganode may have split since (its max is smaller now). That costs a step right, or a
+// redirect to another server, never a wrong answer: any meganode is a correct start for a key at or above its min,
+// and a meganode's min never changes (meganodes are not freed or merged).
+#pragma once
+
+#include <cstddef>
+#include <list>
+#include <map>
+#include <mutex>
+#include <string>
+#include <string_view>
+
+#include "btree/global_reader.h"
+
+namespace cell::client {
+
+class PathCache {
+ public:
+  explicit PathCache(size_t capacity = 4096) : capacity_(capacity) {}
+
+  // The cached leaf meganode whose range holds `key`, or null.
+  GlobalPtr Lookup(std::string_view key);
+  // Caches `range`, replacing the entries it overlaps.
+  void Insert(const btree::MeganodeRange& range);
+  size_t size() const;
+
+ private:
+  struct Entry {
+    std::string max;  // empty: +infinity
+    GlobalPtr meganode;
+    std::list<std::string>::iterator lru;  // its min in lru_
+  };
+  using Map = std::map<std::string, Entry, std::less<>>;  // by min ("" is -infinity)
+  void Erase(Map::iterator it);
+
+  const size_t capacity_;
+  mutable std::mutex mu_;  // guards what follows
+  Map ranges_;
+  std::list<std::string> lru_;  // mins, most recently used first
+};
+
+}  // namespace cell::client

@@ -1,0 +1,59 @@
+// The path cache: lookups by range, overlapping ranges replaced, the bound kept by dropping the least recently used.
+#include "client/path_cache.h"
+
+#include <gtest/gtest.h>
+
+namespace cell::client {
+namespace {
+
+btree::MeganodeRange Range(uint64_t id, std::string min, std::string max) {
+  return btree::MeganodeRange{GlobalPtr{7, id << 20}, std::move(min), std::move(max)};
+}
+
+TEST(PathCache, FindsTheRangeHoldingAKeyAndNothingOutside) {
+  PathCache cache;
+  EXPECT_TRUE(cache.Lookup("a").is_null());
+  cache.Insert(Range(1, "", "d"));
+  cache.Insert(Range(2, "d", "m"));
+  cache.Insert(Range(3, "q", ""));
+  EXPECT_EQ(cache.Lookup("").offset, 1u << 20);
+  EXPECT_EQ(cache.Lookup("c\xff").offset, 1u << 20);
+  EXPECT_EQ(cache.Lookup("d").offset, 2u << 20);
+  EXPECT_TRUE(cache.Lookup("m").is_null());  // max is exclusive, and [m, q) is not cached
+  EXPECT_TRUE(cache.Lookup("p").is_null());
+  EXPECT_EQ(cache.Lookup("q").offset, 3u << 20);
+  EXPECT_EQ(cache.Lookup("\xff\xff").offset, 3u << 20);
+}
+
+TEST(PathCache, ANewerRangeReplacesTheOnesItOverlaps) {
+  PathCache cache;
+  cache.Insert(Range(1, "a", "z"));
+  // The meganode split: its left half keeps [a, k), a new one took [k, z).
+  cache.Insert(Range(1, "a", "k"));
+  cache.Insert(Range(2, "k", "z"));
+  EXPECT_EQ(cache.size(), 2u);
+  EXPECT_EQ(cache.Lookup("j").offset, 1u << 20);
+  EXPECT_EQ(cache.Lookup("k").offset, 2u << 20);
+  // A range covering both replaces both.
+  cache.Insert(Range(3, "b", "y"));
+  EXPECT_EQ(cache.size(), 1u);
+  EXPECT_TRUE(cache.Lookup("a").is_null());
+  EXPECT_EQ(cache.Lookup("x").offset, 3u << 20);
+}
+
+TEST(PathCache, TheLeastRecentlyUsedRangeGoesFirstWhenFull) {
+  PathCache cache(3);
+  cache.Insert(Range(1, "a", "b"));
+  cache.Insert(Range(2, "b", "c"));
+  cache.Insert(Range(3, "c", "d"));
+  EXPECT_FALSE(cache.Lookup("a").is_null());  // 1 is now the most recently used; 2 the least
+  cache.Insert(Range(4, "d", "e"));
+  EXPECT_EQ(cache.size(), 3u);
+  EXPECT_TRUE(cache.Lookup("b").is_null());
+  EXPECT_FALSE(cache.Lookup("a").is_null());
+  EXPECT_FALSE(cache.Lookup("c").is_null());
+  EXPECT_FALSE(cache.Lookup("d").is_null());
+}
+
+}  // namespace
+}  // namespace cell::client
