@@ -12,6 +12,8 @@
 #                   shm://DIR/server<i>.sock.
 #   --base-port=P   default 7000.
 #   --dir=DIR       where pids, logs and the ZooKeeper data go (default ${TMPDIR:-/tmp}/cell-local-cluster).
+#   --server-flag=F passed to every cell-server (repeatable), e.g. --server-flag=--meganode-size=1MiB to see the
+#                   tree spread over the servers after a few thousand keys.
 #   BUILD_DIR       the build to run (default build/).
 #
 # start prints CELL_CLUSTER=<cluster URI> (for cellctl --cluster, or the CELL_CLUSTER variable cellctl reads), and
@@ -26,8 +28,10 @@ die() { echo "local-cluster.sh: $*" >&2; exit 1; }
 command=$1
 shift
 membership=embedded servers=1 base_port=7000 dir=${TMPDIR:-/tmp}/cell-local-cluster
+server_flags=()
 for arg in "$@"; do
   case "$arg" in
+    --server-flag=*) server_flags+=("${arg#*=}") ;;
     --membership=*) membership=${arg#*=} ;;
     --servers=*) servers=${arg#*=} ;;
     --base-port=*) base_port=${arg#*=} ;;
@@ -123,6 +127,7 @@ start_cluster() {
     port=$((base_port + i - 1))
     local args=(--listen="tcp://127.0.0.1:$port" --listen="shm://$dir/server$i.sock" --id="$i")
     if [ "$membership" = zookeeper ]; then args+=(--membership="$cluster"); fi
+    args+=(${server_flags[@]+"${server_flags[@]}"})
     "$bin/cell-server" "${args[@]}" >"$dir/server$i.out" 2>"$dir/server$i.log" </dev/null &
     pid=$!
     disown

@@ -27,12 +27,13 @@ struct ServerConfig {
   std::chrono::milliseconds zk_session_timeout{6000};
   uint64_t capacity_bytes = uint64_t{1} << 30;
   int workers = 1;
+  std::string data_dir;                // logs and checkpoints (region recovery, to come); checked to exist
   StoreConfig store;
 };
 
 class CellServer final : public rpc::RpcHandler {
  public:
-  // Opens the membership, creates the store's regions (the cluster's first server's node region is the root),
+  // Opens the membership, creates the store's regions (the first server to claim the root holds the first meganode),
   // starts the listeners, registers this server, and starts the fencing watch.
   static StatusOr<std::unique_ptr<CellServer>> Start(const ServerConfig& config);
   ~CellServer() override;

@@ -43,6 +43,10 @@ int main(int argc, char** argv) {
   app.add_flag("--huge-pages", config.store.huge_pages,
                "put the regions on 2 MiB huge pages (reserve them first: vm.nr_hugepages); fewer TLB misses for "
                "one-sided reads");
+  app.add_option("--data-dir", config.data_dir,
+                 "directory for this server's write-ahead logs and checkpoints (must exist and be writable; the "
+                 "logs come with region recovery: nothing is written there yet)")
+      ->check(CLI::ExistingDirectory);
   CLI11_PARSE(app, argc, argv);
   if (config.listen.empty()) config.listen.push_back("tcp://127.0.0.1:7000");
   config.zk_session_timeout = std::chrono::milliseconds(session_ms);
