@@ -40,7 +40,7 @@ Status GlobalReader::Restart(GlobalPtr* m) {
 
 Status GlobalReader::Get(std::string_view key, std::string* value, GlobalPtr start) {
   exit_ = GlobalPtr();
-  GlobalPtr m = start == first_ ? GlobalPtr() : start;  // the first meganode stands for "the root"
+  GlobalPtr m = start;
   if (m.is_null()) CELL_RETURN_IF_ERROR(Restart(&m));
   for (int step = 0; step < kMaxSteps; ++step) {
     if (exited()) return Status::OK();
@@ -72,7 +72,7 @@ Status GlobalReader::Locate(std::string_view key, int level, GlobalPtr* meganode
   exit_ = GlobalPtr();
   CELL_RETURN_IF_ERROR(CheckKeySize(key));
   SearchKey k(key);
-  GlobalPtr m = start == first_ ? GlobalPtr() : start;  // the first meganode stands for "the root"
+  GlobalPtr m = start;
   if (m.is_null()) CELL_RETURN_IF_ERROR(Restart(&m));
   std::string unused;
   for (int step = 0; step < kMaxSteps; ++step) {

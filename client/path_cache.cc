@@ -13,7 +13,7 @@ GlobalPtr PathCache::Lookup(std::string_view key) {
   if (it == ranges_.begin()) return GlobalPtr();
   --it;
   if (!Below(key, it->second.max)) return GlobalPtr();
-  lru_.splice(lru_.begin(), lru_, it->second.lru);
+  if (it->second.lru != lru_.begin()) lru_.splice(lru_.begin(), lru_, it->second.lru);
   return it->second.meganode;
 }
 

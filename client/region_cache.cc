@@ -7,6 +7,14 @@
 
 namespace cell::client {
 
+uint64_t RegionCache::CachedOwner(uint32_t region) {
+  std::lock_guard lock(mu_);
+  const auto r = regions_.find(region);
+  if (r == regions_.end() || servers_.count(r->second.owner) == 0) return 0;
+  ++stats_.hits;
+  return r->second.owner;
+}
+
 StatusOr<Route> RegionCache::Lookup(uint32_t region) {
   uint64_t floor = 0;
   {

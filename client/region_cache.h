@@ -39,6 +39,9 @@ class RegionCache {
   // Never returns an entry older than one it returned before, or than an epoch named to OnWrongOwner.
   StatusOr<Route> Lookup(uint32_t region);
 
+  // The owner of `region` if the cache holds it (no copy of the server's addresses); 0 on a miss (use Lookup).
+  uint64_t CachedOwner(uint32_t region);
+
   // Server `server` answered that it does not own `region` (it knows the region at `server_epoch`). Drops the cached
   // entry unless it is already newer than what that server knows and names another owner.
   void OnWrongOwner(uint32_t region, uint64_t server, uint64_t server_epoch);

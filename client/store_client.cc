@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <array>
 #include <charconv>
 #include <optional>
 #include <utility>
@@ -269,44 +270,74 @@ bool ShouldRetry(const Status& s) { return s.IsUnavailable() || s.IsAborted(); }
 
 class StoreClient::ReadRouter {
  public:
-  ReadRouter(StoreClient* client, Deadline deadline) : client_(client), deadline_(deadline) {}
+  // `connection`: the connection to `route`'s owner that the operation already holds (alive while it runs).
+  ReadRouter(StoreClient* client, Deadline deadline, const Route& route, rpc::Connection& connection)
+      : client_(client), deadline_(deadline), home_server_(route.owner.id), home_(&connection) {
+    links_[0] = Link{route.entry.region, home_server_, home_, nullptr};
+    next_ = 1;
+  }
 
   btree::NodeFetcher Fetcher() {
     return [this](GlobalPtr p, size_t words, uint64_t* dst) { return Read(p, words, dst); };
   }
 
  private:
-  Status Read(GlobalPtr p, size_t words, uint64_t* dst) {
-    if (p.region != region_ || connection_ == nullptr) {
-      auto route = client_->cache_.Lookup(p.region);
-      if (!route.ok()) {
-        return route.status().IsNotFound()
-                   ? Status::Corruption(fmt::format("a pointer names region {}, which does not exist", p.region))
-                   : route.status();
-      }
-      auto connection = client_->ConnectionTo(route->owner, deadline_);
-      if (!connection.ok()) {
-        client_->Forget(route->owner.id, nullptr);
-        return connection.status();
-      }
-      region_ = p.region;
-      server_ = route->owner.id;
-      connection_ = std::move(*connection);
+  // The connection to `region`'s owner: from the few this search has used (node and extent regions, a server or
+  // two), else looked up.
+  struct Link {
+    uint32_t region = 0;
+    uint64_t server = 0;
+    rpc::Connection* connection = nullptr;
+    std::shared_ptr<rpc::Connection> owned;  // keeps `connection` alive, unless it is the operation's own
+  };
+  StatusOr<Link*> LinkFor(uint32_t region) {
+    for (Link& l : links_) {
+      if (l.region == region && l.connection != nullptr) return &l;
     }
-    Status s = rpc::ReadSync(*connection_, p, static_cast<uint32_t>(words * 8), dst);
-    if (!s.ok() && !connection_->health().ok()) {
-      client_->Forget(server_, connection_.get());
-      connection_.reset();
-      return Status::Unavailable(fmt::format("reading from server {}: {}", server_, s.message()));
+    // Most reads are of the operation's own server's regions (its node and extent regions): no lookup of addresses.
+    if (home_ != nullptr && client_->cache_.CachedOwner(region) == home_server_) {
+      Link& slot = links_[next_++ % links_.size()];
+      slot = Link{region, home_server_, home_, nullptr};
+      return &slot;
+    }
+    auto route = client_->cache_.Lookup(region);
+    if (!route.ok()) {
+      return route.status().IsNotFound()
+                 ? Status::Corruption(fmt::format("a pointer names region {}, which does not exist", region))
+                 : route.status();
+    }
+    auto connection = client_->ConnectionTo(route->owner, deadline_);
+    if (!connection.ok()) {
+      client_->Forget(route->owner.id, nullptr);
+      return connection.status();
+    }
+    Link& slot = links_[next_++ % links_.size()];
+    rpc::Connection* raw = connection->get();
+    slot = Link{region, route->owner.id, raw, std::move(*connection)};
+    return &slot;
+  }
+
+  Status Read(GlobalPtr p, size_t words, uint64_t* dst) {
+    CELL_ASSIGN_OR_RETURN(Link * link, LinkFor(p.region));
+    Status s = rpc::ReadSync(*link->connection, p, static_cast<uint32_t>(words * 8), dst);
+    if (!s.ok() && !link->connection->health().ok()) {
+      client_->Forget(link->server, link->connection);
+      const uint64_t server = link->server;
+      if (link->connection == home_) home_ = nullptr;
+      for (Link& l : links_) {
+        if (l.server == server) l = Link{};
+      }
+      return Status::Unavailable(fmt::format("reading from server {}: {}", server, s.message()));
     }
     return s;
   }
 
   StoreClient* const client_;
   const Deadline deadline_;
-  uint32_t region_ = 0;  // the last region read, and its owner's connection
-  uint64_t server_ = 0;
-  std::shared_ptr<rpc::Connection> connection_;
+  const uint64_t home_server_;
+  rpc::Connection* home_;
+  std::array<Link, 4> links_;
+  size_t next_ = 0;
 };
 
 Status StoreClient::Get(std::string_view key, std::string* value) {
@@ -427,8 +458,8 @@ Status StoreClient::GetServerSide(std::string_view key, std::string* value, Dead
 }
 
 Status StoreClient::GetClientSide(std::string_view key, std::string* value, Deadline deadline) {
-  return Run([&](rpc::Connection&, const Route& route, GlobalPtr, Deadline d) -> Attempt {
-    ReadRouter router(this, d);
+  return Run([&](rpc::Connection& connection, const Route& route, GlobalPtr, Deadline d) -> Attempt {
+    ReadRouter router(this, d, route, connection);
     btree::CopyingNodeSource source(router.Fetcher());
     btree::GlobalReader reader(&source, GlobalPtr{route.entry.region, 0});
     GlobalPtr start = paths_.Lookup(key);
@@ -544,8 +575,8 @@ Status StoreClient::Scan(std::string_view start, std::string_view end, size_t li
     return Status::OK();
   }
   stats_.client_searches.fetch_add(1, std::memory_order_relaxed);
-  return Run([&](rpc::Connection&, const Route& route, GlobalPtr, Deadline d) -> Attempt {
-    ReadRouter router(this, d);
+  return Run([&](rpc::Connection& connection, const Route& route, GlobalPtr, Deadline d) -> Attempt {
+    ReadRouter router(this, d, route, connection);
     btree::CopyingNodeSource source(router.Fetcher());
     btree::GlobalReader reader(&source, GlobalPtr{route.entry.region, 0});
     std::vector<btree::KeyValue> pairs;

@@ -69,7 +69,7 @@ class StoreClient {
   struct Attempt {
     Status status;             // the operation's result when `retry` is false and `next` is null
     bool retry = false;        // the route was stale or the server unreachable: look up again and retry
-    GlobalPtr next;            // the key's meganode is on another server: go on there
+    GlobalPtr next = GlobalPtr();  // the key's meganode is on another server: go on there
   };
   using Deadline = std::chrono::steady_clock::time_point;
   // `start`: the meganode the attempt begins at (null: the root, at the root region's owner).

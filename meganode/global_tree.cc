@@ -328,6 +328,7 @@ Status GlobalTree::Scan(std::string_view start, std::string_view end, size_t lim
 Status GlobalTree::Put(std::string_view key, std::string_view value, GlobalPtr start, GlobalPtr* elsewhere,
                        btree::MeganodeRange* range) {
   CELL_RETURN_IF_ERROR(CheckKeyValue(key, value));
+  if (start == first_) start = GlobalPtr();  // the first meganode stands for the root (where a walk starts over)
   thread_local std::vector<uint64_t> record;
   const uint64_t checksum = btree::EncodeRecord(key, value, &record);
   auto extent = extents_->Allocate(record.size() * 8);
@@ -349,6 +350,7 @@ Status GlobalTree::Put(std::string_view key, std::string_view value, GlobalPtr s
 Status GlobalTree::Get(std::string_view key, std::string* value, GlobalPtr start, GlobalPtr* elsewhere,
                        btree::MeganodeRange* range) {
   CELL_RETURN_IF_ERROR(CheckKeyValue(key, {}));
+  if (start == first_) start = GlobalPtr();  // the first meganode stands for the root
   GlobalReader reader(source_.get(), first_, reachable_);
   Status s = reader.Get(key, value, start);
   if (!s.ok() && !s.IsNotFound()) return s;
@@ -364,6 +366,7 @@ Status GlobalTree::Get(std::string_view key, std::string* value, GlobalPtr start
 
 Status GlobalTree::Delete(std::string_view key, GlobalPtr start, GlobalPtr* elsewhere, btree::MeganodeRange* range) {
   CELL_RETURN_IF_ERROR(CheckKeyValue(key, {}));
+  if (start == first_) start = GlobalPtr();  // the first meganode stands for the root
   LeafValue removed;
   CELL_RETURN_IF_ERROR(
       Write(0, key, [&](btree::BLinkTree& tree) { return tree.Delete(key, &removed); }, start, elsewhere, range));
@@ -373,6 +376,7 @@ Status GlobalTree::Delete(std::string_view key, GlobalPtr start, GlobalPtr* else
 
 Status GlobalTree::Scan(std::string_view start, std::string_view end, size_t limit, std::vector<btree::KeyValue>* out,
                         GlobalPtr from_meganode, GlobalPtr* elsewhere, std::string* resume) {
+  if (from_meganode == first_) from_meganode = GlobalPtr();  // the first meganode stands for the root
   GlobalReader reader(source_.get(), first_, reachable_);
   CELL_RETURN_IF_ERROR(reader.Scan(start, end, limit, out, from_meganode));
   if (reader.exited()) {
