@@ -16,6 +16,7 @@
 #include "cell/client.h"
 #include "membership/zookeeper_membership.h"
 #include "test/linearizability.h"
+#include "test/server/register_history.h"
 #include "test/membership/zk_harness.h"
 #include "test/server/server_harness.h"
 
@@ -168,59 +169,7 @@ TEST_F(Cluster, EveryAnswerMatchesAModelWhileMeganodesSplitAcrossServers) {
 }
 
 TEST_F(Cluster, HistoriesOnAFewKeysAreLinearizableWhileMeganodesSplitAcrossServers) {
-  using Clock = std::chrono::steady_clock;
-  const auto t0 = Clock::now();
-  const auto now = [&] { return static_cast<uint64_t>((Clock::now() - t0).count()); };
-  std::mutex history_mu;
-  std::vector<testing::RegisterOp> history;
-  std::atomic<bool> stop_filling{false};
-  std::thread filler([&] {  // keys among the test's keys, so the meganodes holding them split
-    auto client = Open("server");
-    ASSERT_NE(client, nullptr);
-    for (int i = 0; !stop_filling.load(); ++i) {
-      Status s = client->Put(fmt::format("lin{}-fill{:06d}", i % 6, i), std::string(50, 'f'));
-      ASSERT_TRUE(s.ok()) << s.ToString();
-    }
-  });
-  std::vector<std::thread> threads;
-  const char* searches[] = {"server", "client", "fixed:0.5"};
-  for (int t = 0; t < 3; ++t) {
-    threads.emplace_back([&, t] {
-      auto client = Open(searches[t]);
-      ASSERT_NE(client, nullptr);
-      std::mt19937_64 rng(100 + t);
-      std::vector<testing::RegisterOp> mine;
-      for (int i = 0; i < 800; ++i) {
-        testing::RegisterOp op;
-        op.key = fmt::format("lin{}", rng() % 6);
-        const int kind = static_cast<int>(rng() % 3);
-        op.call = now();
-        if (kind == 0) {
-          op.kind = testing::RegisterOp::Kind::kPut;
-          op.value = fmt::format("t{}-{}", t, i);
-          Status s = client->Put(op.key, op.value);
-          ASSERT_TRUE(s.ok()) << s.ToString();
-        } else if (kind == 1) {
-          op.kind = testing::RegisterOp::Kind::kGet;
-          Status s = client->Get(op.key, &op.value);
-          ASSERT_TRUE(s.ok() || s.IsNotFound()) << s.ToString();
-          op.found = s.ok();
-        } else {
-          op.kind = testing::RegisterOp::Kind::kDelete;
-          Status s = client->Delete(op.key);
-          ASSERT_TRUE(s.ok() || s.IsNotFound()) << s.ToString();
-          op.found = s.ok();
-        }
-        op.ret = now();
-        mine.push_back(std::move(op));
-      }
-      std::lock_guard lock(history_mu);
-      history.insert(history.end(), mine.begin(), mine.end());
-    });
-  }
-  for (auto& t : threads) t.join();
-  stop_filling = true;
-  filler.join();
+  const auto history = testing::RecordHistoryDuringSplits([&](const char* search) { return Open(search); }, 800);
   ASSERT_EQ(history.size(), 2400u);
   std::string why;
   EXPECT_TRUE(testing::IsLinearizable(history, &why)) << why;
@@ -265,7 +214,9 @@ TEST_F(Cluster, ScansAcrossMeganodesAndServersSeeEveryStableKeyOnceInOrder) {
         ASSERT_TRUE(s.ok()) << s.ToString();
         std::vector<std::string> seen;
         for (size_t i = 0; i < got.size(); ++i) {
-          if (i > 0) ASSERT_LT(got[i - 1].first, got[i].first) << search << ": out of order or repeated";
+          if (i > 0) {
+            ASSERT_LT(got[i - 1].first, got[i].first) << search << ": out of order or repeated";
+          }
           if (got[i].second == "stable") seen.push_back(got[i].first);
         }
         ASSERT_EQ(seen, std::vector<std::string>(stable.begin(), stable.end())) << search << " round " << round;

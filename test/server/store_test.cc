@@ -16,6 +16,7 @@
 #include "rpc/transport.h"
 #include "server/proto/store.pb.h"
 #include "test/linearizability.h"
+#include "test/server/register_history.h"
 #include "test/server/server_harness.h"
 
 namespace cell {
@@ -345,57 +346,8 @@ TEST(Store, ManyAsynchronousOperationsInFlightFromOneThread) {
 TEST(Store, HistoriesOnAFewKeysDuringSplitsAreLinearizable) {
   RunningServer server = StartEmbedded("linearizable", {"--workers=2"});
   ASSERT_FALSE(server.ready.empty());
-  using Clock = std::chrono::steady_clock;
-  const auto t0 = Clock::now();
-  const auto now = [&] { return static_cast<uint64_t>((Clock::now() - t0).count()); };
-  std::mutex history_mu;
-  std::vector<testing::RegisterOp> history;
-  std::atomic<bool> stop_filling{false};
-  std::thread filler([&] {  // keys among the test's keys, so the meganodes holding them split
-    auto client = OpenClient(server.uris[0], "server", "shm");
-    ASSERT_NE(client, nullptr);
-    for (int i = 0; !stop_filling.load(); ++i) {
-      ASSERT_TRUE(client->Put(fmt::format("lin{}-fill{:06d}", i % 6, i), std::string(50, 'f')).ok());
-    }
-  });
-  std::vector<std::thread> threads;
-  const char* searches[] = {"server", "client", "fixed:0.5"};
-  for (int t = 0; t < 3; ++t) {
-    threads.emplace_back([&, t] {
-      auto client = OpenClient(server.uris[0], searches[t], "shm");
-      ASSERT_NE(client, nullptr);
-      std::mt19937_64 rng(100 + t);
-      std::vector<testing::RegisterOp> mine;
-      for (int i = 0; i < 1000; ++i) {
-        testing::RegisterOp op;
-        op.key = fmt::format("lin{}", rng() % 6);
-        const int kind = static_cast<int>(rng() % 3);
-        op.call = now();
-        if (kind == 0) {
-          op.kind = testing::RegisterOp::Kind::kPut;
-          op.value = fmt::format("t{}-{}", t, i);
-          ASSERT_TRUE(client->Put(op.key, op.value).ok());
-        } else if (kind == 1) {
-          op.kind = testing::RegisterOp::Kind::kGet;
-          Status s = client->Get(op.key, &op.value);
-          ASSERT_TRUE(s.ok() || s.IsNotFound()) << s.ToString();
-          op.found = s.ok();
-        } else {
-          op.kind = testing::RegisterOp::Kind::kDelete;
-          Status s = client->Delete(op.key);
-          ASSERT_TRUE(s.ok() || s.IsNotFound()) << s.ToString();
-          op.found = s.ok();
-        }
-        op.ret = now();
-        mine.push_back(std::move(op));
-      }
-      std::lock_guard lock(history_mu);
-      history.insert(history.end(), mine.begin(), mine.end());
-    });
-  }
-  for (auto& t : threads) t.join();
-  stop_filling = true;
-  filler.join();
+  const auto history = testing::RecordHistoryDuringSplits(
+      [&](const char* search) { return OpenClient(server.uris[0], search, "shm"); }, 1000);
   ASSERT_EQ(history.size(), 3000u);
   std::string why;
   EXPECT_TRUE(testing::IsLinearizable(history, &why)) << why;
