@@ -26,6 +26,12 @@ Status LocalNodeSource::ReadWords(GlobalPtr ptr, size_t words, uint64_t* dst) {
 }
 
 Status CopyingNodeSource::Fetch(GlobalPtr ptr, NodeHandle* h) {
+  if (cache_ != nullptr && cache_->Lookup(ptr, h->copy)) {
+    h->ptr = ptr;
+    h->version = h->copy[0];
+    h->view = NodeView(h->copy);
+    return Status::OK();
+  }
   for (int attempt = 0; attempt < max_attempts_; ++attempt) {
     CELL_RETURN_IF_ERROR(fetcher_(ptr, kNodeWords, h->copy));
     switch (CheckCopy(h->copy, ptr)) {
@@ -33,6 +39,7 @@ Status CopyingNodeSource::Fetch(GlobalPtr ptr, NodeHandle* h) {
       case CopyCheck::kFree:
         stats_.fetched.fetch_add(1, std::memory_order_relaxed);
         if (observer_) observer_(ptr, h->copy);
+        if (cache_ != nullptr) cache_->Offer(ptr, h->copy);
         h->ptr = ptr;
         h->version = h->copy[0];
         h->view = NodeView(h->copy);

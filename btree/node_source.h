@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 
+#include "btree/node_cache.h"
 #include "btree/node_format.h"
 #include "btree/node_lock.h"
 #include "cell/status.h"
@@ -43,6 +44,9 @@ class NodeSource {
   virtual Status ReadWords(GlobalPtr ptr, size_t words, uint64_t* dst) = 0;
   // Like Fetch, for a meganode header, of which only words 0..7 are read: a source may fetch less of it.
   virtual Status FetchHeader(GlobalPtr ptr, NodeHandle* h) { return Fetch(ptr, h); }
+  // The node at `ptr` misled a traversal (a stale copy): a source that keeps copies drops it. Sources that read
+  // the current state every time ignore it.
+  virtual void Forget(GlobalPtr) {}
 };
 
 // The memory regions a server holds, by region id.
@@ -87,7 +91,8 @@ class LocalNodeSource final : public NodeSource {
 // Reads `words` words at `ptr` into dst, in whatever order and with whatever timing the medium has.
 using NodeFetcher = std::function<Status(GlobalPtr ptr, size_t words, uint64_t* dst)>;
 
-// Client-side source: every node is a private copy, checked with CheckCopy before use.
+// Client-side source: every node is a private copy, checked with CheckCopy before use, or a copy kept in a
+// NodeCache (checked when it was fetched; possibly stale, see btree/node_cache.h).
 class CopyingNodeSource final : public NodeSource {
  public:
   struct Stats {
@@ -99,17 +104,22 @@ class CopyingNodeSource final : public NodeSource {
   // Called with every accepted copy (tests use it to prove no torn copy is ever accepted).
   using AcceptObserver = std::function<void(GlobalPtr ptr, const uint64_t* words)>;
 
-  explicit CopyingNodeSource(NodeFetcher fetcher, int max_attempts = 100000)
-      : fetcher_(std::move(fetcher)), max_attempts_(max_attempts) {}
+  // `cache`: null, or a cache shared by the client's searches (it must outlive the source).
+  explicit CopyingNodeSource(NodeFetcher fetcher, NodeCache* cache = nullptr, int max_attempts = 100000)
+      : fetcher_(std::move(fetcher)), cache_(cache), max_attempts_(max_attempts) {}
   Status Fetch(GlobalPtr ptr, NodeHandle* h) override;
   bool Validate(const NodeHandle&) override { return true; }  // copies never change after acceptance
   Status ReadWords(GlobalPtr ptr, size_t words, uint64_t* dst) override { return fetcher_(ptr, words, dst); }
+  void Forget(GlobalPtr ptr) override {
+    if (cache_ != nullptr) cache_->Forget(ptr);
+  }
 
   const Stats& stats() const { return stats_; }
   void set_accept_observer(AcceptObserver o) { observer_ = std::move(o); }
 
  private:
   NodeFetcher fetcher_;
+  NodeCache* cache_;
   int max_attempts_;
   Stats stats_;
   AcceptObserver observer_;

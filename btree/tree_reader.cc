@@ -115,6 +115,11 @@ Status TreeReader::ReachIn(Source* src, const SearchKey& k, int target, GlobalPt
       // ancestor the first time, then from the root.
       if (++restarts > kMaxRestarts) return GaveUp("restarts");
       ++stats_.restarts;
+      // A source that keeps copies drops what led here: the node, and the path to it (an old copy sent us).
+      src->Forget(ptr);
+      for (int l = level + 1; l < kMaxLevels; ++l) {
+        if (path->Has(l)) src->Forget(path->At(l));
+      }
       GlobalPtr from;
       int from_level = 0;
       if (restarts == 1) {
@@ -130,8 +135,10 @@ Status TreeReader::ReachIn(Source* src, const SearchKey& k, int target, GlobalPt
       GlobalPtr right = v.right();
       if (!src->Validate(*h)) { ++stats_.retries; continue; }
       if (right.is_null()) {
-        // A node cut by a meganode split: the key now belongs to the meganode on the right (the header says which).
+        // A node cut by a meganode split: the key now belongs to the meganode on the right (the header says which;
+        // a kept copy of the header may predate the split).
         beyond_ = true;
+        src->Forget(meganode_);
         return Status::FailedPrecondition("key lies beyond this meganode");
       }
       if (right.offset % kNodeSize != 0) return Status::Corruption("right link is not node aligned");
@@ -308,6 +315,7 @@ Status TreeReader::ScanIn(Source* src, std::string_view start, std::string_view 
     from = max_key;
     if (right.is_null()) {  // this meganode's edge: the scan goes on to the right, from its max
       beyond_ = true;
+      src->Forget(meganode_);
       resume_ = from;
       return Status::OK();
     }

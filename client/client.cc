@@ -31,6 +31,12 @@ StatusOr<std::unique_ptr<Client>> Client::Open(const ClientOptions& options) {
   client::StoreClientOptions store_options;
   store_options.timeout = options.timeout;
   store_options.transports = options.transports;
+  if (options.node_cache_levels < 1) {
+    return Status::InvalidArgument(fmt::format("node_cache_levels must be >= 1 (leaves are never cached), not {}",
+                                               options.node_cache_levels));
+  }
+  store_options.node_cache_bytes = options.node_cache_bytes;
+  store_options.node_cache_levels = options.node_cache_levels;
   CELL_ASSIGN_OR_RETURN(store_options.server_fraction, client::ParseSearchMode(options.search));
   for (const std::string& t : options.transports) {
     if (t != "tcp" && t != "shm" && t != "verbs") {
@@ -65,8 +71,14 @@ Status Client::Scan(std::string_view start, std::string_view end, size_t limit,
 
 Client::Stats Client::stats() const {
   const auto& s = impl_->store->stats();
-  return {.server_searches = s.server_searches.load(), .client_searches = s.client_searches.load(),
-          .retries = s.retries.load()};
+  Stats out{.server_searches = s.server_searches.load(), .client_searches = s.client_searches.load(),
+            .retries = s.retries.load()};
+  if (const btree::NodeCache* nodes = impl_->store->node_cache()) {
+    out.node_cache_hits = nodes->stats().hits.load();
+    out.node_cache_misses = nodes->stats().misses.load();
+    out.node_cache_forgotten = nodes->stats().forgotten.load();
+  }
+  return out;
 }
 
 StatusOr<std::vector<Client::ServerStats>> Client::StoreStats() {

@@ -32,6 +32,9 @@ StatusOr<double> ParseSearchMode(std::string_view mode) {
 
 StoreClient::StoreClient(membership::RegionTableReader* table, const StoreClientOptions& options)
     : table_(table), cache_(table), options_(options) {
+  if (options.node_cache_bytes > 0) {
+    nodes_ = std::make_unique<btree::NodeCache>(options.node_cache_bytes, options.node_cache_levels);
+  }
   retry_thread_ = std::thread([this] { RetryLoop(); });
 }
 
@@ -460,7 +463,7 @@ Status StoreClient::GetServerSide(std::string_view key, std::string* value, Dead
 Status StoreClient::GetClientSide(std::string_view key, std::string* value, Deadline deadline) {
   return Run([&](rpc::Connection& connection, const Route& route, GlobalPtr, Deadline d) -> Attempt {
     ReadRouter router(this, d, route, connection);
-    btree::CopyingNodeSource source(router.Fetcher());
+    btree::CopyingNodeSource source(router.Fetcher(), nodes_.get());
     btree::GlobalReader reader(&source, GlobalPtr{route.entry.region, 0});
     GlobalPtr start = paths_.Lookup(key);
     const bool cached = !start.is_null();
@@ -577,7 +580,7 @@ Status StoreClient::Scan(std::string_view start, std::string_view end, size_t li
   stats_.client_searches.fetch_add(1, std::memory_order_relaxed);
   return Run([&](rpc::Connection& connection, const Route& route, GlobalPtr, Deadline d) -> Attempt {
     ReadRouter router(this, d, route, connection);
-    btree::CopyingNodeSource source(router.Fetcher());
+    btree::CopyingNodeSource source(router.Fetcher(), nodes_.get());
     btree::GlobalReader reader(&source, GlobalPtr{route.entry.region, 0});
     std::vector<btree::KeyValue> pairs;
     Status s = reader.Scan(start, end, limit, &pairs);

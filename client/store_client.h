@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "btree/node_cache.h"
 #include "btree/tree_reader.h"
 #include "client/path_cache.h"
 #include "client/region_cache.h"
@@ -29,6 +30,8 @@ struct StoreClientOptions {
   std::chrono::milliseconds timeout{5000};
   double server_fraction = 1.0;  // probability that a get or scan searches server-side
   std::vector<std::string> transports = {"shm", "verbs", "tcp"};
+  size_t node_cache_bytes = size_t{128} << 20;  // client-side search's cache of upper-level nodes (0: none)
+  int node_cache_levels = 4;                     // nodes at least this many levels above the leaves
 };
 
 // "server" -> 1, "client" -> 0, "fixed:x" -> x; InvalidArgument otherwise.
@@ -61,6 +64,7 @@ class StoreClient {
   Status Scan(std::string_view start, std::string_view end, size_t limit, std::vector<btree::KeyValue>* out);
 
   const Stats& stats() const { return stats_; }
+  const btree::NodeCache* node_cache() const { return nodes_.get(); }
   // Each live server's STORE_STATS reply (server/proto/store.proto), serialized.
   StatusOr<std::vector<std::string>> ServerStats();
 
@@ -111,6 +115,7 @@ class StoreClient {
   RegionCache cache_;
   PathCache paths_;
   const StoreClientOptions options_;
+  std::unique_ptr<btree::NodeCache> nodes_;  // null: no node cache
   Stats stats_;
   std::mutex mu_;  // guards what follows
   std::map<uint64_t, std::shared_ptr<rpc::Connection>> connections_;

@@ -43,6 +43,11 @@ struct ClientOptions {
   // The transports to reach servers by, in order of preference: the first one a server offers that connects is
   // used. shm works only on the server's own host.
   std::vector<std::string> transports = {"shm", "verbs", "tcp"};
+  // Client-side search keeps copies of the tree's upper levels between searches, so that it reads fewer nodes: nodes
+  // at least `node_cache_levels` levels above the leaves, up to `node_cache_bytes` (0: no cache). A stale copy costs a
+  // retry, never a wrong answer.
+  size_t node_cache_bytes = size_t{128} << 20;
+  int node_cache_levels = 4;
 };
 
 struct ServerDescription {
@@ -92,6 +97,9 @@ class Client {
     uint64_t server_searches = 0;  // gets and scans searched by RPC
     uint64_t client_searches = 0;  // gets and scans searched with one-sided reads
     uint64_t retries = 0;          // attempts repeated after a stale route, a failed server or a fenced one
+    uint64_t node_cache_hits = 0;  // client-side search: nodes found in the node cache instead of read
+    uint64_t node_cache_misses = 0;
+    uint64_t node_cache_forgotten = 0;  // cached copies dropped because they were stale
   };
   Stats stats() const;
 

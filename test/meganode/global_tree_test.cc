@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "btree/global_reader.h"
+#include "btree/node_cache.h"
 #include "test/test_util.h"
 
 namespace cell::meganode {
@@ -161,7 +162,8 @@ TEST(GlobalTree, NoWriteLandsInTheNewMeganodeBeforeTheOldOneIsCut) {
 }
 
 // Splits under fire: a writer inserts new keys (splitting meganodes, the root among them) and updates stable keys;
-// readers look the stable keys up in place and through shuffled copies, and scan. Every stable key must always be
+// readers look the stable keys up in place, through shuffled copies, and through shuffled copies with a node cache
+// that keeps every node above the leaves (and so goes stale at every split), and scan. Every stable key must always be
 // found, with a value of its own, and scans must return each stable key in their range exactly once, in order.
 TEST(GlobalTree, ReadersRacingMeganodeSplitsAlwaysFindStableKeys) {
   const int scale = testing::StressScale();
@@ -190,10 +192,13 @@ TEST(GlobalTree, ReadersRacingMeganodeSplitsAlwaysFindStableKeys) {
     }
     stop = true;
   });
+  btree::NodeCache cache(size_t{64} << 20, /*min_height=*/1);
   std::vector<std::thread> readers;
-  for (int r = 0; r < 2; ++r) {
+  for (int r = 0; r < 3; ++r) {
     readers.emplace_back([&, r] {
-      btree::CopyingNodeSource copies(testing::RegionFetcher(&tree->regions(), /*shuffle=*/true));
+      // Reader 2's copies are not shuffled (the cache, not tearing, is what it tests), so it reads often.
+      btree::CopyingNodeSource copies(testing::RegionFetcher(&tree->regions(), /*shuffle=*/r != 2),
+                                      r == 2 ? &cache : nullptr);
       std::mt19937_64 rng(r + 10);
       std::vector<long> last_seen(kStable, 0);  // a reader never sees a key's value go back in time
       while (!stop.load()) {
@@ -236,6 +241,12 @@ TEST(GlobalTree, ReadersRacingMeganodeSplitsAlwaysFindStableKeys) {
   for (auto& t : readers) t.join();
   EXPECT_EQ(wrong.load(), 0u);
   EXPECT_GE(reads.load(), 2000u);
+  EXPECT_GT(cache.stats().hits.load(), 0u);
+  EXPECT_GT(cache.stats().forgotten.load(), 0u) << "no cached copy went stale: the cache's invalidation is untested";
+  std::printf("node cache: %llu hits, %llu misses, %llu forgotten\n",
+              static_cast<unsigned long long>(cache.stats().hits.load()),
+              static_cast<unsigned long long>(cache.stats().misses.load()),
+              static_cast<unsigned long long>(cache.stats().forgotten.load()));
   EXPECT_GT(tree->stats().splits.load(), 50u);
   EXPECT_GE(tree->stats().root_splits.load(), 1u);
   ASSERT_TRUE(tree->CheckInvariants().ok()) << tree->CheckInvariants().ToString();
