@@ -85,6 +85,8 @@ int main(int argc, char** argv) {
   app.add_option("--threads", threads)->capture_default_str()->check(CLI::Range(1, 256));
   app.add_option("--depth", depth, "operations in flight per thread")->capture_default_str()->check(CLI::Range(1, 4096));
   app.add_option("--seconds", seconds)->capture_default_str();
+  app.add_option("--node-cache-bytes", options.node_cache_bytes, "client-side search's node cache (0: none)")->capture_default_str();
+  app.add_option("--node-cache-levels", options.node_cache_levels, "cache nodes at least this many levels above the leaves")->capture_default_str();
   app.add_flag("--no-load", no_load, "the keys are there already (from an earlier run)");
   CLI11_PARSE(app, argc, argv);
   options.transports = {transport};
@@ -183,10 +185,14 @@ int main(int argc, char** argv) {
   std::printf(
       "{\"bench\":\"cell\",\"search\":\"%s\",\"transport\":\"%s\",\"keys\":%llu,\"key_bytes\":%zu,"
       "\"value_bytes\":%zu,\"threads\":%d,\"depth\":%d,\"seconds\":%.2f,\"load_s\":%.2f,\"gets\":%zu,"
-      "\"ops_per_s\":%.0f,\"p50_us\":%.1f,\"p99_us\":%.1f,\"server_fraction\":%.3f,\"retries\":%llu,\"errors\":%llu}\n",
+      "\"ops_per_s\":%.0f,\"p50_us\":%.1f,\"p99_us\":%.1f,\"server_fraction\":%.3f,\"retries\":%llu,"
+      "\"node_cache_hits\":%llu,\"node_cache_misses\":%llu,\"errors\":%llu}\n",
       options.search.c_str(), transport.c_str(), static_cast<unsigned long long>(keys), key_bytes, value_bytes, threads,
       depth, elapsed, load_seconds, all.size(), all.size() / elapsed, percentile(0.5), percentile(0.99),
       server + client_side > 0 ? server / (server + client_side) : 0.0,
-      static_cast<unsigned long long>(after.retries - before.retries), static_cast<unsigned long long>(errors));
+      static_cast<unsigned long long>(after.retries - before.retries),
+      static_cast<unsigned long long>(after.node_cache_hits - before.node_cache_hits),
+      static_cast<unsigned long long>(after.node_cache_misses - before.node_cache_misses),
+      static_cast<unsigned long long>(errors));
   return errors == 0 ? 0 : 1;
 }

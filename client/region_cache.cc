@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <optional>
 
 namespace cell::client {
 
@@ -55,7 +54,7 @@ StatusOr<Route> RegionCache::Lookup(uint32_t region) {
         "region {} has no owner at the moment (epoch {}): its server failed and no survivor has taken it over yet",
         region, entry.epoch));
   }
-  std::optional<membership::ServerInfo> owner;
+  std::shared_ptr<const membership::ServerInfo> owner;
   {
     std::lock_guard lock(mu_);
     const auto s = servers_.find(entry.owner);
@@ -68,8 +67,9 @@ StatusOr<Route> RegionCache::Lookup(uint32_t region) {
     if (!servers.ok()) return servers.status();
     servers_.clear();
     for (const auto& s : *servers) {
-      servers_[s.id] = s;
-      if (s.id == entry.owner) owner = s;
+      auto shared = std::make_shared<const membership::ServerInfo>(s);
+      servers_[s.id] = shared;
+      if (s.id == entry.owner) owner = shared;
     }
   }
   if (!owner) {
@@ -93,7 +93,7 @@ StatusOr<Route> RegionCache::Lookup(uint32_t region) {
   }
   known = entry.epoch;
   regions_[region] = entry;
-  return Route{entry, *owner};
+  return Route{entry, owner};
 }
 
 void RegionCache::OnWrongOwner(uint32_t region, uint64_t server, uint64_t server_epoch) {

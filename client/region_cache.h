@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <mutex>
 
 #include "membership/membership.h"
@@ -19,7 +20,9 @@ namespace cell::client {
 
 struct Route {
   membership::RegionEntry entry;  // region, owner, epoch
-  membership::ServerInfo owner;   // the owner's id and addresses
+  // The owner's id and addresses, shared with the cache (a lookup copies no addresses).
+  std::shared_ptr<const membership::ServerInfo> server;
+  const membership::ServerInfo& owner() const { return *server; }
 };
 
 class RegionCache {
@@ -55,7 +58,7 @@ class RegionCache {
   membership::RegionTableReader* const table_;
   mutable std::mutex mu_;  // guards what follows; never held while reading the table
   std::map<uint32_t, membership::RegionEntry> regions_;
-  std::map<uint64_t, membership::ServerInfo> servers_;
+  std::map<uint64_t, std::shared_ptr<const membership::ServerInfo>> servers_;
   // The highest epoch seen for each region (cached, or named in a complaint); kept after the entry is dropped, so
   // the cache never goes back to an older entry. A few bytes per region ever looked up.
   std::map<uint32_t, uint64_t> known_epochs_;

@@ -172,7 +172,7 @@ Status StoreClient::Run(const Operation& op, Deadline deadline, GlobalPtr start)
     }
     auto route = cache_.Lookup(region);
     if (route.ok()) {
-      auto connection = ConnectionTo(route->owner, deadline);
+      auto connection = ConnectionTo(route->owner(), deadline);
       if (connection.ok()) {
         Attempt attempt = op(**connection, *route, at, deadline);
         if (!attempt.next.is_null()) {
@@ -188,7 +188,7 @@ Status StoreClient::Run(const Operation& op, Deadline deadline, GlobalPtr start)
           last = attempt.status;
         }
       } else {
-        Forget(route->owner.id, nullptr);
+        Forget(route->owner().id, nullptr);
         last = connection.status();
       }
     } else if (route.status().IsUnavailable()) {
@@ -226,12 +226,12 @@ StoreClient::Attempt StoreClient::Call(rpc::Connection& connection, const Route&
                              std::chrono::duration_cast<std::chrono::microseconds>(Remaining(deadline)));
   if (!reply.ok()) {
     if (reply.status().IsUnavailable() && !connection.health().ok()) {
-      Forget(route.owner.id, &connection);  // the connection died: the server may be gone, its regions moving
+      Forget(route.owner().id, &connection);  // the connection died: the server may be gone, its regions moving
       if (!idempotent) {
         return {Status::Unavailable(fmt::format(
                     "the connection to server {} failed after the request was sent; it may or may not have been "
                     "applied: {}",
-                    route.owner.id, reply.status().message())),
+                    route.owner().id, reply.status().message())),
                 false};
       }
       return {reply.status(), true};
@@ -241,12 +241,12 @@ StoreClient::Attempt StoreClient::Call(rpc::Connection& connection, const Route&
   }
   if (!parsed->ParseFromString(*reply)) {
     return {Status::Corruption(fmt::format("malformed reply ({} bytes) from server {}", reply->size(),
-                                           route.owner.id)),
+                                           route.owner().id)),
             false};
   }
   if (parsed->has_wrong_owner()) {
-    cache_.OnWrongOwner(route.entry.region, route.owner.id, parsed->wrong_owner().epoch());
-    return {Status::Unavailable(fmt::format("server {} no longer owns region {} (it knows epoch {})", route.owner.id,
+    cache_.OnWrongOwner(route.entry.region, route.owner().id, parsed->wrong_owner().epoch());
+    return {Status::Unavailable(fmt::format("server {} no longer owns region {} (it knows epoch {})", route.owner().id,
                                             route.entry.region, parsed->wrong_owner().epoch())),
             true};
   }
@@ -275,7 +275,7 @@ class StoreClient::ReadRouter {
  public:
   // `connection`: the connection to `route`'s owner that the operation already holds (alive while it runs).
   ReadRouter(StoreClient* client, Deadline deadline, const Route& route, rpc::Connection& connection)
-      : client_(client), deadline_(deadline), home_server_(route.owner.id), home_(&connection) {
+      : client_(client), deadline_(deadline), home_server_(route.owner().id), home_(&connection) {
     links_[0] = Link{route.entry.region, home_server_, home_, nullptr};
     next_ = 1;
   }
@@ -309,14 +309,14 @@ class StoreClient::ReadRouter {
                  ? Status::Corruption(fmt::format("a pointer names region {}, which does not exist", region))
                  : route.status();
     }
-    auto connection = client_->ConnectionTo(route->owner, deadline_);
+    auto connection = client_->ConnectionTo(route->owner(), deadline_);
     if (!connection.ok()) {
-      client_->Forget(route->owner.id, nullptr);
+      client_->Forget(route->owner().id, nullptr);
       return connection.status();
     }
     Link& slot = links_[next_++ % links_.size()];
     rpc::Connection* raw = connection->get();
-    slot = Link{region, route->owner.id, raw, std::move(*connection)};
+    slot = Link{region, route->owner().id, raw, std::move(*connection)};
     return &slot;
   }
 
@@ -366,7 +366,7 @@ void StoreClient::CallAsync(uint16_t method, bool idempotent, Deadline deadline,
   }
   auto route = region ? cache_.Lookup(*region) : StatusOr<Route>(Status::Unavailable("root not known yet"));
   if (!route.ok()) return PostRetry(std::move(retry));
-  auto connection = ConnectionTo(route->owner, deadline);
+  auto connection = ConnectionTo(route->owner(), deadline);
   if (!connection.ok()) return PostRetry(std::move(retry));
   const Route r = *route;
   // The callback must not hold the connection: dropping the last reference from its own thread would destroy it
@@ -388,11 +388,11 @@ void StoreClient::CallAsync(uint16_t method, bool idempotent, Deadline deadline,
             server::proto::StoreReply reply;
             if (!reply.ParseFromArray(response.data(), static_cast<int>(response.size()))) {
               return finish(Status::Corruption(fmt::format("malformed reply ({} bytes) from server {}",
-                                                           response.size(), r.owner.id)),
+                                                           response.size(), r.owner().id)),
                             nullptr);
             }
             if (reply.has_wrong_owner()) {
-              cache_.OnWrongOwner(r.entry.region, r.owner.id, reply.wrong_owner().epoch());
+              cache_.OnWrongOwner(r.entry.region, r.owner().id, reply.wrong_owner().epoch());
               return PostRetry(std::move(retry));
             }
             // Another server's meganode: the synchronous form, on the retry thread, follows it.

@@ -56,7 +56,7 @@ TEST_F(RegionCacheTest, ASecondLookupIsServedFromTheCache) {
   ASSERT_TRUE(first.ok()) << first.status().ToString();
   EXPECT_EQ(first->entry.owner, 1u);
   EXPECT_EQ(first->entry.epoch, 1u);
-  EXPECT_EQ(first->owner, Server(1));
+  EXPECT_EQ(first->owner(), Server(1));
   const int reads = counting_.reads.load();
   EXPECT_EQ(reads, 2);  // the entry, and the servers (whose addresses were unknown)
   for (int i = 0; i < 100; ++i) {
@@ -79,7 +79,7 @@ TEST_F(RegionCacheTest, WrongOwnerSendsTheNextLookupToTheTable) {
   ASSERT_TRUE(route.ok());
   EXPECT_EQ(route->entry.owner, 2u);
   EXPECT_EQ(route->entry.epoch, 2u);
-  EXPECT_EQ(route->owner, Server(2));
+  EXPECT_EQ(route->owner(), Server(2));
   EXPECT_EQ(cache_.stats().invalidations, 1u);
 }
 
@@ -115,7 +115,7 @@ TEST_F(RegionCacheTest, AnUnreachableServersRegionsAndAddressesAreReadAgain) {
   EXPECT_EQ(route->entry.owner, 2u);
   auto other = cache_.Lookup(*region2);
   ASSERT_TRUE(other.ok());
-  EXPECT_EQ(other->owner.addresses.at("tcp"), "tcp://127.0.0.1:9999");
+  EXPECT_EQ(other->owner().addresses.at("tcp"), "tcp://127.0.0.1:9999");
 }
 
 TEST_F(RegionCacheTest, RegionsWithoutALiveOwnerAreUnavailableAndUnknownOnesNotFound) {

@@ -92,7 +92,7 @@ TEST(EmbeddedServer, ClientsSeeItGoAndComeBack) {
   ASSERT_FALSE(again.ready.empty());
   auto route = cache.Lookup(*root);
   ASSERT_TRUE(route.ok()) << route.status().ToString();
-  EXPECT_EQ(route->owner.addresses.at("tcp"), server.uris[0]);
+  EXPECT_EQ(route->owner().addresses.at("tcp"), server.uris[0]);
 }
 
 TEST(EmbeddedServer, BadFlagsAndBadClusterUrisGiveClearErrors) {
@@ -220,7 +220,7 @@ TEST_F(ZooKeeperServers, ServersShareTheTableAndADeadOnesRegionsAreFoundAgainAft
   ASSERT_TRUE(route.ok()) << route.status().ToString();
   EXPECT_EQ(route->entry.owner, 2u);
   EXPECT_EQ(route->entry.epoch, root.epoch + 1);
-  EXPECT_EQ(route->owner.addresses.at("tcp"), two.uris[0]);
+  EXPECT_EQ(route->owner().addresses.at("tcp"), two.uris[0]);
 }
 
 TEST_F(ZooKeeperServers, AServerStoppedPastItsSessionRegistersAgainWhenItResumes) {
