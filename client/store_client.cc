@@ -211,12 +211,8 @@ GlobalPtr StoreClient::NextFrom(const server::proto::StoreReply& reply) {
   if (reply.leaf() != 0) {
     paths_.Insert(btree::MeganodeRange{GlobalPtr::Unpack(reply.leaf()), reply.leaf_min(), reply.leaf_max()});
   }
-  const GlobalPtr next = GlobalPtr::Unpack(reply.elsewhere());
-  if (next.is_null()) return next;
-  std::lock_guard lock(mu_);
-  // The first meganode stands for the root: begin there as any request without a start does.
-  if (next.region == root_ && next.offset == 0) return GlobalPtr{root_, 0};
-  return next;
+  // (The first meganode stands for the root: the server it names starts at the root.)
+  return GlobalPtr::Unpack(reply.elsewhere());
 }
 
 StoreClient::Attempt StoreClient::Call(rpc::Connection& connection, const Route& route, Deadline deadline,

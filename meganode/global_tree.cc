@@ -77,7 +77,12 @@ void GlobalTree::BackgroundLoop() {
   std::unique_lock lock(bg_mu_);
   while (!stopping_) {
     if (tasks_.empty()) {
-      bg_cv_.wait(lock);
+      // Idle: look at the membership now and then, so that writers know whether remote splits are possible.
+      if (!bg_cv_.wait_for(lock, std::chrono::seconds(1), [&] { return stopping_ || !tasks_.empty(); })) {
+        lock.unlock();
+        peers_hint_.store(peers_->HavePeers(), std::memory_order_relaxed);
+        lock.lock();
+      }
       continue;
     }
     const auto due = tasks_.begin()->first;
@@ -114,18 +119,13 @@ StatusOr<GlobalTree::Mega*> GlobalTree::NewMeganode(const btree::MeganodeInfo& i
       return Status::ResourceExhausted("all " + std::to_string(megas_.size()) + " meganodes of the node region are in use");
     }
     megas_[index] = std::make_unique<Mega>();  // reserves the index; not reachable until a pointer to it is published
+    megas_[index]->generation = next_generation_++;
   }
   Mega* m = megas_[index].get();
   CELL_ASSIGN_OR_RETURN(m->store, Meganode::Create(node_region_.get(), index * meganode_bytes_, meganode_bytes_));
   CELL_RETURN_IF_ERROR(btree::BLinkTree::Format(m->store.get(), info));
   m->tree = std::make_unique<btree::BLinkTree>(m->store.get(), source_.get());
   return m;
-}
-
-void GlobalTree::FreeMeganode(Mega* m) {
-  const uint64_t index = m->store->meganode().offset / meganode_bytes_;
-  std::lock_guard lock(megas_mu_);
-  if (index < megas_.size() && megas_[index].get() == m) megas_[index].reset();
 }
 
 namespace {
@@ -184,22 +184,30 @@ Status GlobalTree::Write(int level, std::string_view key, const std::function<St
     }
     if (s.ok()) MaybeQueueSplit(mega, level);
     if (range != nullptr && !(m == range->meganode) && (s.ok() || s.IsNotFound())) {
-      CELL_RETURN_IF_ERROR(reader.RangeOf(m, range));
+      // Only a hint for the client's path cache: the write is done, whatever reading the range gives.
+      if (!reader.RangeOf(m, range).ok()) range->meganode = GlobalPtr();
     }
     return s;
   }
   return Status::Aborted("the meganode for a key kept changing");
 }
 
-bool GlobalTree::WantsRemote() const {
-  return peers_ != nullptr && placed_remotely_.load(std::memory_order_relaxed) < meganodes_in_use() &&
-         peers_->HavePeers();
+bool GlobalTree::WantsRemote() {
+  if (peers_ == nullptr) return false;
+  const bool have = peers_->HavePeers();  // may ask the membership: background thread only
+  peers_hint_.store(have, std::memory_order_relaxed);
+  return have && placed_remotely_.load(std::memory_order_relaxed) < meganodes_in_use();
 }
 
 void GlobalTree::MaybeQueueSplit(Mega* m, int level) {
-  if (peers_ == nullptr || !m->store->MostlyFull()) return;
-  if (!WantsRemote() || m->split_queued.exchange(true)) return;
+  // Writers never ask the membership (the background thread refreshes peers_hint_).
+  if (peers_ == nullptr || !peers_hint_.load(std::memory_order_relaxed) || !m->store->MostlyFull()) return;
+  if (m->split_queued.exchange(true)) return;
   Post([this, m, level] {
+    if (!WantsRemote()) {
+      m->split_queued.store(false);
+      return;
+    }
     uint64_t seen = 0;
     bool full_enough = false;
     if (LockShared(m).ok()) {
@@ -359,7 +367,7 @@ Status GlobalTree::Get(std::string_view key, std::string* value, GlobalPtr start
     return Status::OK();
   }
   if (range != nullptr && !(reader.answered() == range->meganode)) {
-    CELL_RETURN_IF_ERROR(reader.RangeOf(reader.answered(), range));
+    if (!reader.RangeOf(reader.answered(), range).ok()) range->meganode = GlobalPtr();  // only a hint
   }
   return s;
 }
@@ -386,20 +394,28 @@ Status GlobalTree::Scan(std::string_view start, std::string_view end, size_t lim
   return Status::OK();
 }
 
-StatusOr<GlobalPtr> GlobalTree::CreateSealed(const btree::MeganodeInfo& info) {
+StatusOr<RemoteMeganode> GlobalTree::CreateSealed(const btree::MeganodeInfo& info) {
   if (!info.cluster_root.is_null()) return Status::InvalidArgument("only the root server's first meganode names the root");
   CELL_ASSIGN_OR_RETURN(Mega * m, NewMeganode(info));
   m->sealed.store(true, std::memory_order_release);  // before anyone can know its pointer
-  return m->store->meganode();
+  return RemoteMeganode{m->store->meganode(), m->generation};
 }
 
-Status GlobalTree::Fill(GlobalPtr meganode, const std::vector<MovedEntry>& entries) {
-  Mega* m = At(meganode);
-  if (m == nullptr || !m->sealed.load()) {
-    return Status::FailedPrecondition(fmt::format("meganode {}:{} is not a sealed meganode of this server",
-                                                  meganode.region, meganode.offset));
+StatusOr<GlobalTree::Mega*> GlobalTree::LockSealed(const RemoteMeganode& r, std::unique_lock<SplitLock>* lock) {
+  Mega* m = At(r.ptr);  // a Mega is never deleted while the tree lives (abandoned ones go to the graveyard)
+  if (m != nullptr) {
+    *lock = std::unique_lock<SplitLock>(m->split_mu);  // uncontended: nobody else writes a sealed meganode
+    if (m->generation == r.generation && !m->abandoned && m->sealed.load()) return m;
+    lock->unlock();
   }
-  std::lock_guard lock(m->split_mu);  // uncontended: nobody else knows the meganode yet
+  return Status::FailedPrecondition(fmt::format(
+      "meganode {}:{} (generation {}) is not a sealed meganode of this server (abandoned, or never created here)",
+      r.ptr.region, r.ptr.offset, r.generation));
+}
+
+Status GlobalTree::Fill(const RemoteMeganode& meganode, const std::vector<MovedEntry>& entries) {
+  std::unique_lock<SplitLock> lock;
+  CELL_ASSIGN_OR_RETURN(Mega * m, LockSealed(meganode, &lock));
   const bool leaf = NodeView(m->store->SlotWords(0)).level() == 0;
   for (const MovedEntry& e : entries) {
     LeafValue entry{e.child, 0, 0};
@@ -408,6 +424,7 @@ Status GlobalTree::Fill(GlobalPtr meganode, const std::vector<MovedEntry>& entri
       thread_local std::vector<uint64_t> record;
       const uint64_t checksum = btree::EncodeRecord(e.key, e.value, &record);
       CELL_ASSIGN_OR_RETURN(GlobalPtr extent, extents_->Allocate(record.size() * 8));
+      std::atomic_thread_fence(std::memory_order_release);  // the extent writer's fence (LocalStore::Put explains it)
       CopyToShared(regions_.Resolve(extent, record.size() * 8), record.data(), record.size());
       entry = LeafValue{extent, static_cast<uint32_t>(btree::RecordLength(e.key.size(), e.value.size())), checksum};
     } else if (e.child.is_null()) {
@@ -424,36 +441,39 @@ Status GlobalTree::Fill(GlobalPtr meganode, const std::vector<MovedEntry>& entri
   return Status::OK();
 }
 
-Status GlobalTree::Unseal(GlobalPtr meganode) {
-  Mega* m = At(meganode);
-  if (m == nullptr) {
-    return Status::NotFound(fmt::format("no meganode {}:{} on this server", meganode.region, meganode.offset));
+Status GlobalTree::Unseal(const RemoteMeganode& meganode) {
+  std::unique_lock<SplitLock> lock;
+  auto m = LockSealed(meganode, &lock);
+  if (!m.ok()) {
+    // Unsealed already (a retried request whose first reply was lost) is success.
+    Mega* now = At(meganode.ptr);
+    if (now != nullptr && now->generation == meganode.generation && !now->sealed.load()) return Status::OK();
+    return m.status();
   }
+  (*m)->sealed.store(false, std::memory_order_release);
+  return Status::OK();
+}
+
+Status GlobalTree::Abandon(const RemoteMeganode& meganode) {
+  std::unique_lock<SplitLock> lock;
+  CELL_ASSIGN_OR_RETURN(Mega * m, LockSealed(meganode, &lock));
+  if (NodeView(m->store->SlotWords(0)).level() == 0) {
+    for (const auto& e : LeafEntriesOf(*m->store)) extents_->Free(e.value.ptr);
+  }
+  m->abandoned = true;
   m->sealed.store(false, std::memory_order_release);
+  lock.unlock();
+  // Its place is free again; the object stays, since a late request may still hold a pointer to it.
+  const uint64_t index = m->store->meganode().offset / meganode_bytes_;
+  std::lock_guard megas_lock(megas_mu_);
+  if (index < megas_.size() && megas_[index].get() == m) graveyard_.push_back(std::move(megas_[index]));
   return Status::OK();
 }
-
-Status GlobalTree::Abandon(GlobalPtr meganode) {
-  Mega* m = At(meganode);
-  if (m == nullptr || !m->sealed.load()) {
-    return Status::FailedPrecondition(fmt::format("meganode {}:{} is not a sealed meganode of this server",
-                                                  meganode.region, meganode.offset));
-  }
-  {
-    std::lock_guard lock(m->split_mu);
-    NodeView hv(m->store->SlotWords(0));
-    if (hv.level() == 0) {
-      for (const auto& e : LeafEntriesOf(*m->store)) extents_->Free(e.value.ptr);
-    }
-  }
-  FreeMeganode(m);
-  return Status::OK();
-}
-
 
 Status GlobalTree::Split(Mega* m, int level, uint64_t seen_splits, bool may_go_remote) {
   std::string sep;
   GlobalPtr right_half;
+  RemoteMeganode remote_half;
   bool remote = false;
   {
     CELL_RETURN_IF_ERROR(LockExclusive(m));
@@ -506,9 +526,10 @@ Status GlobalTree::Split(Mega* m, int level, uint64_t seen_splits, bool may_go_r
         }
         e.value = std::string(value);
       }
-      auto n = read.ok() ? peers_->CreateMeganode(right_info, moved) : StatusOr<GlobalPtr>(read);
+      auto n = read.ok() ? peers_->CreateMeganode(right_info, moved) : StatusOr<RemoteMeganode>(read);
       if (n.ok()) {
-        right_half = *n;
+        right_half = n->ptr;
+        remote_half = *n;
         remote = true;
       } else {
         LogWarning("placing a meganode's right half on another server failed ({}); splitting locally",
@@ -552,15 +573,7 @@ Status GlobalTree::Split(Mega* m, int level, uint64_t seen_splits, bool may_go_r
   if (remote) {
     stats_.remote_splits.fetch_add(1, std::memory_order_relaxed);
     placed_remotely_.fetch_add(1, std::memory_order_relaxed);
-    Status u = peers_->Unseal(right_half);
-    for (int attempt = 1; !u.ok() && attempt < 20; ++attempt) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(10 * attempt));  // a retry's back-off
-      u = peers_->Unseal(right_half);
-    }
-    if (!u.ok()) {
-      LogError("could not unseal meganode {}:{} on its server: {} (writes to its keys will be refused)",
-               right_half.region, right_half.offset, u.ToString());
-    }
+    UnsealRemote(remote_half, 0);
   }
   return InsertSeparator(GlobalPtr(), level + 1, sep, right_half);
 }
@@ -572,6 +585,17 @@ void GlobalTree::SetClusterRoot(GlobalPtr root) {
   btree::LoadLocked(hw, &header);
   header.SetClusterRoot(root);
   btree::PublishAndUnlock(hw, &header, locked);
+}
+
+void GlobalTree::UnsealRemote(const RemoteMeganode& meganode, int attempt) {
+  Status s = peers_->Unseal(meganode);
+  if (s.ok()) return;
+  // Until it is unsealed its keys refuse writes: keep trying (from the background thread), ever less often.
+  if (attempt == 10) {
+    LogError("cannot unseal meganode {}:{} on its server yet: {}; still trying", meganode.ptr.region,
+             meganode.ptr.offset, s.ToString());
+  }
+  Post([=, this] { UnsealRemote(meganode, attempt + 1); }, std::chrono::milliseconds(std::min(10 * (attempt + 1), 1000)));
 }
 
 void GlobalTree::PostRemoteInsert(GlobalPtr at, int level, const std::string& separator, GlobalPtr child,
@@ -622,7 +646,7 @@ Status GlobalTree::InsertSeparator(GlobalPtr at, int level, const std::string& s
       Post([=, this] {
         Status again = InsertSeparator(at, level, separator, child);
         if (!again.ok()) LogWarning("inserting separator '{}': {}", separator, again.ToString());
-      }, std::chrono::milliseconds(5));
+      }, std::chrono::milliseconds(20));
       return Status::OK();
     }
     if (!s.ok()) return s;

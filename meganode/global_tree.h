@@ -63,6 +63,13 @@ struct MovedEntry {
   GlobalPtr child;    // internal meganodes
 };
 
+// A meganode created on another server by CreateMeganode: its pointer, and the generation that tells it from a later
+// meganode at the same place (a meganode abandoned by a failed split frees its place).
+struct RemoteMeganode {
+  GlobalPtr ptr;
+  uint64_t generation = 0;
+};
+
 // What a tree spread over servers asks of the others. server/ implements it over rpc. Calls may block (on the
 // tree's background thread only); the requests they make are answered by the peer's GlobalTree without blocking.
 class Peers {
@@ -72,10 +79,11 @@ class Peers {
   virtual bool HavePeers() = 0;
   // Creates on another server a sealed meganode described by `info`, holding `entries` (and, for a leaf meganode,
   // their records). Errors: no peer could take it (nothing is left behind).
-  virtual StatusOr<GlobalPtr> CreateMeganode(const btree::MeganodeInfo& info, const std::vector<MovedEntry>& entries) = 0;
-  virtual Status Unseal(GlobalPtr meganode) = 0;
+  virtual StatusOr<RemoteMeganode> CreateMeganode(const btree::MeganodeInfo& info,
+                                                  const std::vector<MovedEntry>& entries) = 0;
+  virtual Status Unseal(const RemoteMeganode& meganode) = 0;
   // Frees a meganode created by CreateMeganode and never published (best effort).
-  virtual void Abandon(GlobalPtr meganode) = 0;
+  virtual void Abandon(const RemoteMeganode& meganode) = 0;
   // Asks the holder of meganode `at` to insert separator -> child at `level`, walking from `at`.
   virtual Status InsertSeparator(GlobalPtr at, int level, const std::string& separator, GlobalPtr child) = 0;
 };
@@ -141,7 +149,7 @@ class GlobalTree {
     std::atomic<uint64_t> splits{0};         // meganode splits made here
     std::atomic<uint64_t> remote_splits{0};  // of which put the right half on another server
     std::atomic<uint64_t> root_splits{0};    // new root meganodes
-    std::atomic<uint64_t> remote_separators{0};  // separators sent to a parent meganode on another server
+    std::atomic<uint64_t> remote_separators{0};  // attempts to send a separator to a parent meganode elsewhere
   };
 
   static StatusOr<std::unique_ptr<GlobalTree>> Open(const GlobalTreeOptions& options);
@@ -172,11 +180,13 @@ class GlobalTree {
 
   // Peers' requests (a split on another server placing its right half here; a separator for a meganode here).
   // None blocks on another server.
-  StatusOr<GlobalPtr> CreateSealed(const btree::MeganodeInfo& info);
+  // Each names the meganode by pointer and generation: a late request for an abandoned meganode fails (whatever now
+  // holds its place has another generation).
+  StatusOr<RemoteMeganode> CreateSealed(const btree::MeganodeInfo& info);
   // Adds entries to a sealed meganode (records are written here). On error the meganode is to be abandoned.
-  Status Fill(GlobalPtr meganode, const std::vector<MovedEntry>& entries);
-  Status Unseal(GlobalPtr meganode);
-  Status Abandon(GlobalPtr meganode);
+  Status Fill(const RemoteMeganode& meganode, const std::vector<MovedEntry>& entries);
+  Status Unseal(const RemoteMeganode& meganode);
+  Status Abandon(const RemoteMeganode& meganode);
   // Inserts separator -> child into the meganode at `level` covering it, walking from `at` (the first meganode or
   // null: from the root). Where that meganode is elsewhere, or busy, the insert is queued and sent or retried later.
   Status InsertSeparator(GlobalPtr at, int level, const std::string& separator, GlobalPtr child);
@@ -208,12 +218,15 @@ class GlobalTree {
     std::atomic<bool> sealed{false};        // created for another server's split, not yet unsealed: no writes
     std::atomic<bool> remote_split{false};  // a split holding split_mu waits on another server: writers retry
     std::atomic<bool> split_queued{false};  // a background split is queued
+    uint64_t generation = 0;                // unique in this tree's life
+    bool abandoned = false;                 // guarded by split_mu: freed by Abandon (kept, never deleted, in graveyard_)
   };
 
   GlobalTree() = default;
   Mega* At(GlobalPtr meganode) const;
   StatusOr<Mega*> NewMeganode(const btree::MeganodeInfo& info);
-  void FreeMeganode(Mega* m);
+  // The sealed meganode `r` names, locked (split_mu), or an error if it is gone, abandoned or another generation.
+  StatusOr<Mega*> LockSealed(const RemoteMeganode& r, std::unique_lock<SplitLock>* lock);
   // Takes m's split lock shared, or gives Unavailable while a remote split holds it (never waits on the network).
   Status LockShared(Mega* m);
   Status LockExclusive(Mega* m);
@@ -226,7 +239,10 @@ class GlobalTree {
   Status Split(Mega* m, int level, uint64_t seen_splits, bool may_go_remote);
   // Queues a background split of `m` if it is 3/4 full and a remote split is wanted.
   void MaybeQueueSplit(Mega* m, int level);
-  bool WantsRemote() const;
+  // Whether a split should place its right half on another server (asks the membership: background thread only).
+  bool WantsRemote();
+  // Unseals a remote meganode, retrying from the background thread until it works.
+  void UnsealRemote(const RemoteMeganode& meganode, int attempt);
   void SetClusterRoot(GlobalPtr root);
   // The background thread: tasks run in order of their due time.
   void Post(std::function<void()> task, std::chrono::milliseconds delay = std::chrono::milliseconds(0));
@@ -238,11 +254,14 @@ class GlobalTree {
   Peers* peers_ = nullptr;
   btree::GlobalReader::Reachable reachable_;
   std::atomic<uint64_t> placed_remotely_{0};  // meganodes this tree's splits put on other servers
+  std::atomic<bool> peers_hint_{true};        // HavePeers, as the background thread last saw it
   RegionSet regions_;
   std::unique_ptr<ExtentAllocator> extents_;
   std::unique_ptr<btree::LocalNodeSource> source_;
   uint64_t meganode_bytes_ = 0;
   std::vector<std::unique_ptr<Mega>> megas_;  // by index in the node region; null: free
+  std::vector<std::unique_ptr<Mega>> graveyard_;  // abandoned meganodes: their places are free, the objects stay
+  uint64_t next_generation_ = 1;                  // guarded by megas_mu_
   mutable std::mutex megas_mu_;               // guards megas_ slots being filled
   std::mutex root_mu_;                        // one root split at a time
   Stats stats_;

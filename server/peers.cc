@@ -69,15 +69,16 @@ StatusOr<std::shared_ptr<rpc::Connection>> ServerPeers::OwnerOf(uint32_t region)
   return Status::Unavailable(fmt::format("region {}'s owner, server {}, is not live", region, entry.owner));
 }
 
-StatusOr<GlobalPtr> ServerPeers::Call(rpc::Connection& connection, uint16_t method, const std::string& request) {
+StatusOr<meganode::RemoteMeganode> ServerPeers::Call(rpc::Connection& connection, uint16_t method,
+                                                     const std::string& request) {
   CELL_ASSIGN_OR_RETURN(std::string bytes, rpc::CallSync(connection, method, request,
                                                          std::chrono::duration_cast<std::chrono::microseconds>(timeout_)));
   proto::MegaReply reply;
   if (!reply.ParseFromString(bytes)) return Status::Corruption("malformed reply from a peer server");
-  return GlobalPtr::Unpack(reply.meganode());
+  return meganode::RemoteMeganode{GlobalPtr::Unpack(reply.meganode()), reply.generation()};
 }
 
-StatusOr<GlobalPtr> ServerPeers::CreateMeganode(const btree::MeganodeInfo& info,
+StatusOr<meganode::RemoteMeganode> ServerPeers::CreateMeganode(const btree::MeganodeInfo& info,
                                                 const std::vector<meganode::MovedEntry>& entries) {
   CELL_ASSIGN_OR_RETURN(auto others, Others(false));
   if (others.empty()) return Status::Unavailable("no other live server to place a meganode on");
@@ -107,7 +108,8 @@ StatusOr<GlobalPtr> ServerPeers::CreateMeganode(const btree::MeganodeInfo& info,
     Status filled = Status::OK();
     for (size_t i = 0; i < entries.size() && filled.ok();) {
       proto::MegaFill fill;
-      fill.set_meganode(meganode->Pack());
+      fill.set_meganode(meganode->ptr.Pack());
+      fill.set_generation(meganode->generation);
       size_t bytes = 0;
       for (; i < entries.size() && (bytes == 0 || bytes + entries[i].value.size() < kFillBytes); ++i) {
         proto::MovedEntry* e = fill.add_entries();
@@ -125,18 +127,20 @@ StatusOr<GlobalPtr> ServerPeers::CreateMeganode(const btree::MeganodeInfo& info,
   return Status::FromCode(last.code(), "no other server could take a meganode: " + last.message());
 }
 
-Status ServerPeers::Unseal(GlobalPtr meganode) {
-  CELL_ASSIGN_OR_RETURN(auto connection, OwnerOf(meganode.region));
+Status ServerPeers::Unseal(const meganode::RemoteMeganode& meganode) {
+  CELL_ASSIGN_OR_RETURN(auto connection, OwnerOf(meganode.ptr.region));
   proto::MegaRef ref;
-  ref.set_meganode(meganode.Pack());
+  ref.set_meganode(meganode.ptr.Pack());
+  ref.set_generation(meganode.generation);
   return Call(*connection, StoreMethod::MEGA_UNSEAL, ref.SerializeAsString()).status();
 }
 
-void ServerPeers::Abandon(GlobalPtr meganode) {
-  auto connection = OwnerOf(meganode.region);
+void ServerPeers::Abandon(const meganode::RemoteMeganode& meganode) {
+  auto connection = OwnerOf(meganode.ptr.region);
   if (!connection.ok()) return;  // its server is gone, and the meganode with it
   proto::MegaRef ref;
-  ref.set_meganode(meganode.Pack());
+  ref.set_meganode(meganode.ptr.Pack());
+  ref.set_generation(meganode.generation);
   (void)Call(**connection, StoreMethod::MEGA_ABANDON, ref.SerializeAsString());
 }
 

@@ -25,10 +25,10 @@ class ServerPeers final : public meganode::Peers {
       : membership_(membership), self_(self), timeout_(timeout) {}
 
   bool HavePeers() override;
-  StatusOr<GlobalPtr> CreateMeganode(const btree::MeganodeInfo& info,
-                                     const std::vector<meganode::MovedEntry>& entries) override;
-  Status Unseal(GlobalPtr meganode) override;
-  void Abandon(GlobalPtr meganode) override;
+  StatusOr<meganode::RemoteMeganode> CreateMeganode(const btree::MeganodeInfo& info,
+                                                    const std::vector<meganode::MovedEntry>& entries) override;
+  Status Unseal(const meganode::RemoteMeganode& meganode) override;
+  void Abandon(const meganode::RemoteMeganode& meganode) override;
   Status InsertSeparator(GlobalPtr at, int level, const std::string& separator, GlobalPtr child) override;
 
  private:
@@ -36,8 +36,8 @@ class ServerPeers final : public meganode::Peers {
   StatusOr<std::vector<membership::ServerInfo>> Others(bool fresh);
   StatusOr<std::shared_ptr<rpc::Connection>> ConnectionTo(const membership::ServerInfo& server);
   StatusOr<std::shared_ptr<rpc::Connection>> OwnerOf(uint32_t region);
-  // A MEGA_* call; the reply's meganode pointer.
-  StatusOr<GlobalPtr> Call(rpc::Connection& connection, uint16_t method, const std::string& request);
+  // A MEGA_* call; the meganode the reply names.
+  StatusOr<meganode::RemoteMeganode> Call(rpc::Connection& connection, uint16_t method, const std::string& request);
 
   membership::Membership* const membership_;
   const uint64_t self_;

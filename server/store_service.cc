@@ -77,7 +77,8 @@ void StoreService::HandlePeer(uint16_t method, std::string_view request, rpc::Re
       info.level = create.info().level();
       auto m = store_->CreateSealed(info);
       if (!m.ok()) return responder.Fail(m.status());
-      reply.set_meganode(m->Pack());
+      reply.set_meganode(m->ptr.Pack());
+      reply.set_generation(m->generation);
       break;
     }
     case StoreMethod::MEGA_FILL: {
@@ -89,14 +90,14 @@ void StoreService::HandlePeer(uint16_t method, std::string_view request, rpc::Re
         entries[i].value = fill.entries(i).value();
         entries[i].child = GlobalPtr::Unpack(fill.entries(i).child());
       }
-      s = store_->Fill(GlobalPtr::Unpack(fill.meganode()), entries);
+      s = store_->Fill(meganode::RemoteMeganode{GlobalPtr::Unpack(fill.meganode()), fill.generation()}, entries);
       break;
     }
     case StoreMethod::MEGA_UNSEAL:
     case StoreMethod::MEGA_ABANDON: {
       proto::MegaRef ref;
       if (!Parse(request, &ref, responder)) return;
-      const GlobalPtr m = GlobalPtr::Unpack(ref.meganode());
+      const meganode::RemoteMeganode m{GlobalPtr::Unpack(ref.meganode()), ref.generation()};
       s = method == StoreMethod::MEGA_UNSEAL ? store_->Unseal(m) : store_->Abandon(m);
       break;
     }
@@ -140,7 +141,8 @@ void StoreService::Handle(uint16_t method, std::string_view request, rpc::Respon
     stats.set_redirects(redirects_.load(std::memory_order_relaxed));
     return responder.Reply(stats.SerializeAsString());
   }
-  if (method >= StoreMethod::MEGA_CREATE) {
+  if (method == StoreMethod::MEGA_CREATE || method == StoreMethod::MEGA_FILL || method == StoreMethod::MEGA_UNSEAL ||
+      method == StoreMethod::MEGA_ABANDON || method == StoreMethod::MEGA_INSERT_SEPARATOR) {
     if (!serving) {
       return responder.Fail(Status::Unavailable(fmt::format("server {} is not serving; retry", server_id_)));
     }
@@ -256,7 +258,7 @@ void StoreService::Handle(uint16_t method, std::string_view request, rpc::Respon
       return responder.Fail(Status::InvalidArgument(fmt::format("unknown store method {}", method)));
   }
   if (reply.elsewhere() != 0) redirects_.fetch_add(1, std::memory_order_relaxed);
-  if (!(range.meganode == known)) {
+  if (!range.meganode.is_null() && !(range.meganode == known)) {
     reply.set_leaf(range.meganode.Pack());
     reply.set_leaf_min(std::move(range.min));
     reply.set_leaf_max(std::move(range.max));

@@ -252,5 +252,43 @@ TEST(GlobalTree, ReadersRacingMeganodeSplitsAlwaysFindStableKeys) {
   ASSERT_TRUE(tree->CheckInvariants().ok()) << tree->CheckInvariants().ToString();
 }
 
+// The peer side of a remote split: a sealed meganode refuses writes until unsealed; one abandoned frees its place,
+// and late requests naming it (its generation) fail instead of touching the meganode that took its place.
+TEST(GlobalTree, SealedMeganodesAreNamedByGenerationAndAbandonedOnesStayGone) {
+  auto tree = SmallTree();
+  ASSERT_NE(tree, nullptr);
+  btree::MeganodeInfo info;
+  info.min = "m";
+  auto first = tree->CreateSealed(info);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  ASSERT_TRUE(tree->Fill(*first, {MovedEntry{"m1", "v1", GlobalPtr()}, MovedEntry{"m2", "v2", GlobalPtr()}}).ok());
+  const uint64_t used = tree->extent_bytes_used();
+  EXPECT_GT(used, 0u);
+  ASSERT_TRUE(tree->Abandon(*first).ok());
+  EXPECT_EQ(tree->extent_bytes_used(), 0u) << "an abandoned meganode's records are freed";
+
+  auto second = tree->CreateSealed(info);
+  ASSERT_TRUE(second.ok());
+  EXPECT_EQ(second->ptr, first->ptr) << "the abandoned meganode's place is used again";
+  EXPECT_NE(second->generation, first->generation);
+  EXPECT_TRUE(tree->Fill(*first, {MovedEntry{"m3", "late", GlobalPtr()}}).code() == Status::Code::kFailedPrecondition);
+  EXPECT_TRUE(tree->Abandon(*first).code() == Status::Code::kFailedPrecondition);
+  EXPECT_TRUE(tree->Unseal(*first).code() == Status::Code::kFailedPrecondition);
+  ASSERT_TRUE(tree->Fill(*second, {MovedEntry{"m4", "v4", GlobalPtr()}}).ok());
+  // Still sealed: a write that reaches it is refused (Unavailable, retry), and nothing is kept.
+  GlobalPtr elsewhere;
+  EXPECT_TRUE(tree->Put("m5", "v5", second->ptr, &elsewhere).IsUnavailable());
+  ASSERT_TRUE(tree->Unseal(*second).ok());
+  ASSERT_TRUE(tree->Unseal(*second).ok()) << "unsealing twice (a retried request) is fine";
+  ASSERT_TRUE(tree->Put("m5", "v5", second->ptr, &elsewhere).ok());
+  EXPECT_TRUE(elsewhere.is_null());
+  std::string value;
+  ASSERT_TRUE(tree->Get("m4", &value, second->ptr, &elsewhere).ok());
+  EXPECT_EQ(value, "v4");
+  ASSERT_TRUE(tree->Get("m5", &value, second->ptr, &elsewhere).ok());
+  EXPECT_EQ(value, "v5");
+  EXPECT_TRUE(tree->Abandon(*second).code() == Status::Code::kFailedPrecondition) << "an unsealed meganode is not abandoned";
+}
+
 }  // namespace
 }  // namespace cell::meganode
