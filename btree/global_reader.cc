@@ -43,11 +43,7 @@ Status GlobalReader::Get(std::string_view key, std::string* value, GlobalPtr sta
   GlobalPtr m = start;
   if (m.is_null()) CELL_RETURN_IF_ERROR(Restart(&m));
   for (int step = 0; step < kMaxSteps; ++step) {
-    if (exited()) return Status::OK();
-    if (!Reaches(m)) {
-      exit_ = m;
-      return Status::OK();
-    }
+    if (StopsAt(m)) return Status::OK();
     ++stats_.meganodes;
     TreeReader reader(source_, m);
     TreeReader::Step s;
@@ -76,11 +72,7 @@ Status GlobalReader::Locate(std::string_view key, int level, GlobalPtr* meganode
   if (m.is_null()) CELL_RETURN_IF_ERROR(Restart(&m));
   std::string unused;
   for (int step = 0; step < kMaxSteps; ++step) {
-    if (exited()) return Status::OK();
-    if (!Reaches(m)) {
-      exit_ = m;
-      return Status::OK();
-    }
+    if (StopsAt(m)) return Status::OK();
     ++stats_.meganodes;
     TreeReader reader(source_, m);
     TreeReader::Header header;

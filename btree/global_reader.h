@@ -7,7 +7,6 @@
 // Within a meganode it is TreeReader's walk.
 #pragma once
 
-#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -31,13 +30,11 @@ class GlobalReader {
     uint64_t restarts = 0;    // stale pointers: back to the root
   };
 
-  // Which meganodes a walk may enter (a server's own); the walk stops before any other.
-  using Reachable = std::function<bool(GlobalPtr meganode)>;
-
   // `first_meganode`: the cluster's first meganode (offset 0 of the root region), whose header names the root.
-  // `reachable`: null for a source that reaches every meganode (a client's).
-  GlobalReader(NodeSource* source, GlobalPtr first_meganode, Reachable reachable = nullptr)
-      : source_(source), first_(first_meganode), reachable_(std::move(reachable)) {}
+  // `only_region`: the walk enters only meganodes of this region (a server's own node region) and stops before any
+  // other; 0 for a source that reaches every meganode (a client's).
+  GlobalReader(NodeSource* source, GlobalPtr first_meganode, uint32_t only_region = 0)
+      : source_(source), first_(first_meganode), only_region_(only_region) {}
 
   // A walk that would enter a meganode it may not reach stops instead, returning OK with exited() true and exit()
   // naming that meganode (the first meganode, when it had to start again from a root it cannot read): whoever holds
@@ -67,13 +64,20 @@ class GlobalReader {
   const Stats& stats() const { return stats_; }
 
  private:
-  bool Reaches(GlobalPtr m) const { return reachable_ == nullptr || reachable_(m); }
+  bool Reaches(GlobalPtr m) const { return only_region_ == 0 || m.region == only_region_; }
+  // True if the walk stops before `m` (or has stopped already, in Restart): exit_ names where it goes on.
+  bool StopsAt(GlobalPtr m) {
+    if (exited()) return true;
+    if (Reaches(m)) return false;
+    exit_ = m;
+    return true;
+  }
   // The root, or (with exit_ set) nothing when the first meganode is out of reach.
   Status Restart(GlobalPtr* m);
 
   NodeSource* source_;
   GlobalPtr first_;
-  Reachable reachable_;
+  uint32_t only_region_;
   GlobalPtr exit_;
   GlobalPtr answered_;
   std::string resume_;

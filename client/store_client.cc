@@ -112,35 +112,27 @@ StatusOr<std::shared_ptr<rpc::Connection>> StoreClient::ConnectionTo(const membe
     if (it != connections_.end() && it->second->health().ok()) return it->second;
   }
   rpc::ClientOptions rpc_options;
-  rpc_options.connect_timeout = Remaining(deadline);  // each transport tried gets what is left
   rpc_options.call_timeout = options_.timeout;
-  std::string errors;
-  for (const std::string& transport : options_.transports) {
-    const auto address = server.addresses.find(transport);
-    if (address == server.addresses.end()) continue;
-    rpc_options.connect_timeout = Remaining(deadline);
-    auto connection = rpc::Connect(address->second, rpc_options);
-    if (!connection.ok()) {
-      errors += fmt::format("; {}: {}", address->second, connection.status().message());
-      continue;
-    }
-    std::shared_ptr<rpc::Connection> shared = std::move(*connection);
-    std::shared_ptr<rpc::Connection> old;  // released after the lock: closing it runs its callbacks, which lock mu_
-    {
-      std::lock_guard lock(mu_);
-      auto& slot = connections_[server.id];
-      // Another thread may have connected meanwhile: keep its healthy connection (callers may have calls on it).
-      if (slot != nullptr && slot->health().ok()) {
-        old = std::move(shared);
-        shared = slot;
-      } else {
-        old = std::exchange(slot, shared);
-      }
-    }
-    return shared;
+  // Each transport tried gets what is left of the deadline.
+  auto connection = rpc::ConnectFirst(server.addresses, options_.transports, rpc_options,
+                                      [deadline] { return Remaining(deadline); });
+  if (!connection.ok()) {
+    return Status::Unavailable(fmt::format("cannot reach server {}: {}", server.id, connection.status().message()));
   }
-  return Status::Unavailable(fmt::format("cannot reach server {}{}", server.id,
-                                         errors.empty() ? " (it offers none of the client's transports)" : errors));
+  std::shared_ptr<rpc::Connection> shared = std::move(*connection);
+  std::shared_ptr<rpc::Connection> old;  // released after the lock: closing it runs its callbacks, which lock mu_
+  {
+    std::lock_guard lock(mu_);
+    auto& slot = connections_[server.id];
+    // Another thread may have connected meanwhile: keep its healthy connection (callers may have calls on it).
+    if (slot != nullptr && slot->health().ok()) {
+      old = std::move(shared);
+      shared = slot;
+    } else {
+      old = std::exchange(slot, shared);
+    }
+  }
+  return shared;
 }
 
 void StoreClient::Forget(uint64_t server, const rpc::Connection* failed) {
@@ -442,18 +434,24 @@ void StoreClient::PutAsync(std::string_view key, std::string_view value, DoneCal
       [this, shared_done, kv, deadline] { (*shared_done)(PutUntil(kv->first, kv->second, deadline)); });
 }
 
-Status StoreClient::GetServerSide(std::string_view key, std::string* value, Deadline deadline) {
+Status StoreClient::RunKey(uint16_t method, bool idempotent, std::string_view key, const std::string_view* value,
+                           Deadline deadline, server::proto::StoreReply* reply) {
   const GlobalPtr cached = paths_.Lookup(key);
   return Run([&](rpc::Connection& connection, const Route& route, GlobalPtr start, Deadline d) -> Attempt {
-    server::proto::StoreReply reply;
-    Attempt a = Call(connection, route, d, /*idempotent=*/true, StoreMethod::STORE_GET,
-                     KeyRequest(route, key, start, cached).SerializeAsString(), &reply);
-    if (!a.status.ok()) return a;
-    if (GlobalPtr next = NextFrom(reply); !next.is_null()) return {Status::OK(), false, next};
-    if (!reply.found()) return {Status::NotFound(fmt::format("no key '{}'", key)), false};
-    *value = std::move(*reply.mutable_value());
-    return {Status::OK(), false};
+    server::proto::KeyRequest request = KeyRequest(route, key, start, cached);
+    if (value != nullptr) request.set_value(std::string(*value));
+    Attempt a = Call(connection, route, d, idempotent, method, request.SerializeAsString(), reply);
+    if (a.status.ok()) a.next = NextFrom(*reply);
+    return a;
   }, deadline, cached);
+}
+
+Status StoreClient::GetServerSide(std::string_view key, std::string* value, Deadline deadline) {
+  server::proto::StoreReply reply;
+  CELL_RETURN_IF_ERROR(RunKey(StoreMethod::STORE_GET, /*idempotent=*/true, key, nullptr, deadline, &reply));
+  if (!reply.found()) return Status::NotFound(fmt::format("no key '{}'", key));
+  *value = std::move(*reply.mutable_value());
+  return Status::OK();
 }
 
 Status StoreClient::GetClientSide(std::string_view key, std::string* value, Deadline deadline) {
@@ -505,30 +503,16 @@ Status StoreClient::Put(std::string_view key, std::string_view value) { return P
 
 Status StoreClient::PutUntil(std::string_view key, std::string_view value, Deadline deadline) {
   CELL_RETURN_IF_ERROR(meganode::CheckKeyValue(key, value));
-  const GlobalPtr cached = paths_.Lookup(key);
-  return Run([&](rpc::Connection& connection, const Route& route, GlobalPtr start, Deadline d) -> Attempt {
-    server::proto::KeyRequest request = KeyRequest(route, key, start, cached);
-    request.set_value(std::string(value));
-    server::proto::StoreReply reply;
-    Attempt a = Call(connection, route, d, /*idempotent=*/false, StoreMethod::STORE_PUT, request.SerializeAsString(),
-                     &reply);
-    if (a.status.ok()) a.next = NextFrom(reply);
-    return a;
-  }, deadline, cached);
+  server::proto::StoreReply reply;
+  return RunKey(StoreMethod::STORE_PUT, /*idempotent=*/false, key, &value, deadline, &reply);
 }
 
 Status StoreClient::Delete(std::string_view key) {
   CELL_RETURN_IF_ERROR(meganode::CheckKeyValue(key, {}));
-  const GlobalPtr cached = paths_.Lookup(key);
-  return Run([&](rpc::Connection& connection, const Route& route, GlobalPtr start, Deadline d) -> Attempt {
-    server::proto::StoreReply reply;
-    Attempt a = Call(connection, route, d, /*idempotent=*/false, StoreMethod::STORE_DELETE,
-                     KeyRequest(route, key, start, cached).SerializeAsString(), &reply);
-    if (!a.status.ok()) return a;
-    if (GlobalPtr next = NextFrom(reply); !next.is_null()) return {Status::OK(), false, next};
-    if (!reply.found()) return {Status::NotFound(fmt::format("no key '{}'", key)), false};
-    return {Status::OK(), false};
-  }, NewDeadline(), cached);
+  server::proto::StoreReply reply;
+  CELL_RETURN_IF_ERROR(RunKey(StoreMethod::STORE_DELETE, /*idempotent=*/false, key, nullptr, NewDeadline(), &reply));
+  if (!reply.found()) return Status::NotFound(fmt::format("no key '{}'", key));
+  return Status::OK();
 }
 
 Status StoreClient::Scan(std::string_view start, std::string_view end, size_t limit,

@@ -86,6 +86,10 @@ class StoreClient {
   // One-sided reads, each from the owner of the region it reads (client-side search).
   class ReadRouter;
   Deadline NewDeadline() const { return std::chrono::steady_clock::now() + options_.timeout; }
+  // A get, put (`value` not null) or delete of `key` by RPC, followed to the server holding its meganode; *reply is
+  // the answer.
+  Status RunKey(uint16_t method, bool idempotent, std::string_view key, const std::string_view* value,
+                Deadline deadline, server::proto::StoreReply* reply);
   Status GetServerSide(std::string_view key, std::string* value, Deadline deadline);
   Status GetClientSide(std::string_view key, std::string* value, Deadline deadline);
   Status PutUntil(std::string_view key, std::string_view value, Deadline deadline);

@@ -38,7 +38,6 @@ StatusOr<std::unique_ptr<GlobalTree>> GlobalTree::Open(const GlobalTreeOptions& 
   t->source_ = std::make_unique<btree::LocalNodeSource>(&t->regions_);
   t->megas_.resize(options.meganodes);
   const uint32_t here = t->node_region_->id();
-  t->reachable_ = [here](GlobalPtr m) { return m.region == here; };
   t->peers_ = options.peers;
   if (options.root) {
     // The first meganode: a leaf meganode over every key, and the root.
@@ -152,7 +151,7 @@ Status GlobalTree::LockExclusive(Mega* m) {
 Status GlobalTree::Write(int level, std::string_view key, const std::function<Status(btree::BLinkTree&)>& write,
                          GlobalPtr start, GlobalPtr* elsewhere, btree::MeganodeRange* range) {
   btree::SearchKey k(key);
-  GlobalReader reader(source_.get(), first_, reachable_);
+  GlobalReader reader(source_.get(), first_, node_region_->id());
   for (int attempt = 0; attempt < 10000; ++attempt) {
     GlobalPtr m;
     CELL_RETURN_IF_ERROR(reader.Locate(key, level, &m, nullptr, start));
@@ -359,7 +358,7 @@ Status GlobalTree::Get(std::string_view key, std::string* value, GlobalPtr start
                        btree::MeganodeRange* range) {
   CELL_RETURN_IF_ERROR(CheckKeyValue(key, {}));
   if (start == first_) start = GlobalPtr();  // the first meganode stands for the root
-  GlobalReader reader(source_.get(), first_, reachable_);
+  GlobalReader reader(source_.get(), first_, node_region_->id());
   Status s = reader.Get(key, value, start);
   if (!s.ok() && !s.IsNotFound()) return s;
   if (reader.exited()) {
@@ -385,7 +384,7 @@ Status GlobalTree::Delete(std::string_view key, GlobalPtr start, GlobalPtr* else
 Status GlobalTree::Scan(std::string_view start, std::string_view end, size_t limit, std::vector<btree::KeyValue>* out,
                         GlobalPtr from_meganode, GlobalPtr* elsewhere, std::string* resume) {
   if (from_meganode == first_) from_meganode = GlobalPtr();  // the first meganode stands for the root
-  GlobalReader reader(source_.get(), first_, reachable_);
+  GlobalReader reader(source_.get(), first_, node_region_->id());
   CELL_RETURN_IF_ERROR(reader.Scan(start, end, limit, out, from_meganode));
   if (reader.exited()) {
     *elsewhere = reader.exit();
@@ -612,7 +611,7 @@ void GlobalTree::PostRemoteInsert(GlobalPtr at, int level, const std::string& se
 
 Status GlobalTree::InsertSeparator(GlobalPtr at, int level, const std::string& separator, GlobalPtr child) {
   if (at == first_) at = GlobalPtr();
-  GlobalReader reader(source_.get(), first_, reachable_);
+  GlobalReader reader(source_.get(), first_, node_region_->id());
   const LeafValue entry{child, 0, 0};
   for (int attempt = 0; attempt < 10000; ++attempt) {
     if (at.is_null() && IsLocal(first_)) {

@@ -252,7 +252,6 @@ class GlobalTree {
   std::unique_ptr<Region> node_region_, extent_region_;
   GlobalPtr first_;
   Peers* peers_ = nullptr;
-  btree::GlobalReader::Reachable reachable_;
   std::atomic<uint64_t> placed_remotely_{0};  // meganodes this tree's splits put on other servers
   std::atomic<bool> peers_hint_{true};        // HavePeers, as the background thread last saw it
   RegionSet regions_;

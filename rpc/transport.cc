@@ -7,6 +7,7 @@
 #include <future>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "rpc/shm/shm_transport.h"
 #include "rpc/tcp/tcp_transport.h"
@@ -110,6 +111,24 @@ StatusOr<std::unique_ptr<Connection>> Connect(std::string_view uri, const Client
     case Endpoint::Scheme::kVerbs: return verbs::Connect(*endpoint, options);
   }
   return Status::Internal("unreachable");
+}
+
+StatusOr<std::unique_ptr<Connection>> ConnectFirst(const std::map<std::string, std::string>& addresses,
+                                                   const std::vector<std::string>& transports, ClientOptions options,
+                                                   const std::function<std::chrono::milliseconds()>& time_left) {
+  std::string errors;
+  for (const std::string& transport : transports) {
+    const auto address = addresses.find(transport);
+    if (address == addresses.end()) continue;
+    if (time_left) options.connect_timeout = time_left();
+    auto connection = Connect(address->second, options);
+    if (connection.ok()) return connection;
+    errors += fmt::format("{}{}: {}", errors.empty() ? "" : "; ", address->second, connection.status().message());
+  }
+  if (errors.empty()) {
+    return Status::Unavailable(fmt::format("it offers none of the transports tried ({})", fmt::join(transports, ", ")));
+  }
+  return Status::Unavailable(errors);
 }
 
 StatusOr<std::string> CallSync(Connection& connection, uint16_t method, std::string_view request,

@@ -17,6 +17,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -138,6 +139,13 @@ StatusOr<std::unique_ptr<Server>> Listen(std::string_view uri, const ServerOptio
 
 // Connects to the server at `uri`.
 StatusOr<std::unique_ptr<Connection>> Connect(std::string_view uri, const ClientOptions& options = {});
+
+// Connects to a server that offers several transports (`addresses`: transport -> URI), trying `transports` in order
+// of preference until one connects. `time_left`, if given, is asked before each attempt for its connect timeout (so
+// that all attempts together keep to one deadline). Unavailable naming every failure, or that none was offered.
+StatusOr<std::unique_ptr<Connection>> ConnectFirst(const std::map<std::string, std::string>& addresses,
+                                                   const std::vector<std::string>& transports, ClientOptions options,
+                                                   const std::function<std::chrono::milliseconds()>& time_left = {});
 
 // Blocking helpers over the asynchronous calls (they wait on the callback).
 StatusOr<std::string> CallSync(Connection& connection, uint16_t method, std::string_view request,

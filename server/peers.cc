@@ -42,22 +42,15 @@ StatusOr<std::shared_ptr<rpc::Connection>> ServerPeers::ConnectionTo(const membe
   rpc::ClientOptions options;
   options.connect_timeout = timeout_;
   options.call_timeout = timeout_;
-  std::string errors;
-  for (const char* transport : {"shm", "verbs", "tcp"}) {
-    auto address = server.addresses.find(transport);
-    if (address == server.addresses.end()) continue;
-    auto connection = rpc::Connect(address->second, options);
-    if (!connection.ok()) {
-      errors += fmt::format("; {}: {}", address->second, connection.status().message());
-      continue;
-    }
-    std::shared_ptr<rpc::Connection> shared = std::move(*connection);
-    std::shared_ptr<rpc::Connection> old;  // closed outside the lock
-    std::lock_guard lock(mu_);
-    old = std::exchange(connections_[server.id], shared);
-    return shared;
+  auto connection = rpc::ConnectFirst(server.addresses, {"shm", "verbs", "tcp"}, options);
+  if (!connection.ok()) {
+    return Status::Unavailable(fmt::format("cannot reach server {}: {}", server.id, connection.status().message()));
   }
-  return Status::Unavailable(fmt::format("cannot reach server {}{}", server.id, errors));
+  std::shared_ptr<rpc::Connection> shared = std::move(*connection);
+  std::shared_ptr<rpc::Connection> old;  // closed outside the lock
+  std::lock_guard lock(mu_);
+  old = std::exchange(connections_[server.id], shared);
+  return shared;
 }
 
 StatusOr<std::shared_ptr<rpc::Connection>> ServerPeers::OwnerOf(uint32_t region) {
