@@ -22,8 +22,8 @@ bool NodeCache::Lookup(GlobalPtr ptr, uint64_t* dst) {
     std::lock_guard lock(s.mu);
     auto it = s.index.find(key);
     if (it != s.index.end()) {
-      if (it->second != s.lru.begin()) s.lru.splice(s.lru.begin(), s.lru, it->second);
-      std::memcpy(dst, it->second->words.data(), kNodeSize);
+      s.used[it->second] = 1;
+      std::memcpy(dst, s.nodes[it->second].data(), kNodeSize);
       stats_.hits.fetch_add(1, std::memory_order_relaxed);
       return true;
     }
@@ -32,25 +32,45 @@ bool NodeCache::Lookup(GlobalPtr ptr, uint64_t* dst) {
   return false;
 }
 
+uint32_t NodeCache::TakeSlot(Shard& s) {
+  if (!s.free.empty()) {
+    const uint32_t slot = s.free.back();
+    s.free.pop_back();
+    return slot;
+  }
+  if (s.nodes.size() < per_shard_) {
+    s.nodes.emplace_back();
+    s.keys.push_back(0);
+    s.used.push_back(0);
+    return static_cast<uint32_t>(s.nodes.size() - 1);
+  }
+  // Every slot is taken: sweep, clearing use bits, to the first copy not used since the hand last passed it.
+  while (s.used[s.hand]) {
+    s.used[s.hand] = 0;
+    s.hand = (s.hand + 1) % s.nodes.size();
+  }
+  const uint32_t slot = s.hand;
+  s.hand = (s.hand + 1) % s.nodes.size();
+  s.index.erase(s.keys[slot]);
+  return slot;
+}
+
 void NodeCache::Offer(GlobalPtr ptr, const uint64_t* words) {
   if (per_shard_ == 0 || !Qualifies(words)) return;
   const uint64_t key = ptr.Pack();
   Shard& s = ShardOf(key);
   std::lock_guard lock(s.mu);
-  auto it = s.index.find(key);
-  if (it != s.index.end()) {
-    std::memcpy(it->second->words.data(), words, kNodeSize);  // a newer copy
-    if (it->second != s.lru.begin()) s.lru.splice(s.lru.begin(), s.lru, it->second);
+  auto [it, added] = s.index.try_emplace(key, 0);
+  if (added) {
+    const uint32_t slot = TakeSlot(s);  // (may erase another key: `it` is not used after this)
+    s.index[key] = slot;
+    s.keys[slot] = key;
+    s.used[slot] = 0;  // kept past the hand's next pass only if it is used by then
+    std::memcpy(s.nodes[slot].data(), words, kNodeSize);
     return;
   }
-  if (s.index.size() >= per_shard_) {
-    s.index.erase(s.lru.back().key);
-    s.lru.pop_back();
-  }
-  s.lru.emplace_front();
-  s.lru.front().key = key;
-  std::memcpy(s.lru.front().words.data(), words, kNodeSize);
-  s.index.emplace(key, s.lru.begin());
+  std::memcpy(s.nodes[it->second].data(), words, kNodeSize);  // a newer copy
+  s.used[it->second] = 1;
 }
 
 void NodeCache::Forget(GlobalPtr ptr) {
@@ -59,7 +79,9 @@ void NodeCache::Forget(GlobalPtr ptr) {
   std::lock_guard lock(s.mu);
   auto it = s.index.find(key);
   if (it == s.index.end()) return;
-  s.lru.erase(it->second);
+  s.keys[it->second] = 0;
+  s.used[it->second] = 0;
+  s.free.push_back(it->second);
   s.index.erase(it);
   stats_.forgotten.fetch_add(1, std::memory_order_relaxed);
 }

@@ -4,7 +4,9 @@
 // Only nodes at least `min_height` levels above the leaves are kept: a tree node of a leaf meganode at local level
 // >= min_height; a leaf meganode's header when its local root is at least min_height - 1 (the header sits one level
 // above its root); every node and header of an internal meganode (each sits above a whole leaf meganode's tree). Leaves
-// and records are never cached. Bounded in bytes, least recently used out first; sharded, thread-safe.
+// and records are never cached. Bounded in bytes; when full, a shard drops a copy not used since the last pass of its
+// CLOCK hand (LRU's usual approximation: a hit sets a bit instead of moving the entry, so a hit touches one slot and
+// no list). Sharded, thread-safe.
 //
 // A cached copy may be stale. The traversal (btree/tree_reader.h) treats a stale copy like a stale pointer, and tells
 // its source to forget what misled it (NodeSource::Forget): the nodes on its path when it restarts, a meganode's
@@ -12,13 +14,14 @@
 // change, their max keys only shrink, and a search moves right when it must.
 #pragma once
 
+#include <absl/container/flat_hash_map.h>
+
 #include <array>
 #include <atomic>
 #include <cstdint>
-#include <list>
-#include <memory>
+#include <deque>
 #include <mutex>
-#include <unordered_map>
+#include <vector>
 
 #include "btree/node_format.h"
 #include "common/global_ptr.h"
@@ -47,15 +50,17 @@ class NodeCache {
   const Stats& stats() const { return stats_; }
 
  private:
-  struct Entry {
-    uint64_t key;
-    std::array<uint64_t, kNodeWords> words;
-  };
   struct Shard {
     std::mutex mu;
-    std::list<Entry> lru;  // most recently used first
-    std::unordered_map<uint64_t, std::list<Entry>::iterator> index;
+    absl::flat_hash_map<uint64_t, uint32_t> index;    // packed pointer -> slot
+    std::deque<std::array<uint64_t, kNodeWords>> nodes;  // slot -> copy; grows to per_shard_ slots, never moves
+    std::vector<uint64_t> keys;                          // slot -> packed pointer, 0 when free
+    std::vector<uint8_t> used;                           // slot -> hit since the hand last passed it
+    std::vector<uint32_t> free;                          // slots emptied by Forget
+    uint32_t hand = 0;
   };
+  // A slot for a new copy: a free one, a new one below the bound, or the CLOCK hand's victim. Under s.mu.
+  uint32_t TakeSlot(Shard& s);
   static constexpr size_t kShards = 16;
   Shard& ShardOf(uint64_t key) const { return shards_[(key * 0x9E3779B97F4A7C15ull) >> 60]; }
 

@@ -1,14 +1,14 @@
 // Building, editing and checking 1 KB node images (the layout is documented in node_format.h).
 #include "btree/node_format.h"
 
-#include <xxhash.h>
+#include "btree/checksum.h"
 
 #include <cstring>
 
 namespace cell::btree {
 
 uint64_t NodeChecksum(const uint64_t* words, uint64_t version) {
-  return XXH3_64bits_withSeed(words + 2, kNodeSize - 16, version);
+  return Checksum64(words + 2, kNodeSize - 16, version);
 }
 
 void NodeView::CopyKeyWords(uint64_t first, uint32_t suffix_word, uint32_t len, std::string* out) const {

@@ -1,7 +1,7 @@
 // Extent record encoding and checking (layout in record_format.h).
 #include "btree/record_format.h"
 
-#include <xxhash.h>
+#include "btree/checksum.h"
 
 #include <cstring>
 
@@ -14,13 +14,13 @@ uint64_t EncodeRecord(std::string_view key, std::string_view value, std::vector<
   char* bytes = reinterpret_cast<char*>(words->data());
   std::memcpy(bytes + kRecordHeaderBytes, key.data(), key.size());
   if (!value.empty()) std::memcpy(bytes + kRecordHeaderBytes + key.size(), value.data(), value.size());
-  return XXH3_64bits(bytes, length);
+  return Checksum64(bytes, length);
 }
 
 bool CheckRecord(const uint64_t* words, const LeafValue& entry, std::string_view key, std::string_view* value) {
   if (entry.length < kRecordHeaderBytes || entry.length > kMaxRecordBytes) return false;
   const char* bytes = reinterpret_cast<const char*>(words);
-  if (XXH3_64bits(bytes, entry.length) != entry.checksum) return false;
+  if (Checksum64(bytes, entry.length) != entry.checksum) return false;
   return CheckRecordFields(words, entry, key, value);
 }
 

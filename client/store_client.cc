@@ -86,14 +86,10 @@ bool StoreClient::SearchOnServer() {
 }
 
 StatusOr<uint32_t> StoreClient::Root() {
-  {
-    std::lock_guard lock(mu_);
-    if (root_ != 0) return root_;
-  }
-  // The lowest region; it never changes once the cluster exists (regions are never removed).
+  if (const uint32_t root = root_.load(std::memory_order_acquire); root != 0) return root;
+  // The region the first server claimed; it never changes once the cluster exists.
   CELL_ASSIGN_OR_RETURN(uint32_t root, table_->RootRegion());
-  std::lock_guard lock(mu_);
-  root_ = root;
+  root_.store(root, std::memory_order_release);
   return root;
 }
 
@@ -152,10 +148,7 @@ Status StoreClient::Run(const Operation& op, Deadline deadline, GlobalPtr start)
   GlobalPtr at = start;
   int hops = 0;
   while (true) {
-    {
-      std::lock_guard lock(mu_);
-      if (closing_) return Status::Unavailable("the client is closing");
-    }
+    if (closing_.load(std::memory_order_acquire)) return Status::Unavailable("the client is closing");
     uint32_t region = at.region;
     if (at.is_null()) {
       auto root = Root();
@@ -348,9 +341,8 @@ void StoreClient::CallAsync(uint16_t method, bool idempotent, Deadline deadline,
   std::optional<uint32_t> region;
   if (!start.is_null()) {
     region = start.region;
-  } else {
-    std::lock_guard lock(mu_);
-    if (root_ != 0) region = root_;
+  } else if (const uint32_t root = root_.load(std::memory_order_acquire); root != 0) {
+    region = root;
   }
   auto route = region ? cache_.Lookup(*region) : StatusOr<Route>(Status::Unavailable("root not known yet"));
   if (!route.ok()) return PostRetry(std::move(retry));

@@ -121,11 +121,11 @@ class StoreClient {
   const StoreClientOptions options_;
   std::unique_ptr<btree::NodeCache> nodes_;  // null: no node cache
   Stats stats_;
+  std::atomic<uint32_t> root_{0};    // the root region, once known (it never changes); read without mu_
+  std::atomic<bool> closing_{false};  // set under mu_ (the retry thread waits on it); read without it too
   std::mutex mu_;  // guards what follows
   std::map<uint64_t, std::shared_ptr<rpc::Connection>> connections_;
-  uint32_t root_ = 0;
   GlobalPtr root_meganode_;  // cached for client-side searches (an old root is still a correct start)
-  bool closing_ = false;
   std::condition_variable retry_cv_;
   std::vector<std::function<void()>> retries_;  // tasks for the retry thread
   std::thread retry_thread_;

@@ -149,6 +149,10 @@ StatusOr<std::string> CallSync(Connection& connection, uint16_t method, std::str
 }
 
 Status ReadSync(Connection& connection, GlobalPtr remote, uint32_t length, void* dest) {
+  return connection.ReadNow(remote, length, dest);
+}
+
+Status Connection::ReadNow(GlobalPtr remote, uint32_t length, void* dest) {
   // Client-side searches issue one read per node, and shm reads complete inline: no promise, no allocation per read.
   // Each thread has one completion slot (it waits for one read at a time); the callback holds a reference, so a
   // notify that comes after the waiter has moved on (or exited) still finds the slot.
@@ -160,7 +164,7 @@ Status ReadSync(Connection& connection, GlobalPtr remote, uint32_t length, void*
   thread_local uint64_t issued = 0;
   const uint64_t mine = ++issued;
   const std::shared_ptr<Slot>& s = slot;
-  connection.Read(remote, length, dest, [s, mine](const Status& status) {
+  Read(remote, length, dest, [s, mine](const Status& status) {
     s->status = status;
     s->done.store(mine, std::memory_order_release);
     s->done.notify_one();

@@ -126,6 +126,9 @@ class Connection {
   // Copies `length` bytes at `remote` on the server into `dest` (which must stay valid until `done` runs). A read
   // that is not entirely inside a registered region fails with InvalidArgument and reads nothing.
   virtual void Read(GlobalPtr remote, uint32_t length, void* dest, ReadCallback done) = 0;
+  // The same read, waited for. The default waits on Read's callback; a transport that can copy at once (shm without
+  // a NIC model) overrides it to skip the callback.
+  virtual Status ReadNow(GlobalPtr remote, uint32_t length, void* dest);
   // OK while the connection is usable; otherwise the error that ended it.
   virtual Status health() const = 0;
   virtual const std::string& uri() const = 0;

@@ -152,34 +152,11 @@ class ShmConnection final : public Connection {
   }
 
   void Read(GlobalPtr remote, uint32_t length, void* dest, ReadCallback done) override {
-    if (!rpc_->alive()) {
-      done(rpc_->health());
-      return;
-    }
-    const MappingTable* table = table_.load(std::memory_order_acquire);
-    auto it = table->find(remote.region);
-    Mapping m;
-    if (it != table->end()) {
-      m = it->second;
-    } else if (Status s = MapRegion(remote.region, &m); !s.ok()) {
-      done(s);
-      return;
-    }
-    if (remote.offset > m.size || length > m.size - remote.offset) {
-      done(ReadOutsideRegion(remote.region, remote.offset, length, m.size));
-      return;
-    }
-    const char* src = m.base + remote.offset;
+    const char* src = nullptr;
+    if (Status s = Source(remote, length, &src); !s.ok()) return done(s);
     if (nic_word_ == nullptr) {
-      // The region is written by the server process while we copy, as an RDMA READ races with the CPU; callers
-      // validate what they read (node checksums, extent checksums). Touching every line first lets the misses of a
-      // node overlap instead of queueing behind memcpy's in-order loads.
-      if (length <= 4096) {
-        for (uint32_t line = 0; line < length; line += 64) __builtin_prefetch(src + line);
-      }
-      std::memcpy(dest, src, length);
-      done(Status::OK());
-      return;
+      Copy(dest, src, length);
+      return done(Status::OK());
     }
     {
       std::lock_guard lock(nic_mu_);
@@ -195,6 +172,14 @@ class ShmConnection final : public Connection {
     done(Status::Unavailable(fmt::format("connection to {} closed by the client", uri_)));
   }
 
+  Status ReadNow(GlobalPtr remote, uint32_t length, void* dest) override {
+    if (nic_word_ != nullptr) return Connection::ReadNow(remote, length, dest);  // completed by the NIC thread
+    const char* src = nullptr;
+    CELL_RETURN_IF_ERROR(Source(remote, length, &src));
+    Copy(dest, src, length);
+    return Status::OK();
+  }
+
   Status health() const override { return rpc_->health(); }
   const std::string& uri() const override { return uri_; }
 
@@ -207,6 +192,34 @@ class ShmConnection final : public Connection {
   }
 
  private:
+  // Where `length` bytes at `remote` are in this process (the region is mapped on first use).
+  Status Source(GlobalPtr remote, uint32_t length, const char** src) {
+    if (!rpc_->alive()) return rpc_->health();
+    const MappingTable* table = table_.load(std::memory_order_acquire);
+    auto it = table->find(remote.region);
+    Mapping m;
+    if (it != table->end()) {
+      m = it->second;
+    } else {
+      CELL_RETURN_IF_ERROR(MapRegion(remote.region, &m));
+    }
+    if (remote.offset > m.size || length > m.size - remote.offset) {
+      return ReadOutsideRegion(remote.region, remote.offset, length, m.size);
+    }
+    *src = m.base + remote.offset;
+    return Status::OK();
+  }
+
+  // The region is written by the server process while we copy, as an RDMA READ races with the CPU; callers validate
+  // what they read (node checksums, extent checksums). Touching every line first lets the misses of a node overlap
+  // instead of queueing behind memcpy's in-order loads.
+  static void Copy(void* dest, const char* src, uint32_t length) {
+    if (length <= 4096) {
+      for (uint32_t line = 0; line < length; line += 64) __builtin_prefetch(src + line);
+    }
+    std::memcpy(dest, src, length);
+  }
+
   struct NicJob {
     Clock::time_point due;
     const char* src;
