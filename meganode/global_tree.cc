@@ -134,17 +134,13 @@ Status SplittingRemotely(GlobalPtr m) {
 }
 }  // namespace
 
-Status GlobalTree::LockShared(Mega* m) {
-  while (!m->split_mu.try_lock_shared_for(std::chrono::microseconds(500))) {
-    if (m->remote_split.load(std::memory_order_acquire)) return SplittingRemotely(m->store->meganode());
-  }
-  return Status::OK();
-}
-
-Status GlobalTree::LockExclusive(Mega* m) {
-  while (!m->split_mu.try_lock_for(std::chrono::microseconds(500))) {
-    if (m->remote_split.load(std::memory_order_acquire)) return SplittingRemotely(m->store->meganode());
-  }
+template <typename Lock>
+Status GlobalTree::AwaitSplit(Mega* m, Lock& lock) {
+  if (m->remote_split) return SplittingRemotely(m->store->meganode());
+  // The split ends by moving splits_ended on under the exclusive lock, so it is still at `ended` now.
+  const uint32_t ended = m->splits_ended.load(std::memory_order_acquire);
+  lock.unlock();
+  m->splits_ended.wait(ended, std::memory_order_acquire);  // a local split: memory work only, never the network
   return Status::OK();
 }
 
@@ -164,8 +160,7 @@ Status GlobalTree::Write(int level, std::string_view key, const std::function<St
     Status s;
     uint64_t seen_splits = 0;
     {
-      CELL_RETURN_IF_ERROR(LockShared(mega));
-      std::shared_lock lock(mega->split_mu, std::adopt_lock);
+      std::shared_lock lock(mega->split_mu);
       if (mega->sealed.load(std::memory_order_acquire)) {
         return Status::Unavailable(fmt::format(
             "meganode {}:{} is being filled by a split on another server; retry", m.region, m.offset));
@@ -174,6 +169,13 @@ Status GlobalTree::Write(int level, std::string_view key, const std::function<St
       TreeReader::Header header;
       CELL_RETURN_IF_ERROR(TreeReader(source_.get(), m).ReadHeader(&k, &header));
       if (header.position != 0) continue;
+      if (mega->splitting && btree::CompareKeys(key, mega->split_key) >= 0) {
+        // The right half of a split under way: wait for it (or retry, if it goes to another server), then locate
+        // the key again (it may have moved to the new meganode).
+        stats_.held_writes.fetch_add(1, std::memory_order_relaxed);
+        CELL_RETURN_IF_ERROR(AwaitSplit(mega, lock));
+        continue;
+      }
       seen_splits = mega->splits;
       s = write(*mega->tree);
     }
@@ -209,10 +211,10 @@ void GlobalTree::MaybeQueueSplit(Mega* m, int level) {
     }
     uint64_t seen = 0;
     bool full_enough = false;
-    if (LockShared(m).ok()) {
-      std::shared_lock lock(m->split_mu, std::adopt_lock);
+    {
+      std::shared_lock lock(m->split_mu);
       seen = m->splits;
-      full_enough = m->store->MostlyFull() && !m->sealed.load();
+      full_enough = m->store->MostlyFull() && !m->sealed.load() && !m->splitting;
     }
     m->split_queued.store(false);
     if (!full_enough) return;
@@ -470,104 +472,140 @@ Status GlobalTree::Abandon(const RemoteMeganode& meganode) {
 }
 
 Status GlobalTree::Split(Mega* m, int level, uint64_t seen_splits, bool may_go_remote) {
+  // Asked before any lock is taken: it may ask the membership.
+  const bool try_remote = may_go_remote && WantsRemote();
+  Meganode& store = *m->store;
   std::string sep;
-  GlobalPtr right_half;
-  RemoteMeganode remote_half;
-  bool remote = false;
+  std::vector<btree::NodeEntry> right;  // the right half's entries: unchanged until the split ends (its writers wait)
+  btree::MeganodeInfo info;
+
+  // Phase 1 (global_tree.h): choose the split key, copy the right half's entries out, hold off their writers.
   {
-    CELL_RETURN_IF_ERROR(LockExclusive(m));
-    std::unique_lock lock(m->split_mu, std::adopt_lock);
-    Meganode& store = *m->store;
+    std::unique_lock lock(m->split_mu);
     if (m->splits != seen_splits) return Status::OK();  // split meanwhile by another writer
+    if (m->splitting) return AwaitSplit(m, lock);       // being split by another writer
     if (m->sealed.load()) return Status::Unavailable("a sealed meganode cannot split yet; retry");
-    uint64_t* hw = store.SlotWords(0);
-    NodeView hv(hw);  // no writer changes the header while we hold the split lock, except SetClusterRoot (locked)
-    const uint32_t root_slot = hv.root_slot();
-    const int root_level = hv.root_level();
-    std::vector<btree::NodeEntry> entries = LeafEntries(store, root_slot, root_level);
+    // No writer changes the header while we hold the split lock, except SetClusterRoot (which locks it).
+    NodeView hv(store.SlotWords(0));
+    std::vector<btree::NodeEntry> entries = LeafEntries(store, hv.root_slot(), hv.root_level());
     if (entries.size() < 2) return Status::ResourceExhausted("a meganode is full with fewer than two entries");
     const size_t mid = entries.size() / 2;
     sep = entries[mid].key;
-
-    btree::MeganodeInfo info;
+    right.assign(std::make_move_iterator(entries.begin() + mid), std::make_move_iterator(entries.end()));
     hv.CopyMinKey(&info.min);
     hv.CopyMaxKey(&info.max);
     info.right = hv.right();
     info.level = hv.level();
-    btree::MeganodeInfo right_info = info;
-    right_info.min = sep;
-    right_info.cluster_root = GlobalPtr();
+    m->splitting = true;
+    m->remote_split = try_remote;
+    m->split_key = sep;
+  }
+  // Ends the split (phase 5, or phase 2 failing): writers held off come back.
+  const auto end_split = [m] {
+    {
+      std::unique_lock lock(m->split_mu);
+      m->splitting = false;
+      m->remote_split = false;
+      m->split_key.clear();
+      m->splits_ended.fetch_add(1, std::memory_order_release);
+    }
+    m->splits_ended.notify_all();
+  };
 
-    if (may_go_remote && WantsRemote()) {
-      // The right half, with its records, to a sealed meganode on another server. Writers of M retry meanwhile.
-      m->remote_split.store(true, std::memory_order_release);
-      std::vector<MovedEntry> moved(entries.size() - mid);
-      Status read = Status::OK();
-      for (size_t i = mid; i < entries.size() && read.ok(); ++i) {
-        MovedEntry& e = moved[i - mid];
-        e.key = entries[i].key;
-        if (info.level > 0) {
-          e.child = entries[i].value.ptr;
-          continue;
-        }
-        const LeafValue& v = entries[i].value;
-        const uint64_t* words = regions_.Resolve(v.ptr, v.length);
-        std::vector<uint64_t> copy((v.length + 7) / 8);
-        std::string_view value;
-        if (words == nullptr) {
-          read = Status::Corruption("a leaf entry points outside this server's extents");
-          break;
-        }
-        CopyFromShared(copy.data(), words, copy.size());
-        if (!btree::CheckRecord(copy.data(), v, e.key, &value)) {
-          read = Status::Corruption(fmt::format("the record of key '{}' does not match its leaf entry", e.key));
-          break;
-        }
-        e.value = std::string(value);
+  // Phase 2, no lock held: writers below the split key go on. The right half goes into a new meganode N.
+  if (split_copy_observer_) split_copy_observer_(sep, try_remote);
+  btree::MeganodeInfo right_info = info;
+  right_info.min = sep;
+  right_info.cluster_root = GlobalPtr();
+  GlobalPtr right_half;
+  RemoteMeganode remote_half;
+  bool remote = false;
+  if (try_remote) {
+    // N on another server, sealed, with the right half's records; the right half's writers retry meanwhile.
+    std::vector<MovedEntry> moved(right.size());
+    Status read = Status::OK();
+    for (size_t i = 0; i < right.size() && read.ok(); ++i) {
+      MovedEntry& e = moved[i];
+      e.key = right[i].key;
+      if (info.level > 0) {
+        e.child = right[i].value.ptr;
+        continue;
       }
-      auto n = read.ok() ? peers_->CreateMeganode(right_info, moved) : StatusOr<RemoteMeganode>(read);
-      if (n.ok()) {
-        right_half = n->ptr;
-        remote_half = *n;
-        remote = true;
-      } else {
-        LogWarning("placing a meganode's right half on another server failed ({}); splitting locally",
-                   n.status().ToString());
-        m->remote_split.store(false, std::memory_order_release);
+      const LeafValue& v = right[i].value;
+      const uint64_t* words = regions_.Resolve(v.ptr, v.length);
+      if (words == nullptr) {
+        read = Status::Corruption("a leaf entry points outside this server's extents");
+        break;
+      }
+      std::vector<uint64_t> copy((v.length + 7) / 8);
+      CopyFromShared(copy.data(), words, copy.size());
+      std::string_view value;
+      if (!btree::CheckRecord(copy.data(), v, e.key, &value)) {
+        read = Status::Corruption(fmt::format("the record of key '{}' does not match its leaf entry", e.key));
+        break;
+      }
+      e.value = std::string(value);
+    }
+    auto n = read.ok() ? peers_->CreateMeganode(right_info, moved) : StatusOr<RemoteMeganode>(read);
+    if (n.ok()) {
+      right_half = n->ptr;
+      remote_half = *n;
+      remote = true;
+    } else {
+      LogWarning("placing a meganode's right half on another server failed ({}); splitting locally",
+                 n.status().ToString());
+      std::unique_lock lock(m->split_mu);
+      m->remote_split = false;  // the right half's writers may wait now: the rest is memory work
+    }
+  }
+  std::unique_lock<SplitLock> n_lock;
+  if (!remote) {
+    auto n = NewMeganode(right_info);
+    if (!n.ok()) {
+      end_split();
+      return n.status();
+    }
+    for (const btree::NodeEntry& e : right) {
+      std::optional<LeafValue> replaced;
+      Status s = (*n)->tree->Put(e.key, e.value, &replaced);
+      if (!s.ok()) {
+        end_split();
+        return Status::Internal("the right half of a meganode does not fit a new one: " + s.ToString());
       }
     }
-    std::unique_lock<SplitLock> n_lock;
-    if (!remote) {
-      CELL_ASSIGN_OR_RETURN(Mega * n, NewMeganode(right_info));
-      for (size_t i = mid; i < entries.size(); ++i) {
-        std::optional<LeafValue> replaced;
-        Status s = n->tree->Put(entries[i].key, entries[i].value, &replaced);
-        if (!s.ok()) return Status::Internal("the right half of a meganode does not fit a new one: " + s.ToString());
-      }
-      right_half = n->store->meganode();
-      // No writer may change N before M is cut (step 4 in global_tree.h).
-      n_lock = std::unique_lock<SplitLock>(n->split_mu);
-    }
+    right_half = (*n)->store->meganode();
+    // No writer may change N before M is cut (step 4 in global_tree.h).
+    n_lock = std::unique_lock<SplitLock>((*n)->split_mu);
+  }
+
+  // Phases 3 and 4: M's writers below the split key have finished; publish M's header and cut its nodes.
+  {
+    std::unique_lock lock(m->split_mu);
     ++m->splits;
-
-    // Publish the left half's header (max sep, right link to N), keeping its root and the cluster root it may hold.
+    // The left half's header (max sep, right link to N), keeping its root (which phase 2's writers may have grown)
+    // and the cluster root it may hold.
+    uint64_t* hw = store.SlotWords(0);
     const uint64_t locked = btree::LockNode(hw);
     NodeImage header;
     btree::LoadLocked(hw, &header);
+    const uint32_t root_slot = header.view().root_slot();
+    const int root_level = header.view().root_level();
     info.max = sep;
     info.right = right_half;
     info.cluster_root = header.view().cluster_root();
-    header.BuildMeganodeHeader(store.meganode(), header.view().root_slot(), header.view().root_level(), info);
+    header.BuildMeganodeHeader(store.meganode(), root_slot, root_level, info);
     btree::PublishAndUnlock(hw, &header, locked);
 
     if (split_observer_) split_observer_(sep);
     CutNodes(store, root_slot, root_level, sep);
     if (remote && info.level == 0) {
       // The moved entries' records here are no longer referenced: every node that held them has a new version.
-      for (size_t i = mid; i < entries.size(); ++i) extents_->Free(entries[i].value.ptr);
+      for (const btree::NodeEntry& e : right) extents_->Free(e.value.ptr);
     }
-    m->remote_split.store(false, std::memory_order_release);
   }
+  // Phase 5.
+  end_split();
+  if (n_lock.owns_lock()) n_lock.unlock();
   stats_.splits.fetch_add(1, std::memory_order_relaxed);
   if (remote) {
     stats_.remote_splits.fetch_add(1, std::memory_order_relaxed);

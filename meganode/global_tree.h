@@ -3,21 +3,26 @@
 //
 // The first meganode (offset 0 of the node region) is the cluster's first meganode: its header names the root
 // meganode. Leaf meganodes hold key -> record entries; internal meganodes hold separator -> child meganode entries
-// (the leftmost child under the smallest key, "\0"). A meganode M that runs out of slots is split:
-//   1. writers of M are held off (its split lock), readers are not;
-//   2. the split key s is M's middle entry; a new meganode N, range [s, M's max), right link M's right sibling, gets
-//      the entries >= s (records do not move: N's entries point to the same extents). N's split lock is taken too,
-//      so that no writer changes N until step 4 is done;
-//   3. M's header is published with max s and right link N: a search for k >= s that reads it moves right to N;
+// (the leftmost child under the smallest key, "\0"). A meganode M that runs out of slots is split in phases, of which
+// only 1 and 3-5 exclude M's writers (briefly: memory work, never the network); readers are never held off:
+//   1. (M's split lock exclusive) the split key s is M's middle entry; the entries >= s (the right half) are copied
+//      out, and M is marked as splitting at s. From here until step 5, writers of keys >= s are held off: they wait
+//      for the split to end (or, when the right half goes to another server, get Unavailable and retry). Writers of
+//      keys below s go on;
+//   2. (no lock) a new meganode N, range [s, M's max), right link M's right sibling, gets the right half's entries
+//      (records do not move: N's entries point to the same extents). Nothing changes those entries meanwhile: their
+//      writers are held off. N's split lock is taken, so that no writer changes N until step 4 is done;
+//   3. (M's split lock exclusive again, once phase 2's writers below s are done) M's header is published with max s
+//      and right link N: a search for k >= s that reads it moves right to N;
 //   4. M's nodes are cut, level by level from the top: entries >= s dropped, max fence s, no right link (a reader
 //      that meets such a node re-reads the header and moves right); nodes wholly >= s are published invalid and
 //      their slots freed (a reader holding a pointer to one restarts from an ancestor, as for any stale pointer).
 //      Until the cut reaches a node, readers may still see it whole: its content is current, because neither M nor
 //      N takes writes yet. And since every node of M holding an entry >= s changes version before any write to N
 //      can free a record, an in-place reader's version check never vouches for a record reused since;
-//   5. writers are let into M and N again (those for k >= s find N), and the separator s -> N is inserted into the
-//      parent meganode, which may split in turn; when the root splits, a new root meganode is made and the first
-//      meganode's header is pointed at it.
+//   5. the mark is cleared and writers are let into M and N again (those for k >= s find N), and the separator
+//      s -> N is inserted into the parent meganode, which may split in turn; when the root splits, a new root
+//      meganode is made and the first meganode's header is pointed at it.
 //
 // Across servers. Each server's GlobalTree holds the meganodes of its own node region; pointers to meganodes in other
 // regions lead to other servers. A walk here covers only this server's meganodes: where it would enter another's,
@@ -26,10 +31,10 @@
 // writes), filled with the right half's entries and their records, published by the left half's header as in step 3,
 // and unsealed once the left half is cut and its moved records freed. Such remote splits run on the tree's background
 // thread, proactively, when a meganode is 3/4 full and fewer meganodes have been placed on other servers than are held
-// here; a meganode found completely full is split here at once. Writers never wait on the network: during a remote
-// split the meganode's writers get Unavailable (retry) instead of waiting for its lock. Separators for a parent
-// meganode on another server are sent by the background thread; until they arrive, right links keep every key
-// reachable. A new root meganode is always made by the server holding the first meganode (the root server).
+// here; a meganode found completely full is split here at once. Writers never wait on the network: the copy to the
+// other server is phase 2, which holds no lock, and the right half's writers get Unavailable (retry) meanwhile instead
+// of waiting for it. Separators for a parent meganode on another server are sent by the background thread; until
+// they arrive, right links keep every key reachable. A new root meganode is always made by the server holding the first meganode (the root server).
 // Thread-safe.
 #pragma once
 
@@ -121,25 +126,8 @@ class SplitLock {
   void unlock() { pthread_rwlock_unlock(&lock_); }
   void lock_shared() { pthread_rwlock_rdlock(&lock_); }
   void unlock_shared() { pthread_rwlock_unlock(&lock_); }
-  // Waits at most `wait` for the lock.
-  bool try_lock_for(std::chrono::microseconds wait) {
-    const timespec t = Deadline(wait);
-    return pthread_rwlock_timedwrlock(&lock_, &t) == 0;
-  }
-  bool try_lock_shared_for(std::chrono::microseconds wait) {
-    const timespec t = Deadline(wait);
-    return pthread_rwlock_timedrdlock(&lock_, &t) == 0;
-  }
 
  private:
-  static timespec Deadline(std::chrono::microseconds wait) {
-    timespec t;
-    clock_gettime(CLOCK_REALTIME, &t);
-    const int64_t ns = t.tv_nsec + wait.count() * 1000;
-    t.tv_sec += ns / 1000000000;
-    t.tv_nsec = ns % 1000000000;
-    return t;
-  }
   pthread_rwlock_t lock_;
 };
 
@@ -150,6 +138,7 @@ class GlobalTree {
     std::atomic<uint64_t> remote_splits{0};  // of which put the right half on another server
     std::atomic<uint64_t> root_splits{0};    // new root meganodes
     std::atomic<uint64_t> remote_separators{0};  // attempts to send a separator to a parent meganode elsewhere
+    std::atomic<uint64_t> held_writes{0};        // writes that met a split of their meganode's right half (waited or retried)
   };
 
   static StatusOr<std::unique_ptr<GlobalTree>> Open(const GlobalTreeOptions& options);
@@ -204,6 +193,11 @@ class GlobalTree {
   // Test seam: called by a split after it has published the left half's header and before it cuts the nodes (the
   // window in step 4), with the split key. It runs on the splitting thread, with the split locks held.
   void set_split_observer(std::function<void(const std::string& separator)> o) { split_observer_ = std::move(o); }
+  // Test seam: called by a split in phase 2 (the right half marked, M's split lock not held), with the split key and
+  // whether the right half goes to another server. It runs on the splitting thread.
+  void set_split_copy_observer(std::function<void(const std::string& separator, bool remote)> o) {
+    split_copy_observer_ = std::move(o);
+  }
 
   // Checks every meganode (its local tree's invariants) and the meganodes' chains: at each level, left to right,
   // ranges that tile the key space and entries inside their meganode's range. Only while no writer runs.
@@ -213,10 +207,14 @@ class GlobalTree {
   struct Mega {
     std::unique_ptr<Meganode> store;
     std::unique_ptr<btree::BLinkTree> tree;
-    SplitLock split_mu;  // writers shared, a split exclusive
+    SplitLock split_mu;  // writers shared, a split's phases 1 and 3-5 exclusive
     uint64_t splits = 0;         // guarded by split_mu: how often this meganode has split
+    // A split under way (phase 1 to 5): writers of keys >= split_key are held off. Guarded by split_mu.
+    bool splitting = false;
+    bool remote_split = false;  // ... and its right half goes to another server: they retry instead of waiting
+    std::string split_key;
+    std::atomic<uint32_t> splits_ended{0};  // moved on (and notified) as each split ends: held-off writers wait on it
     std::atomic<bool> sealed{false};        // created for another server's split, not yet unsealed: no writes
-    std::atomic<bool> remote_split{false};  // a split holding split_mu waits on another server: writers retry
     std::atomic<bool> split_queued{false};  // a background split is queued
     uint64_t generation = 0;                // unique in this tree's life
     bool abandoned = false;                 // guarded by split_mu: freed by Abandon (kept, never deleted, in graveyard_)
@@ -227,15 +225,17 @@ class GlobalTree {
   StatusOr<Mega*> NewMeganode(const btree::MeganodeInfo& info);
   // The sealed meganode `r` names, locked (split_mu), or an error if it is gone, abandoned or another generation.
   StatusOr<Mega*> LockSealed(const RemoteMeganode& r, std::unique_lock<SplitLock>* lock);
-  // Takes m's split lock shared, or gives Unavailable while a remote split holds it (never waits on the network).
-  Status LockShared(Mega* m);
-  Status LockExclusive(Mega* m);
+  // Called with m's split lock held (`lock`, shared or exclusive) while m is splitting: releases it, then waits for the
+  // split to end and gives OK, or, if its right half goes to another server, gives Unavailable at once.
+  template <typename Lock>
+  Status AwaitSplit(Mega* m, Lock& lock);
   // Runs `write` on the meganode at `level` (0: leaf meganodes) covering `key`, under its split lock, splitting
   // meganodes that are full. *elsewhere: as for Put.
   Status Write(int level, std::string_view key, const std::function<Status(btree::BLinkTree&)>& write,
                GlobalPtr start, GlobalPtr* elsewhere, btree::MeganodeRange* range = nullptr);
   // Splits `m` (at `level` among meganodes) unless it has split since the caller saw `seen_splits`; then inserts the
-  // separator above. `may_go_remote`: the background thread's splits may put the right half on another server.
+  // separator above. `may_go_remote`: the background thread's splits may put the right half on another server. If
+  // another split of `m` is under way, waits for it (OK) or, if that one is remote, gives Unavailable.
   Status Split(Mega* m, int level, uint64_t seen_splits, bool may_go_remote);
   // Queues a background split of `m` if it is 3/4 full and a remote split is wanted.
   void MaybeQueueSplit(Mega* m, int level);
@@ -265,6 +265,7 @@ class GlobalTree {
   std::mutex root_mu_;                        // one root split at a time
   Stats stats_;
   std::function<void(const std::string&)> split_observer_;
+  std::function<void(const std::string&, bool)> split_copy_observer_;
 
   std::mutex bg_mu_;  // guards what follows
   std::condition_variable bg_cv_;

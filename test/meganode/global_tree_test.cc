@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
+#include <future>
 #include <map>
 #include <random>
 #include <thread>
@@ -288,6 +290,183 @@ TEST(GlobalTree, SealedMeganodesAreNamedByGenerationAndAbandonedOnesStayGone) {
   ASSERT_TRUE(tree->Get("m5", &value, second->ptr, &elsewhere).ok());
   EXPECT_EQ(value, "v5");
   EXPECT_TRUE(tree->Abandon(*second).code() == Status::Code::kFailedPrecondition) << "an unsealed meganode is not abandoned";
+}
+
+// Cell's split blocks only the right half: while a split copies the entries >= its key into the new meganode, a
+// writer of a key below it goes on, and a writer of a key at or above it waits for the split to end.
+TEST(GlobalTree, ASplitHoldsOffOnlyTheWritersOfItsRightHalf) {
+  auto tree = SmallTree();
+  ASSERT_NE(tree, nullptr);
+  std::atomic<int> splits{0};
+  std::atomic<bool> copy_over{false};
+  std::string sep;
+  Status right_status;
+  bool right_done_during_copy = false;
+  std::thread right_writer;
+  tree->set_split_copy_observer([&](const std::string& s, bool remote) {
+    if (splits++ > 0) return;  // the first split is enough
+    EXPECT_FALSE(remote);
+    sep = s;
+    const uint64_t held = tree->stats().held_writes.load();
+    right_writer = std::thread([&] {
+      right_status = tree->Put(sep, "right");  // an update of the split key itself
+      right_done_during_copy = !copy_over.load();
+    });
+    // An update below the split key, on another thread so that a writer wrongly held off fails the test, not hangs it.
+    auto left = std::async(std::launch::async, [&] { return tree->Put(Key(1), "left"); });
+    if (left.wait_for(std::chrono::seconds(60)) != std::future_status::ready) {
+      ADD_FAILURE() << "a writer below the split key was held off by the split";
+      std::abort();  // the held writer would never return
+    }
+    EXPECT_TRUE(left.get().ok());
+    // The right writer reaches the split's mark (bounded wait for an event, not a sleep).
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (tree->stats().held_writes.load() == held && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::yield();
+    }
+    EXPECT_GT(tree->stats().held_writes.load(), held) << "the right half's writer was not held off";
+    copy_over = true;
+  });
+  for (int i = 1; splits.load() == 0; ++i) ASSERT_TRUE(tree->Put(Key(i), "old").ok()) << i;
+  right_writer.join();
+  EXPECT_TRUE(right_status.ok()) << right_status.ToString();
+  EXPECT_FALSE(right_done_during_copy) << "a writer of the right half completed while the split was copying it";
+  std::string value;
+  ASSERT_TRUE(tree->Get(sep, &value).ok());
+  EXPECT_EQ(value, "right");
+  ASSERT_TRUE(tree->Get(Key(1), &value).ok());
+  EXPECT_EQ(value, "left");
+  ASSERT_TRUE(tree->CheckInvariants().ok()) << tree->CheckInvariants().ToString();
+}
+
+// Peers for a tree whose remote splits go to another tree in the same process (a unit-test stand-in for server/'s
+// rpc peers).
+class InProcessPeers final : public Peers {
+ public:
+  explicit InProcessPeers(GlobalTree** other) : other_(other) {}
+  bool HavePeers() override { return *other_ != nullptr; }
+  StatusOr<RemoteMeganode> CreateMeganode(const btree::MeganodeInfo& info,
+                                          const std::vector<MovedEntry>& entries) override {
+    CELL_ASSIGN_OR_RETURN(RemoteMeganode n, (*other_)->CreateSealed(info));
+    if (Status s = (*other_)->Fill(n, entries); !s.ok()) {
+      Abandon(n);
+      return s;
+    }
+    return n;
+  }
+  Status Unseal(const RemoteMeganode& meganode) override { return (*other_)->Unseal(meganode); }
+  void Abandon(const RemoteMeganode& meganode) override { (void)(*other_)->Abandon(meganode); }
+  Status InsertSeparator(GlobalPtr at, int level, const std::string& separator, GlobalPtr child) override {
+    return (*other_)->InsertSeparator(at, level, separator, child);
+  }
+
+ private:
+  GlobalTree** other_;
+};
+
+// A split whose right half goes to another server holds no lock while it copies: writers below the split key go on,
+// and writers at or above it are told to retry (Unavailable) rather than wait on the network.
+TEST(GlobalTree, ARemoteSplitTellsOnlyTheRightHalfsWritersToRetry) {
+  GlobalTree* root_tree = nullptr;
+  GlobalTree* other_tree = nullptr;
+  InProcessPeers to_other(&other_tree), to_root(&root_tree);
+  GlobalTreeOptions o;
+  o.meganode_bytes = 32 << 10;
+  o.meganodes = 64;
+  o.extent_region_bytes = uint64_t{64} << 20;
+  o.peers = &to_other;
+  auto a = GlobalTree::Open(o);
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  o.root = false;
+  o.first_meganode = (*a)->first_meganode();
+  o.node_region_id = 3;
+  o.extent_region_id = 4;
+  o.peers = &to_root;
+  auto b = GlobalTree::Open(o);
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  root_tree = a->get();
+  other_tree = b->get();
+
+  std::atomic<int> observed{0};
+  std::string sep;
+  Status right, left;
+  (*a)->set_split_copy_observer([&](const std::string& s, bool remote) {
+    if (!remote || observed.load() > 0) return;
+    sep = s;
+    right = (*a)->Put(sep, "right");  // on the splitting thread: a writer that waited here would never return
+    left = (*a)->Put(Key(1), "left");
+    observed = 1;
+  });
+  GlobalPtr elsewhere;
+  for (int i = 1; observed.load() == 0 && i < 100000; ++i) {
+    Status s = (*a)->Put(Key(i), "old", GlobalPtr(), &elsewhere);
+    if (s.IsUnavailable()) --i;  // the right half of a split under way: retry
+    else ASSERT_TRUE(s.ok()) << i << ": " << s.ToString();
+  }
+  ASSERT_EQ(observed.load(), 1) << "no remote split";
+  EXPECT_TRUE(right.IsUnavailable()) << right.ToString();
+  EXPECT_TRUE(left.ok()) << left.ToString();
+  EXPECT_GT((*a)->stats().held_writes.load(), 0u);
+  // After the split: the left update is here, the split key is on the other tree (unchanged: the write was refused).
+  const auto get = [&](const std::string& key, std::string* value) {
+    GlobalPtr next;
+    Status s = (*a)->Get(key, value, GlobalPtr(), &next);
+    if (s.ok() && !next.is_null()) s = (*b)->Get(key, value, next, &next);
+    return s;
+  };
+  std::string value;
+  ASSERT_TRUE(get(Key(1), &value).ok());
+  EXPECT_EQ(value, "left");
+  ASSERT_TRUE(get(sep, &value).ok());
+  EXPECT_EQ(value, "old");
+  // Stop the background threads before the peers go (each tree's peers name the other).
+  a->reset();
+  b->reset();
+}
+
+// Writers of interleaved keys on several threads while meganodes split (each split lets writers below its key go on
+// and holds off the rest): every thread's last word on each of its keys is what the tree holds at the end.
+TEST(GlobalTree, ConcurrentWritersThroughSplitsLoseNothing) {
+  const int scale = testing::StressScale();
+  auto tree = SmallTree(16 << 10, 4096);
+  ASSERT_NE(tree, nullptr);
+  constexpr int kThreads = 3;
+  const int ops = 4000 * scale;
+  std::vector<std::map<std::string, std::string>> models(kThreads);
+  std::vector<std::thread> writers;
+  for (int t = 0; t < kThreads; ++t) {
+    writers.emplace_back([&, t] {
+      std::mt19937_64 rng(100 + t);
+      auto& model = models[t];
+      for (int i = 0; i < ops; ++i) {
+        const std::string key = Key((rng() % (ops / 2)) * kThreads + t);
+        if (rng() % 8 == 0) {
+          Status s = tree->Delete(key);
+          ASSERT_EQ(s.ok(), model.erase(key) == 1) << key << ": " << s.ToString();
+        } else {
+          const std::string value = key + "@" + std::to_string(i);
+          Status s = tree->Put(key, value);
+          ASSERT_TRUE(s.ok()) << key << ": " << s.ToString();
+          model[key] = value;
+        }
+      }
+    });
+  }
+  for (auto& w : writers) w.join();
+  EXPECT_GT(tree->stats().splits.load(), 20u);
+  EXPECT_GT(tree->stats().held_writes.load(), 0u) << "no writer met a split of its meganode";
+  ASSERT_TRUE(tree->CheckInvariants().ok()) << tree->CheckInvariants().ToString();
+  std::map<std::string, std::string> all;
+  for (const auto& m : models) all.insert(m.begin(), m.end());
+  std::vector<btree::KeyValue> got;
+  ASSERT_TRUE(tree->Scan("", "", 10000000, &got).ok());
+  ASSERT_EQ(got.size(), all.size());
+  auto it = all.begin();
+  for (const auto& kv : got) {
+    ASSERT_EQ(kv.key, it->first);
+    ASSERT_EQ(kv.value, it->second);
+    ++it;
+  }
 }
 
 }  // namespace
