@@ -340,35 +340,46 @@ TEST(GlobalTree, ASplitHoldsOffOnlyTheWritersOfItsRightHalf) {
 }
 
 // Peers for a tree whose remote splits go to another tree in the same process (a unit-test stand-in for server/'s
-// rpc peers).
+// rpc peers). The other tree is set once both are open, and cleared before either goes; meanwhile calls fail.
 class InProcessPeers final : public Peers {
  public:
-  explicit InProcessPeers(GlobalTree** other) : other_(other) {}
-  bool HavePeers() override { return *other_ != nullptr; }
+  explicit InProcessPeers(std::atomic<GlobalTree*>* other) : other_(other) {}
+  bool HavePeers() override { return other_->load() != nullptr; }
   StatusOr<RemoteMeganode> CreateMeganode(const btree::MeganodeInfo& info,
                                           const std::vector<MovedEntry>& entries) override {
-    CELL_ASSIGN_OR_RETURN(RemoteMeganode n, (*other_)->CreateSealed(info));
-    if (Status s = (*other_)->Fill(n, entries); !s.ok()) {
-      Abandon(n);
+    CELL_ASSIGN_OR_RETURN(GlobalTree * other, Other());
+    CELL_ASSIGN_OR_RETURN(RemoteMeganode n, other->CreateSealed(info));
+    if (Status s = other->Fill(n, entries); !s.ok()) {
+      (void)other->Abandon(n);
       return s;
     }
     return n;
   }
-  Status Unseal(const RemoteMeganode& meganode) override { return (*other_)->Unseal(meganode); }
-  void Abandon(const RemoteMeganode& meganode) override { (void)(*other_)->Abandon(meganode); }
+  Status Unseal(const RemoteMeganode& meganode) override {
+    CELL_ASSIGN_OR_RETURN(GlobalTree * other, Other());
+    return other->Unseal(meganode);
+  }
+  void Abandon(const RemoteMeganode& meganode) override {
+    if (auto other = Other(); other.ok()) (void)(*other)->Abandon(meganode);
+  }
   Status InsertSeparator(GlobalPtr at, int level, const std::string& separator, GlobalPtr child) override {
-    return (*other_)->InsertSeparator(at, level, separator, child);
+    CELL_ASSIGN_OR_RETURN(GlobalTree * other, Other());
+    return other->InsertSeparator(at, level, separator, child);
   }
 
  private:
-  GlobalTree** other_;
+  StatusOr<GlobalTree*> Other() {
+    GlobalTree* other = other_->load();
+    if (other == nullptr) return Status::Unavailable("the other tree is not there");
+    return other;
+  }
+  std::atomic<GlobalTree*>* other_;
 };
 
 // A split whose right half goes to another server holds no lock while it copies: writers below the split key go on,
 // and writers at or above it are told to retry (Unavailable) rather than wait on the network.
 TEST(GlobalTree, ARemoteSplitTellsOnlyTheRightHalfsWritersToRetry) {
-  GlobalTree* root_tree = nullptr;
-  GlobalTree* other_tree = nullptr;
+  std::atomic<GlobalTree*> root_tree{nullptr}, other_tree{nullptr};
   InProcessPeers to_other(&other_tree), to_root(&root_tree);
   GlobalTreeOptions o;
   o.meganode_bytes = 32 << 10;
@@ -419,7 +430,9 @@ TEST(GlobalTree, ARemoteSplitTellsOnlyTheRightHalfsWritersToRetry) {
   EXPECT_EQ(value, "left");
   ASSERT_TRUE(get(sep, &value).ok());
   EXPECT_EQ(value, "old");
-  // Stop the background threads before the peers go (each tree's peers name the other).
+  // Each tree's peers name the other: unlink them, then stop the background threads.
+  root_tree = nullptr;
+  other_tree = nullptr;
   a->reset();
   b->reset();
 }
