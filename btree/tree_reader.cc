@@ -100,6 +100,11 @@ template <class Source>
 Status TreeReader::ReachIn(Source* src, const SearchKey& k, int target, GlobalPtr ptr, int level, Path* path,
                            NodeHandle* h) {
   int restarts = 0;
+  // After a right move: the node moved from, and its max. Right siblings' ranges follow on, so the node reached
+  // must not begin below that max; one that does was reached through a stale copy (of it or of the node before,
+  // whose right link may name a slot used again since). Without this check, kept copies could lead round a cycle.
+  GlobalPtr came_from;
+  std::string came_from_max, min;
   for (int retries = 0; retries < kMaxRetries; ++retries) {
     if (ptr.is_null()) {
       CELL_RETURN_IF_ERROR(ReadRootIn(src, &ptr, &level));
@@ -109,14 +114,20 @@ Status TreeReader::ReachIn(Source* src, const SearchKey& k, int target, GlobalPt
     const NodeView& v = h->view;
     bool live = v.kind() == NodeKind::kTreeNode && v.valid() && v.level() == level && v.self() == ptr &&
                 v.meganode() == meganode_;
+    if (live && !came_from.is_null()) {
+      v.CopyMinKey(&min);
+      live = !min.empty() && CompareKeys(min, came_from_max) >= 0;
+    }
     if (!live || v.CompareMin(k) > 0) {
       if (!src->Validate(*h)) { ++stats_.retries; continue; }
       // A consistent node that is not the one we were sent to: the pointer was stale. Restart from the nearest
       // ancestor the first time, then from the root.
       if (++restarts > kMaxRestarts) return GaveUp("restarts");
       ++stats_.restarts;
-      // A source that keeps copies drops what led here: the node, and the path to it (an old copy sent us).
+      // A source that keeps copies drops what led here: the node, the node that linked to it, and the path to it
+      // (an old copy sent us); from the root, the header too.
       src->Forget(ptr);
+      if (!came_from.is_null()) src->Forget(came_from);
       for (int l = level + 1; l < kMaxLevels; ++l) {
         if (path->Has(l)) src->Forget(path->At(l));
       }
@@ -127,12 +138,15 @@ Status TreeReader::ReachIn(Source* src, const SearchKey& k, int target, GlobalPt
           if (path->Has(l)) { from = path->At(l); from_level = l; break; }
         }
       }
+      if (from.is_null()) src->Forget(meganode_);
       ptr = from;
       level = from_level;
+      came_from = GlobalPtr();
       continue;
     }
     if (v.CompareMax(k) <= 0) {
       GlobalPtr right = v.right();
+      v.CopyMaxKey(&min);
       if (!src->Validate(*h)) { ++stats_.retries; continue; }
       if (right.is_null()) {
         // A node cut by a meganode split: the key now belongs to the meganode on the right (the header says which;
@@ -142,9 +156,15 @@ Status TreeReader::ReachIn(Source* src, const SearchKey& k, int target, GlobalPt
         return Status::FailedPrecondition("key lies beyond this meganode");
       }
       if (right.offset % kNodeSize != 0) return Status::Corruption("right link is not node aligned");
+      // What sent us here (the node above, or the header above the root) predates a split of this node, or met it
+      // in flight: a source that keeps copies reads it afresh next time instead of being sent right again.
+      src->Forget(path->Has(level + 1) ? path->At(level + 1) : meganode_);
+      came_from = ptr;
+      came_from_max.swap(min);
       ptr = right;
       continue;
     }
+    came_from = GlobalPtr();
     if (level == target) {
       path->Set(level, ptr);
       return Status::OK();

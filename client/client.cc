@@ -60,6 +60,9 @@ void Client::GetAsync(std::string_view key, std::function<void(const Status&, st
 void Client::PutAsync(std::string_view key, std::string_view value, std::function<void(const Status&)> done) {
   impl_->store->PutAsync(key, value, std::move(done));
 }
+void Client::DeleteAsync(std::string_view key, std::function<void(const Status&)> done) {
+  impl_->store->DeleteAsync(key, std::move(done));
+}
 
 Status Client::Scan(std::string_view start, std::string_view end, size_t limit,
                     std::vector<std::pair<std::string, std::string>>* out) {
@@ -89,7 +92,8 @@ StatusOr<std::vector<Client::ServerStats>> Client::StoreStats() {
     if (!s.ParseFromString(bytes)) return Status::Corruption("malformed stats reply from a server");
     out.push_back({.server = s.server(), .meganodes = s.meganodes(), .meganode_splits = s.meganode_splits(),
                    .remote_splits = s.remote_splits(), .root_splits = s.root_splits(), .requests = s.requests(),
-                   .redirects = s.redirects(), .extent_bytes_used = s.extent_bytes_used()});
+                   .redirects = s.redirects(), .extent_bytes_used = s.extent_bytes_used(),
+                   .held_writes = s.held_writes()});
   }
   std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.server < b.server; });
   return out;

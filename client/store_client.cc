@@ -426,6 +426,22 @@ void StoreClient::PutAsync(std::string_view key, std::string_view value, DoneCal
       [this, shared_done, kv, deadline] { (*shared_done)(PutUntil(kv->first, kv->second, deadline)); });
 }
 
+void StoreClient::DeleteAsync(std::string_view key, DoneCallback done) {
+  if (Status s = meganode::CheckKeyValue(key, {}); !s.ok()) return done(s);
+  auto shared_done = std::make_shared<DoneCallback>(std::move(done));
+  auto k = std::make_shared<std::string>(key);
+  const Deadline deadline = NewDeadline();
+  CallAsync(
+      StoreMethod::STORE_DELETE, /*idempotent=*/false, deadline, paths_.Lookup(*k),
+      [&k](const Route& route, GlobalPtr start) { return KeyRequest(route, *k, start, start).SerializeAsString(); },
+      [shared_done, k](const Status& status, server::proto::StoreReply* reply) {
+        if (!status.ok()) return (*shared_done)(status);
+        if (!reply->found()) return (*shared_done)(Status::NotFound(fmt::format("no key '{}'", *k)));
+        (*shared_done)(Status::OK());
+      },
+      [this, shared_done, k, deadline] { (*shared_done)(DeleteUntil(*k, deadline)); });
+}
+
 Status StoreClient::RunKey(uint16_t method, bool idempotent, std::string_view key, const std::string_view* value,
                            Deadline deadline, server::proto::StoreReply* reply) {
   const GlobalPtr cached = paths_.Lookup(key);
@@ -499,10 +515,12 @@ Status StoreClient::PutUntil(std::string_view key, std::string_view value, Deadl
   return RunKey(StoreMethod::STORE_PUT, /*idempotent=*/false, key, &value, deadline, &reply);
 }
 
-Status StoreClient::Delete(std::string_view key) {
+Status StoreClient::Delete(std::string_view key) { return DeleteUntil(key, NewDeadline()); }
+
+Status StoreClient::DeleteUntil(std::string_view key, Deadline deadline) {
   CELL_RETURN_IF_ERROR(meganode::CheckKeyValue(key, {}));
   server::proto::StoreReply reply;
-  CELL_RETURN_IF_ERROR(RunKey(StoreMethod::STORE_DELETE, /*idempotent=*/false, key, nullptr, NewDeadline(), &reply));
+  CELL_RETURN_IF_ERROR(RunKey(StoreMethod::STORE_DELETE, /*idempotent=*/false, key, nullptr, deadline, &reply));
   if (!reply.found()) return Status::NotFound(fmt::format("no key '{}'", key));
   return Status::OK();
 }

@@ -61,6 +61,7 @@ class StoreClient {
   void GetAsync(std::string_view key, GetCallback done);
   void PutAsync(std::string_view key, std::string_view value, DoneCallback done);
   Status Delete(std::string_view key);
+  void DeleteAsync(std::string_view key, DoneCallback done);
   Status Scan(std::string_view start, std::string_view end, size_t limit, std::vector<btree::KeyValue>* out);
 
   const Stats& stats() const { return stats_; }
@@ -93,6 +94,7 @@ class StoreClient {
   Status GetServerSide(std::string_view key, std::string* value, Deadline deadline);
   Status GetClientSide(std::string_view key, std::string* value, Deadline deadline);
   Status PutUntil(std::string_view key, std::string_view value, Deadline deadline);
+  Status DeleteUntil(std::string_view key, Deadline deadline);
   // The asynchronous first attempt of a server-side request: `build` makes the request for the route; `finish`
   // receives the reply (OK) or a final error. Anything that calls for a retry runs `retry` on the retry thread.
   void CallAsync(uint16_t method, bool idempotent, Deadline deadline, GlobalPtr start,

@@ -139,6 +139,7 @@ void StoreService::Handle(uint16_t method, std::string_view request, rpc::Respon
     stats.set_extent_bytes_used(store_->extent_bytes_used());
     stats.set_remote_splits(store_->stats().remote_splits.load());
     stats.set_redirects(redirects_.load(std::memory_order_relaxed));
+    stats.set_held_writes(store_->stats().held_writes.load());
     return responder.Reply(stats.SerializeAsString());
   }
   if (method == StoreMethod::MEGA_CREATE || method == StoreMethod::MEGA_FILL || method == StoreMethod::MEGA_UNSEAL ||

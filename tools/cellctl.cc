@@ -105,13 +105,14 @@ int Scan(cell::Client& client, const std::string& start, const std::string& end,
 int Stats(cell::Client& client) {
   auto stats = client.StoreStats();
   if (!stats.ok()) return Fail(stats.status());
-  std::printf("%-8s %-10s %-8s %-14s %-12s %-12s %-10s %s\n", "SERVER", "MEGANODES", "SPLITS", "REMOTE SPLITS",
-              "ROOT SPLITS", "REQUESTS", "REDIRECTS", "RECORDS");
+  std::printf("%-8s %-10s %-8s %-14s %-12s %-12s %-10s %-12s %s\n", "SERVER", "MEGANODES", "SPLITS", "REMOTE SPLITS",
+              "ROOT SPLITS", "REQUESTS", "REDIRECTS", "HELD WRITES", "RECORDS");
   for (const auto& s : *stats) {
-    std::printf("%-8llu %-10llu %-8llu %-14llu %-12llu %-12llu %-10llu %s\n", static_cast<unsigned long long>(s.server),
-                static_cast<unsigned long long>(s.meganodes), static_cast<unsigned long long>(s.meganode_splits),
-                static_cast<unsigned long long>(s.remote_splits), static_cast<unsigned long long>(s.root_splits),
-                static_cast<unsigned long long>(s.requests), static_cast<unsigned long long>(s.redirects),
+    std::printf("%-8llu %-10llu %-8llu %-14llu %-12llu %-12llu %-10llu %-12llu %s\n",
+                static_cast<unsigned long long>(s.server), static_cast<unsigned long long>(s.meganodes),
+                static_cast<unsigned long long>(s.meganode_splits), static_cast<unsigned long long>(s.remote_splits),
+                static_cast<unsigned long long>(s.root_splits), static_cast<unsigned long long>(s.requests),
+                static_cast<unsigned long long>(s.redirects), static_cast<unsigned long long>(s.held_writes),
                 Bytes(s.extent_bytes_used).c_str());
   }
   return 0;

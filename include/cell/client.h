@@ -60,7 +60,7 @@ struct RegionDescription {
   uint32_t id = 0;
   uint64_t owner = 0;  // server id; 0 while the region has no owner (its server failed, not yet taken over)
   uint64_t epoch = 0;  // grows by one at every change of owner
-  bool root = false;   // the lowest region: holds the root pointer
+  bool root = false;   // the root region (claimed by the cluster's first server): holds the first meganode
 };
 
 class Client {
@@ -78,7 +78,7 @@ class Client {
   // ResourceExhausted when the store is full (nothing changed). A Put or Delete whose connection fails after it was
   // sent is not sent again (it may have been applied): it fails with Unavailable, saying so, and the caller decides.
   Status Put(std::string_view key, std::string_view value);
-  // Asynchronous Get and Put, so that one thread keeps many operations in flight. `done` runs exactly once: for a
+  // Asynchronous Get, Put and Delete, so that one thread keeps many operations in flight. `done` runs exactly once: for a
   // server-side operation on a client thread when the reply arrives (or on the client's retry thread, after a stale
   // route or a failed server), within the timeout; in the calling thread, before GetAsync returns, for a client-side
   // search, for invalid arguments, and while the client is being destroyed. Operations still pending when the
@@ -87,8 +87,10 @@ class Client {
   // it). `value` is valid only during the callback.
   void GetAsync(std::string_view key, std::function<void(const Status& status, std::string_view value)> done);
   void PutAsync(std::string_view key, std::string_view value, std::function<void(const Status& status)> done);
-  // Removes `key`; NotFound if it was absent.
+  // Removes `key`; NotFound if it was absent. As for Put, a Delete whose connection fails after it was sent is not
+  // sent again (Unavailable, saying so). DeleteAsync's `done` runs as PutAsync's does.
   Status Delete(std::string_view key);
+  void DeleteAsync(std::string_view key, std::function<void(const Status& status)> done);
   // Up to `limit` pairs with start <= key < end (empty end: no bound), in key order, appended to *out.
   Status Scan(std::string_view start, std::string_view end, size_t limit,
               std::vector<std::pair<std::string, std::string>>* out);
@@ -113,6 +115,7 @@ class Client {
     uint64_t requests = 0;         // store requests answered
     uint64_t redirects = 0;        // of which were sent on to another server's meganode
     uint64_t extent_bytes_used = 0;
+    uint64_t held_writes = 0;      // writes that met a meganode split holding off its right half (waited or retried)
   };
   StatusOr<std::vector<ServerStats>> StoreStats();
 

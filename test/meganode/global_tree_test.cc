@@ -4,8 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
 #include <atomic>
 #include <chrono>
+#include <cstring>
 #include <future>
 #include <map>
 #include <random>
@@ -252,6 +254,45 @@ TEST(GlobalTree, ReadersRacingMeganodeSplitsAlwaysFindStableKeys) {
   EXPECT_GT(tree->stats().splits.load(), 50u);
   EXPECT_GE(tree->stats().root_splits.load(), 1u);
   ASSERT_TRUE(tree->CheckInvariants().ok()) << tree->CheckInvariants().ToString();
+}
+
+// A kept copy may be stale in any way its node once was, and a slot freed by a meganode split is used again: a stale
+// copy's right link can lead back to a node on its left. A search that follows right links must notice (a node
+// reached to the right begins no lower than the max of the node it came from) and drop the copies, not go round
+// the cycle until it gives up.
+TEST(GlobalTree, AStaleCopyWhoseRightLinkLeadsBackIsDroppedNotFollowedRoundACycle) {
+  auto tree = SmallTree(1 << 20, 4);  // one meganode of 1,024 slots: no meganode split
+  ASSERT_NE(tree, nullptr);
+  for (int i = 0; i < 20000; ++i) ASSERT_TRUE(tree->Put(Key(i), "v" + std::to_string(i)).ok()) << i;
+  btree::NodeCache cache(size_t{1} << 20, /*min_height=*/1);
+  btree::CopyingNodeSource copies(testing::RegionFetcher(&tree->regions(), /*shuffle=*/false), &cache);
+  btree::TreeReader reader(&copies, tree->first_meganode());
+  // Three level-1 nodes in a row: A, B, C.
+  btree::Path path;
+  btree::NodeHandle a, b, c;
+  ASSERT_TRUE(reader.Descend(btree::SearchKey(Key(0)), 1, &path, &a).ok());
+  ASSERT_FALSE(a.view.right().is_null()) << "the tree needs three nodes at level 1";
+  ASSERT_TRUE(copies.Fetch(a.view.right(), &b).ok());
+  ASSERT_FALSE(b.view.right().is_null()) << "the tree needs three nodes at level 1";
+  ASSERT_TRUE(copies.Fetch(b.view.right(), &c).ok());
+  std::string c_min;
+  c.view.CopyMinKey(&c_min);
+  const GlobalPtr a_ptr = a.ptr, c_ptr = c.ptr;
+  // A stale copy of B whose right link names A.
+  std::array<uint64_t, btree::kNodeWords> stale;
+  std::memcpy(stale.data(), b.view.words(), btree::kNodeSize);
+  stale[4] = a_ptr.Pack();  // the right link (NodeImage::SetRight)
+  ASSERT_TRUE(btree::NodeView(stale.data()).right() == a_ptr);
+  cache.Offer(b.ptr, stale.data());
+  // From A, for a key of C: A sends right to B, whose copy sends back to A.
+  const uint64_t forgotten = cache.stats().forgotten.load();
+  btree::Path from_a;
+  btree::NodeHandle got;
+  Status s = reader.Reach(btree::SearchKey(c_min), 1, a_ptr, 1, &from_a, &got);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_TRUE(got.ptr == c_ptr);
+  EXPECT_GT(cache.stats().forgotten.load(), forgotten) << "the stale copy was not dropped";
+  EXPECT_GE(reader.stats().restarts, 1u);
 }
 
 // The peer side of a remote split: a sealed meganode refuses writes until unsealed; one abandoned frees its place,

@@ -79,8 +79,9 @@ class Cluster : public ::testing::Test {
       t.root_splits += s.root_splits;
       t.redirects += s.redirects;
       t.servers_with_meganodes += s.meganodes > 0 ? 1 : 0;
-      fmt::print("server {}: {} meganodes, {} splits ({} remote, {} root), {} requests ({} redirected)\n", s.server,
-                 s.meganodes, s.meganode_splits, s.remote_splits, s.root_splits, s.requests, s.redirects);
+      fmt::print("server {}: {} meganodes, {} splits ({} remote, {} root), {} requests ({} redirected), {} writes "
+                 "held by splits\n", s.server, s.meganodes, s.meganode_splits, s.remote_splits, s.root_splits,
+                 s.requests, s.redirects, s.held_writes);
     }
     return t;
   }

@@ -326,6 +326,23 @@ TEST(Store, ManyAsynchronousOperationsInFlightFromOneThread) {
     EXPECT_EQ(failed, 0);
     const Client::Stats stats = client->stats();
     EXPECT_EQ(std::string(search) == "server" ? stats.server_searches : stats.client_searches, kKeys + 1u);
+    lock.unlock();
+    // Deletes of every other key, and of one that is not there.
+    done = 0;
+    for (int i = 0; i < kKeys; i += 2) {
+      client->DeleteAsync(fmt::format("{}-{:05d}", search, i), [&](const Status& s) { finish(s.ok()); });
+    }
+    client->DeleteAsync("no-such-key", [&](const Status& s) { finish(s.IsNotFound()); });
+    client->DeleteAsync("", [&](const Status& s) { finish(s.IsInvalidArgument()); });
+    lock.lock();
+    ASSERT_TRUE(cv.wait_for(lock, 60s, [&] { return done == kKeys / 2 + 2; }));
+    EXPECT_EQ(failed, 0);
+    lock.unlock();
+    for (int i = 0; i < kKeys; ++i) {
+      std::string value;
+      const Status s = client->Get(fmt::format("{}-{:05d}", search, i), &value);
+      ASSERT_EQ(s.IsNotFound(), i % 2 == 0) << i << ": " << s.ToString();
+    }
   }
   // A client destroyed with operations in flight completes each of them first, exactly once.
   std::vector<std::atomic<int>> completions(500);
@@ -333,7 +350,7 @@ TEST(Store, ManyAsynchronousOperationsInFlightFromOneThread) {
     auto client = OpenClient(server.uris[0], "server", "tcp");
     ASSERT_NE(client, nullptr);
     std::string warm;  // the root region known, so the gets go out on the connection rather than to the retry queue
-    ASSERT_TRUE(client->Get("server-00000", &warm).ok());
+    ASSERT_TRUE(client->Get("server-00001", &warm).ok());
     for (int i = 0; i < 500; ++i) {
       client->GetAsync(fmt::format("server-{:05d}", i), [&, i](const Status&, std::string_view) { ++completions[i]; });
     }
