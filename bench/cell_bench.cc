@@ -5,7 +5,7 @@
 // Every value read is checked. Prints progress on stderr and one JSON line last on stdout:
 //   {"bench":"cell", "search":..., "ops_per_s":..., "p50_us":..., "p99_us":..., "server_fraction":..., ...}
 //
-//   cell-bench --cluster=tcp://127.0.0.1:7000 [--keys=100000] [--search=server|client|fixed:x] [--transport=shm]
+//   cell-bench --cluster=tcp://127.0.0.1:7000 [--keys=100000] [--search=adaptive|server|client|dex|fixed:x] [--transport=shm]
 //              [--threads=1] [--depth=16] [--seconds=3] [--key-bytes=16] [--value-bytes=100] [--no-load]
 // bench/cell_vs_redis.sh runs it against a pinned server, with Redis in the same run.
 #include <CLI/CLI.hpp>
@@ -92,7 +92,7 @@ int main(int argc, char** argv) {
   bool no_load = false;
   app.add_option("--cluster", options.cluster, "the cluster URI (zk://... or an embedded server's tcp://...)")
       ->required();
-  app.add_option("--search", options.search, "server, client or fixed:<fraction server-side>")->capture_default_str();
+  app.add_option("--search", options.search, "adaptive, server, client, dex or fixed:<fraction server-side>")->capture_default_str();
   app.add_option("--transport", transport, "tcp, shm or verbs")->capture_default_str();
   app.add_option("--keys", keys)->capture_default_str();
   app.add_option("--key-bytes", key_bytes)->capture_default_str()->check(CLI::Range(8, 255));
@@ -103,6 +103,10 @@ int main(int argc, char** argv) {
   app.add_option("--node-cache-bytes", options.node_cache_bytes, "client-side search's node cache (0: none)")->capture_default_str();
   app.add_option("--node-cache-levels", options.node_cache_levels, "cache nodes at least this many levels above the leaves")->capture_default_str();
   app.add_flag("--no-load", no_load, "the keys are there already (from an earlier run)");
+  app.add_option("--explore", options.selector.explore, "adaptive: probability of taking the side estimated slower")
+      ->capture_default_str();
+  app.add_option("--sample-one-in", options.selector.sample_one_in,
+                 "adaptive: time the reads of one client-side search in this many")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   options.transports = {transport};
   options.timeout = std::chrono::milliseconds(10000);
@@ -195,19 +199,30 @@ int main(int argc, char** argv) {
   };
   const double server = static_cast<double>(after.server_searches - before.server_searches);
   const double client_side = static_cast<double>(after.client_searches - before.client_searches);
+  // What the adaptive selector believed at the end, per server.
+  std::string estimates;
+  for (const auto& e : after.estimates) {
+    char one[200];
+    std::snprintf(one, sizeof(one), "%s{\"server\":%llu,\"server_search_us\":%.2f,\"read_us\":%.3f,\"rtt_us\":%.3f}",
+                  estimates.empty() ? "" : ",", static_cast<unsigned long long>(e.server), e.server_search_us,
+                  e.read_us, e.rtt_us);
+    estimates += one;
+  }
   if (errors > 0) std::fprintf(stderr, "cell-bench: %llu wrong or failed gets, the first: %s\n",
                                static_cast<unsigned long long>(errors), first_error.c_str());
   std::printf(
       "{\"bench\":\"cell\",\"search\":\"%s\",\"transport\":\"%s\",\"keys\":%llu,\"key_bytes\":%zu,"
       "\"value_bytes\":%zu,\"threads\":%d,\"depth\":%d,\"seconds\":%.2f,\"load_s\":%.2f,\"gets\":%zu,"
       "\"ops_per_s\":%.0f,\"p50_us\":%.1f,\"p99_us\":%.1f,\"server_fraction\":%.3f,\"retries\":%llu,"
-      "\"node_cache_hits\":%llu,\"node_cache_misses\":%llu,\"errors\":%llu}\n",
+      "\"node_cache_hits\":%llu,\"node_cache_misses\":%llu,\"explorations\":%llu,\"estimates\":[%s],"
+      "\"errors\":%llu}\n",
       options.search.c_str(), transport.c_str(), static_cast<unsigned long long>(keys), key_bytes, value_bytes, threads,
       depth, elapsed, load_seconds, all.size(), all.size() / elapsed, percentile(0.5), percentile(0.99),
       server + client_side > 0 ? server / (server + client_side) : 0.0,
       static_cast<unsigned long long>(after.retries - before.retries),
       static_cast<unsigned long long>(after.node_cache_hits - before.node_cache_hits),
       static_cast<unsigned long long>(after.node_cache_misses - before.node_cache_misses),
+      static_cast<unsigned long long>(after.explorations - before.explorations), estimates.c_str(),
       static_cast<unsigned long long>(errors));
   return errors == 0 ? 0 : 1;
 }

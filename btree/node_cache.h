@@ -9,9 +9,10 @@
 // no list). Sharded, thread-safe.
 //
 // A cached copy may be stale. The traversal (btree/tree_reader.h) treats a stale copy like a stale pointer, and tells
-// its source to forget what misled it (NodeSource::Forget): the nodes on its path when it restarts, a meganode's
-// header when a node turns out to be cut. An old copy is otherwise a correct place to continue: nodes' min keys never
-// change, their max keys only shrink, and a search moves right when it must.
+// its source to forget what misled it (NodeSource::Forget): the nodes on its path when it restarts, the node above
+// when it must move right, a meganode's header when a node turns out to be cut. An old copy is otherwise a correct
+// place to continue: nodes' min keys never change, their max keys only shrink, and a search moves right when it must
+// (checking that each node it moves to begins where the last one ended, since slots are used again).
 #pragma once
 
 #include <absl/container/flat_hash_map.h>

@@ -37,7 +37,19 @@ StatusOr<std::unique_ptr<Client>> Client::Open(const ClientOptions& options) {
   }
   store_options.node_cache_bytes = options.node_cache_bytes;
   store_options.node_cache_levels = options.node_cache_levels;
-  CELL_ASSIGN_OR_RETURN(store_options.server_fraction, client::ParseSearchMode(options.search));
+  store_options.search = options.search;
+  CELL_RETURN_IF_ERROR(selector::MakeSelector(options.search).status());  // before connecting to anything
+  const ClientOptions::Selector& sel = options.selector;
+  if (sel.window < 2 || !(sel.outlier_sigmas >= 0) || !(sel.explore >= 0 && sel.explore <= 1) ||
+      sel.idle_reset.count() <= 0 || !(sel.initial_reads >= 1) || sel.sample_one_in < 1) {
+    return Status::InvalidArgument(
+        "selector options out of range: window >= 2, outlier_sigmas >= 0 (0: keep every sample), explore in 0..1, "
+        "idle_reset > 0, initial_reads >= 1, sample_one_in >= 1");
+  }
+  store_options.sample_one_in = sel.sample_one_in;
+  store_options.selector = {.window = sel.window, .outlier_sigmas = sel.outlier_sigmas, .explore = sel.explore,
+                            .idle_reset_us = static_cast<uint64_t>(sel.idle_reset.count()) * 1000,
+                            .initial_reads = sel.initial_reads};
   for (const std::string& t : options.transports) {
     if (t != "tcp" && t != "shm" && t != "verbs") {
       return Status::InvalidArgument(fmt::format("unknown transport '{}' (tcp, shm or verbs)", t));
@@ -47,7 +59,7 @@ StatusOr<std::unique_ptr<Client>> Client::Open(const ClientOptions& options) {
   CELL_ASSIGN_OR_RETURN(impl->table, client::OpenRegionTable(options.cluster, table_options));
   // One read now, so that a cluster that is not there fails Open rather than the first operation.
   CELL_RETURN_IF_ERROR(impl->table->ListServers().status());
-  impl->store = std::make_unique<client::StoreClient>(impl->table.get(), store_options);
+  CELL_ASSIGN_OR_RETURN(impl->store, client::StoreClient::Create(impl->table.get(), store_options));
   return std::unique_ptr<Client>(new Client(std::move(impl)));
 }
 
@@ -74,12 +86,20 @@ Status Client::Scan(std::string_view start, std::string_view end, size_t limit,
 
 Client::Stats Client::stats() const {
   const auto& s = impl_->store->stats();
-  Stats out{.server_searches = s.server_searches.load(), .client_searches = s.client_searches.load(),
-            .retries = s.retries.load()};
+  Stats out;
+  out.server_searches = s.server_searches.load();
+  out.client_searches = s.client_searches.load();
+  out.retries = s.retries.load();
   if (const btree::NodeCache* nodes = impl_->store->node_cache()) {
     out.node_cache_hits = nodes->stats().hits.load();
     out.node_cache_misses = nodes->stats().misses.load();
     out.node_cache_forgotten = nodes->stats().forgotten.load();
+  }
+  const selector::SelectorStats sel = impl_->store->selector().stats();
+  out.explorations = sel.explorations;
+  for (const auto& e : sel.servers) {
+    out.estimates.push_back({.server = e.server, .server_search_us = e.server_search_us, .read_us = e.read_us,
+                             .rtt_us = e.rtt_us});
   }
   return out;
 }

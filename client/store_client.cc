@@ -17,21 +17,17 @@ namespace cell::client {
 
 using server::proto::StoreMethod;
 
-StatusOr<double> ParseSearchMode(std::string_view mode) {
-  if (mode == "server") return 1.0;
-  if (mode == "client") return 0.0;
-  if (mode.substr(0, 6) == "fixed:") {
-    const std::string number(mode.substr(6));
-    char* end = nullptr;
-    const double x = std::strtod(number.c_str(), &end);
-    if (!number.empty() && end == number.c_str() + number.size() && x >= 0 && x <= 1) return x;
-  }
-  return Status::InvalidArgument(fmt::format(
-      "search mode '{}' is not one of server, client, fixed:<fraction of server-side searches, 0..1>", mode));
+StatusOr<std::unique_ptr<StoreClient>> StoreClient::Create(membership::RegionTableReader* table,
+                                                           const StoreClientOptions& options) {
+  CELL_ASSIGN_OR_RETURN(std::unique_ptr<selector::Selector> selector,
+                        selector::MakeSelector(options.search, options.selector));
+  return std::unique_ptr<StoreClient>(new StoreClient(table, options, std::move(selector)));
 }
 
-StoreClient::StoreClient(membership::RegionTableReader* table, const StoreClientOptions& options)
-    : table_(table), cache_(table), options_(options) {
+StoreClient::StoreClient(membership::RegionTableReader* table, const StoreClientOptions& options,
+                         std::unique_ptr<selector::Selector> selector)
+    : table_(table), cache_(table), options_(options), selector_(std::move(selector)),
+      measure_(selector_->Measures()) {
   if (options.node_cache_bytes > 0) {
     nodes_ = std::make_unique<btree::NodeCache>(options.node_cache_bytes, options.node_cache_levels);
   }
@@ -78,11 +74,22 @@ void StoreClient::RetryLoop() {
   }
 }
 
-bool StoreClient::SearchOnServer() {
-  if (options_.server_fraction >= 1) return true;
-  if (options_.server_fraction <= 0) return false;
-  thread_local std::mt19937_64 rng(std::random_device{}());
-  return std::uniform_real_distribution<double>(0, 1)(rng) < options_.server_fraction;
+bool StoreClient::SearchOnServer(GlobalPtr start, uint64_t* server) {
+  *server = 0;
+  if (!measure_) return selector_->Choose(0, 0, 0) == selector::Side::kServer;
+  uint32_t region = start.region;
+  if (start.is_null()) {
+    auto root = Root();
+    region = root.ok() ? *root : 0;
+  }
+  if (region != 0) {
+    *server = cache_.CachedOwner(region);
+    if (*server == 0) {  // not cached yet: look it up (the operation would now anyway)
+      auto route = cache_.Lookup(region);
+      if (route.ok()) *server = route->owner().id;
+    }
+  }
+  return selector_->Choose(*server, start.Pack(), NowUs()) == selector::Side::kServer;
 }
 
 StatusOr<uint32_t> StoreClient::Root() {
@@ -265,6 +272,16 @@ class StoreClient::ReadRouter {
     return [this](GlobalPtr p, size_t words, uint64_t* dst) { return Read(p, words, dst); };
   }
 
+  // For the selector: time each read from now on, and count them.
+  void Measure() { measure_ = true; }
+  // Tells the selector what this search's reads took (those from its own server; the count, all of them), as a
+  // traversal from `meganode`.
+  void Report(selector::Selector& selector, uint64_t meganode) const {
+    if (!measure_ || reads_ == 0) return;
+    selector.OnReads(home_server_, samples_.data(), samples_taken_, NowUs());
+    selector.OnTraversal(meganode, reads_);
+  }
+
  private:
   // The connection to `region`'s owner: from the few this search has used (node and extent regions, a server or
   // two), else looked up.
@@ -303,7 +320,15 @@ class StoreClient::ReadRouter {
 
   Status Read(GlobalPtr p, size_t words, uint64_t* dst) {
     CELL_ASSIGN_OR_RETURN(Link * link, LinkFor(p.region));
+    const auto begin = measure_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
     Status s = rpc::ReadSync(*link->connection, p, static_cast<uint32_t>(words * 8), dst);
+    if (measure_ && s.ok()) {
+      ++reads_;
+      if (link->server == home_server_ && samples_taken_ < samples_.size()) {
+        samples_[samples_taken_++] =
+            std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - begin).count();
+      }
+    }
     if (!s.ok() && !link->connection->health().ok()) {
       client_->Forget(link->server, link->connection);
       const uint64_t server = link->server;
@@ -322,13 +347,28 @@ class StoreClient::ReadRouter {
   rpc::Connection* home_;
   std::array<Link, 4> links_;
   size_t next_ = 0;
+  bool measure_ = false;
+  int reads_ = 0;
+  std::array<double, 32> samples_;
+  size_t samples_taken_ = 0;
 };
+
+namespace {
+double MicrosSince(std::chrono::steady_clock::time_point begin) {
+  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - begin).count();
+}
+}  // namespace
 
 Status StoreClient::Get(std::string_view key, std::string* value) {
   CELL_RETURN_IF_ERROR(meganode::CheckKeyValue(key, {}));
-  if (SearchOnServer()) {
+  uint64_t server = 0;
+  if (SearchOnServer(measure_ ? paths_.Lookup(key) : GlobalPtr(), &server)) {
     stats_.server_searches.fetch_add(1, std::memory_order_relaxed);
-    return GetServerSide(key, value, NewDeadline());
+    if (!measure_) return GetServerSide(key, value, NewDeadline());
+    const auto begin = std::chrono::steady_clock::now();
+    Status s = GetServerSide(key, value, NewDeadline());
+    if (s.ok() || s.IsNotFound()) selector_->OnServerSearch(server, MicrosSince(begin), NowUs());
+    return s;
   }
   stats_.client_searches.fetch_add(1, std::memory_order_relaxed);
   return GetClientSide(key, value, NewDeadline());
@@ -384,13 +424,22 @@ void StoreClient::CallAsync(uint16_t method, bool idempotent, Deadline deadline,
 
 void StoreClient::GetAsync(std::string_view key, GetCallback done) {
   if (Status s = meganode::CheckKeyValue(key, {}); !s.ok()) return done(s, {});
-  if (!SearchOnServer()) {
+  uint64_t server = 0;
+  if (!SearchOnServer(measure_ ? paths_.Lookup(key) : GlobalPtr(), &server)) {
     stats_.client_searches.fetch_add(1, std::memory_order_relaxed);
     std::string value;
     Status s = GetClientSide(key, &value, NewDeadline());
     return done(s, value);
   }
   stats_.server_searches.fetch_add(1, std::memory_order_relaxed);
+  if (measure_) {
+    // The server-side search's latency, for the selector, from here to the reply.
+    done = [this, server, begin = std::chrono::steady_clock::now(), inner = std::move(done)](
+               const Status& s, std::string_view value) {
+      if (s.ok() || s.IsNotFound()) selector_->OnServerSearch(server, MicrosSince(begin), NowUs());
+      inner(s, value);
+    };
+  }
   auto shared_done = std::make_shared<GetCallback>(std::move(done));
   std::string k(key);
   // One deadline for the operation, retries included (they run on the retry thread, one after another).
@@ -465,6 +514,7 @@ Status StoreClient::GetServerSide(std::string_view key, std::string* value, Dead
 Status StoreClient::GetClientSide(std::string_view key, std::string* value, Deadline deadline) {
   return Run([&](rpc::Connection& connection, const Route& route, GlobalPtr, Deadline d) -> Attempt {
     ReadRouter router(this, d, route, connection);
+    if (measure_ && SampleThisSearch()) router.Measure();
     btree::CopyingNodeSource source(router.Fetcher(), nodes_.get());
     btree::GlobalReader reader(&source, GlobalPtr{route.entry.region, 0});
     GlobalPtr start = paths_.Lookup(key);
@@ -482,6 +532,7 @@ Status StoreClient::GetClientSide(std::string_view key, std::string* value, Dead
       }
     }
     Status s = reader.Get(key, value, start);
+    if (s.ok() || s.IsNotFound()) router.Report(*selector_, cached ? start.Pack() : 0);
     if ((s.ok() || s.IsNotFound()) && !(cached && reader.answered() == start)) {
       btree::MeganodeRange range;  // one more read, to begin at this leaf meganode next time
       if (reader.RangeOf(reader.answered(), &range).ok()) paths_.Insert(range);
@@ -529,7 +580,8 @@ Status StoreClient::Scan(std::string_view start, std::string_view end, size_t li
                          std::vector<btree::KeyValue>* out) {
   if (limit == 0) return Status::OK();
   const size_t had = out->size();
-  if (SearchOnServer()) {
+  uint64_t server = 0;
+  if (SearchOnServer(GlobalPtr(), &server)) {
     stats_.server_searches.fetch_add(1, std::memory_order_relaxed);
     std::string from(start);
     GlobalPtr at;  // the meganode the next page begins at (null: the root)

@@ -22,20 +22,22 @@
 #include "client/region_cache.h"
 #include "membership/membership.h"
 #include "rpc/transport.h"
+#include "selector/selector.h"
 #include "server/proto/store.pb.h"
 
 namespace cell::client {
 
 struct StoreClientOptions {
   std::chrono::milliseconds timeout{5000};
-  double server_fraction = 1.0;  // probability that a get or scan searches server-side
+  std::string search = "server";       // the selector's policy (selector/selector.h: MakeSelector)
+  selector::SelectorOptions selector;  // its constants (adaptive, dex)
+  // Client-side searches whose reads are timed for the selector: one in this many (timing every read costs about a
+  // tenth of a search over shm). Server-side searches are always timed (one clock pair per round trip).
+  int sample_one_in = 8;
   std::vector<std::string> transports = {"shm", "verbs", "tcp"};
   size_t node_cache_bytes = size_t{128} << 20;  // client-side search's cache of upper-level nodes (0: none)
   int node_cache_levels = 4;                     // nodes at least this many levels above the leaves
 };
-
-// "server" -> 1, "client" -> 0, "fixed:x" -> x; InvalidArgument otherwise.
-StatusOr<double> ParseSearchMode(std::string_view mode);
 
 class StoreClient {
  public:
@@ -48,8 +50,9 @@ class StoreClient {
   using GetCallback = std::function<void(const Status& status, std::string_view value)>;
   using DoneCallback = std::function<void(const Status& status)>;
 
-  // `table` must outlive the client.
-  StoreClient(membership::RegionTableReader* table, const StoreClientOptions& options);
+  // `table` must outlive the client. InvalidArgument for a search mode MakeSelector does not know.
+  static StatusOr<std::unique_ptr<StoreClient>> Create(membership::RegionTableReader* table,
+                                                       const StoreClientOptions& options);
   // Outstanding asynchronous operations complete (Unavailable if they had not finished) before it returns.
   ~StoreClient();
 
@@ -66,6 +69,7 @@ class StoreClient {
 
   const Stats& stats() const { return stats_; }
   const btree::NodeCache* node_cache() const { return nodes_.get(); }
+  const selector::Selector& selector() const { return *selector_; }
   // Each live server's STORE_STATS reply (server/proto/store.proto), serialized.
   StatusOr<std::vector<std::string>> ServerStats();
 
@@ -114,7 +118,20 @@ class StoreClient {
   StatusOr<std::shared_ptr<rpc::Connection>> ConnectionTo(const membership::ServerInfo& server, Deadline deadline);
   // Drops `server`'s cached routes, and its connection if it is `failed` (any, if null).
   void Forget(uint64_t server, const rpc::Connection* failed);
-  bool SearchOnServer();
+  StoreClient(membership::RegionTableReader* table, const StoreClientOptions& options,
+              std::unique_ptr<selector::Selector> selector);
+  // The selector's choice for an operation beginning at meganode `start` (null: the root); *server is the server it
+  // was made for (the start region's cached owner; 0 if not known), to which measurements are reported.
+  bool SearchOnServer(GlobalPtr start, uint64_t* server);
+  // True for one client-side search in options_.sample_one_in, counted per thread.
+  bool SampleThisSearch() const {
+    thread_local uint32_t count = 0;
+    return ++count % static_cast<uint32_t>(options_.sample_one_in) == 0;
+  }
+  static uint64_t NowUs() {
+    return std::chrono::duration_cast<std::chrono::microseconds>(
+               std::chrono::steady_clock::now().time_since_epoch()).count();
+  }
   StatusOr<uint32_t> Root();
 
   membership::RegionTableReader* const table_;
@@ -122,6 +139,8 @@ class StoreClient {
   PathCache paths_;
   const StoreClientOptions options_;
   std::unique_ptr<btree::NodeCache> nodes_;  // null: no node cache
+  const std::unique_ptr<selector::Selector> selector_;
+  const bool measure_;  // the selector uses latencies: measure searches and reads
   Stats stats_;
   std::atomic<uint32_t> root_{0};    // the root region, once known (it never changes); read without mu_
   std::atomic<bool> closing_{false};  // set under mu_ (the retry thread waits on it); read without it too

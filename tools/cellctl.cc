@@ -152,7 +152,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   CLI::App* servers = app.add_subcommand("servers", "list the live servers and their addresses");
   CLI::App* regions = app.add_subcommand("regions", "list the region table: each region's owner and epoch");
-  app.add_option("--search", options.search, "how gets and scans search: server, client or fixed:<fraction>")
+  app.add_option("--search", options.search, "how gets and scans search: adaptive, server, client, dex or fixed:<fraction>")
       ->capture_default_str();
   std::string key, value, start, end;
   size_t limit = 100;

@@ -35,11 +35,23 @@ struct ClientOptions {
   // server could be reached). A scan gets one timeout for all its pages.
   std::chrono::milliseconds timeout{5000};
   // How gets and scans search the tree:
+  //   "adaptive"    per operation, whichever is expected to answer sooner, from the latencies this client measures
+  //                 (Cell's model: server-side when (l_s - RTT) < m x (l_r - RTT); see `selector` below)
   //   "server"      by RPC: the server walks its meganodes (costs server CPU, one round trip)
   //   "client"      by one-sided reads: the client fetches 1 KB nodes and walks them itself (no server CPU)
   //   "fixed:<x>"   server-side with probability x (0..1), client-side otherwise
+  //   "dex"         DEX's heuristic (VLDB'24), for comparison
   // Puts and deletes always run on the server.
-  std::string search = "server";
+  std::string search = "adaptive";
+  // The adaptive selector's constants (Cell's defaults).
+  struct Selector {
+    size_t window = 100;                                 // latency samples kept per server and measure
+    double outlier_sigmas = 3.0;                         // samples this many standard deviations off are dropped
+    double explore = 0.01;                               // probability of taking the side estimated slower
+    std::chrono::milliseconds idle_reset{3000};          // estimates with no sample for this long are dropped
+    double initial_reads = 4;                            // reads per client-side search before any is measured
+    int sample_one_in = 8;  // client-side searches whose reads are timed: one in this many (timing costs CPU)
+  } selector;
   // The transports to reach servers by, in order of preference: the first one a server offers that connects is
   // used. shm works only on the server's own host.
   std::vector<std::string> transports = {"shm", "verbs", "tcp"};
@@ -102,6 +114,15 @@ class Client {
     uint64_t node_cache_hits = 0;  // client-side search: nodes found in the node cache instead of read
     uint64_t node_cache_misses = 0;
     uint64_t node_cache_forgotten = 0;  // cached copies dropped because they were stale
+    uint64_t explorations = 0;  // adaptive: searches sent the side estimated slower, to keep both estimates fresh
+    // adaptive and dex: what the selector believes of each server (mean latencies over its windows, microseconds).
+    struct SearchEstimate {
+      uint64_t server = 0;
+      double server_search_us = 0;  // l_s: a get searched on the server, round trip included
+      double read_us = 0;           // l_r: a one-sided read
+      double rtt_us = 0;            // the fastest read seen: the cost of a round trip with no queue
+    };
+    std::vector<SearchEstimate> estimates;
   };
   Stats stats() const;
 

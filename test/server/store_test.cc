@@ -119,7 +119,8 @@ TEST_P(StoreModel, EveryAnswerMatchesAModel) {
 
 INSTANTIATE_TEST_SUITE_P(All, StoreModel,
                          ::testing::Values(Mode{"tcp", "server"}, Mode{"tcp", "client"}, Mode{"shm", "server"},
-                                           Mode{"shm", "client"}, Mode{"shm", "fixed:0.5"}),
+                                           Mode{"shm", "client"}, Mode{"shm", "fixed:0.5"}, Mode{"shm", "adaptive"},
+                                           Mode{"tcp", "dex"}),
                          [](const auto& info) {
                            std::string s = info.param.search;
                            if (s.find(':') != std::string::npos) s = "mixed";
@@ -182,7 +183,13 @@ TEST(Store, BadInputIsRefusedByTheClientAndByTheServer) {
   EXPECT_TRUE(client->Put("k", std::string((1 << 20) + 1, 'v')).IsInvalidArgument());
   std::string value;
   EXPECT_TRUE(client->Get(std::string(300, 'k'), &value).IsInvalidArgument());
-  EXPECT_TRUE(Client::Open({.cluster = server.uris[0], .search = "sometimes"}).status().IsInvalidArgument());
+  ClientOptions bad;
+  bad.cluster = server.uris[0];
+  bad.search = "sometimes";
+  EXPECT_TRUE(Client::Open(bad).status().IsInvalidArgument());
+  bad.search = "adaptive";
+  bad.selector.explore = 2;
+  EXPECT_TRUE(Client::Open(bad).status().IsInvalidArgument());
 
   // The server checks too: a raw request that skips the client's checks.
   auto connection = rpc::Connect(server.uris[0]);
@@ -286,6 +293,44 @@ TEST(Store, AFullStoreRefusesWritesAndKeepsWhatItHas) {
   // Room comes back when records go.
   ASSERT_TRUE(client->Delete("big000").ok());
   EXPECT_TRUE(client->Put("big000", big).ok());
+}
+
+// The adaptive selector tries both searches, measures them, and keeps both estimates current; every answer is right
+// whichever side gives it.
+TEST(Store, AdaptiveSearchMeasuresBothSidesAndAnswersTheSame) {
+  RunningServer server = StartEmbedded("adaptive");
+  ASSERT_FALSE(server.ready.empty());
+  auto client = OpenClient(server.uris[0], "adaptive", "shm");
+  ASSERT_NE(client, nullptr);
+  constexpr int kKeys = 2000;
+  for (int i = 0; i < kKeys; ++i) ASSERT_TRUE(client->Put(fmt::format("a{:05d}", i), fmt::format("v{}", i)).ok());
+  std::mt19937_64 rng(3);
+  for (int i = 0; i < 5000; ++i) {
+    const int k = static_cast<int>(rng() % (kKeys + 100));
+    std::string value;
+    const Status s = client->Get(fmt::format("a{:05d}", k), &value);
+    if (k < kKeys) {
+      ASSERT_TRUE(s.ok()) << k << ": " << s.ToString();
+      ASSERT_EQ(value, fmt::format("v{}", k));
+    } else {
+      ASSERT_TRUE(s.IsNotFound()) << k << ": " << s.ToString();
+    }
+  }
+  const Client::Stats stats = client->stats();
+  EXPECT_GT(stats.server_searches, 0u);
+  EXPECT_GT(stats.client_searches, 0u);
+  EXPECT_EQ(stats.server_searches + stats.client_searches, 5000u);
+  EXPECT_GT(stats.explorations, 0u) << "1% of 5,000 decisions should explore";
+  ASSERT_FALSE(stats.estimates.empty());
+  bool measured = false;
+  for (const auto& e : stats.estimates) {
+    if (e.server_search_us > 0 && e.read_us > 0) {
+      measured = true;
+      EXPECT_LE(e.rtt_us, e.read_us);
+      EXPECT_GT(e.rtt_us, 0);
+    }
+  }
+  EXPECT_TRUE(measured) << "no server has both latencies measured";
 }
 
 TEST(Store, ManyAsynchronousOperationsInFlightFromOneThread) {

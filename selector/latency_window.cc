@@ -1,0 +1,78 @@
+// The moving latency window with Cell's outlier rule (see latency_window.h).
+#include "selector/latency_window.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace cell::selector {
+
+LatencyWindow::LatencyWindow(const WindowOptions& options) : options_(options) {
+  options_.capacity = std::max<size_t>(options_.capacity, 1);
+  ring_.resize(options_.capacity);
+}
+
+double LatencyWindow::stddev() const {
+  if (count_ < 2) return 0;
+  const double m = mean();
+  return std::sqrt(std::max(0.0, sum_sq_ / static_cast<double>(count_) - m * m));
+}
+
+void LatencyWindow::Clear() {
+  next_ = count_ = 0;
+  sum_ = sum_sq_ = min_ = 0;
+  offered_in_span_ = discarded_in_span_ = 0;
+}
+
+void LatencyWindow::Expire(uint64_t now_us) {
+  if (count_ > 0 && now_us > last_us_ && now_us - last_us_ > options_.idle_reset_us) {
+    Clear();
+    ++resets_;
+  }
+}
+
+bool LatencyWindow::Add(double latency_us, uint64_t now_us) {
+  Expire(now_us);
+  last_us_ = std::max(last_us_, now_us);
+  if (++offered_in_span_ > options_.capacity) {  // a new window's span begins
+    offered_in_span_ = 1;
+    discarded_in_span_ = 0;
+  }
+  if (options_.outlier_sigmas > 0 && count_ >= options_.min_samples_to_judge) {
+    const double m = mean();
+    const double sigma = std::max(stddev(), 0.01 * m);
+    if (std::fabs(latency_us - m) >= options_.outlier_sigmas * sigma) {
+      ++discarded_total_;
+      if (++discarded_in_span_ * 2 > options_.capacity) {
+        // Most of a window's worth is "outliers": the latency has moved. Start again from this sample.
+        Clear();
+        ++resets_;
+        offered_in_span_ = 1;
+      } else {
+        return false;
+      }
+    }
+  }
+  if (count_ == options_.capacity) {  // the oldest sample leaves
+    const double old = ring_[next_];
+    sum_ -= old;
+    sum_sq_ -= old * old;
+    --count_;
+  }
+  ring_[next_] = latency_us;
+  next_ = (next_ + 1) % options_.capacity;
+  ++count_;
+  sum_ += latency_us;
+  sum_sq_ += latency_us * latency_us;
+  if (next_ == 0 && count_ == options_.capacity) {
+    // Once per lap, sum afresh, so that rounding left by samples leaving never builds up.
+    sum_ = sum_sq_ = 0;
+    for (double s : ring_) {
+      sum_ += s;
+      sum_sq_ += s * s;
+    }
+  }
+  min_ = count_ == 1 ? latency_us : std::min(min_, latency_us);
+  return true;
+}
+
+}  // namespace cell::selector

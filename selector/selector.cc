@@ -1,0 +1,154 @@
+// The search selector's policies (see selector.h).
+#include "selector/selector.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdlib>
+
+namespace cell::selector {
+
+namespace {
+uint64_t SeedOf(uint64_t seed) { return seed != 0 ? seed : std::random_device{}(); }
+}  // namespace
+
+StatusOr<std::unique_ptr<Selector>> MakeSelector(std::string_view mode, const SelectorOptions& options) {
+  if (mode == "server") return std::unique_ptr<Selector>(new FixedSelector(1.0, options.seed));
+  if (mode == "client") return std::unique_ptr<Selector>(new FixedSelector(0.0, options.seed));
+  if (mode == "adaptive") return std::unique_ptr<Selector>(new ModelSelector(ModelSelector::Rule::kCell, options));
+  if (mode == "dex") return std::unique_ptr<Selector>(new ModelSelector(ModelSelector::Rule::kDex, options));
+  if (mode.substr(0, 6) == "fixed:") {
+    const std::string number(mode.substr(6));
+    char* end = nullptr;
+    const double x = std::strtod(number.c_str(), &end);
+    if (!number.empty() && end == number.c_str() + number.size() && x >= 0 && x <= 1) {
+      return std::unique_ptr<Selector>(new FixedSelector(x, options.seed));
+    }
+  }
+  return Status::InvalidArgument(fmt::format(
+      "search mode '{}' is not one of adaptive, server, client, dex, fixed:<fraction of server-side searches, 0..1>",
+      mode));
+}
+
+FixedSelector::FixedSelector(double server_fraction, uint64_t seed) : fraction_(server_fraction), seed_(seed) {}
+
+Side FixedSelector::Choose(uint64_t, uint64_t, uint64_t) {
+  bool server = fraction_ >= 1;
+  if (fraction_ > 0 && fraction_ < 1) {
+    thread_local std::mt19937_64 rng(SeedOf(seed_));
+    server = std::uniform_real_distribution<double>(0, 1)(rng) < fraction_;
+  }
+  (server ? server_ : client_).fetch_add(1, std::memory_order_relaxed);
+  return server ? Side::kServer : Side::kClient;
+}
+
+SelectorStats FixedSelector::stats() const {
+  SelectorStats s;
+  s.server_decisions = server_.load(std::memory_order_relaxed);
+  s.client_decisions = client_.load(std::memory_order_relaxed);
+  return s;
+}
+
+ModelSelector::ModelSelector(Rule rule, const SelectorOptions& options)
+    : rule_(rule), options_(options), rng_(SeedOf(options.seed)) {
+  window_.capacity = rule == Rule::kDex ? 50 : options.window;
+  window_.outlier_sigmas = rule == Rule::kDex ? 0 : options.outlier_sigmas;
+  window_.idle_reset_us = options.idle_reset_us;
+}
+
+ModelSelector::ServerState& ModelSelector::StateOf(uint64_t server) {
+  return servers_.try_emplace(server, window_).first->second;
+}
+
+double ModelSelector::ReadsOf(uint64_t meganode) const {
+  auto it = reads_.find(meganode);
+  if (it == reads_.end() || it->second.ring.empty()) return options_.initial_reads;
+  return it->second.sum / static_cast<double>(it->second.ring.size());
+}
+
+Side ModelSelector::PreferredLocked(uint64_t server, uint64_t meganode, uint64_t now_us, bool* measured) {
+  ServerState& st = StateOf(server);
+  st.search.Expire(now_us);
+  st.read.Expire(now_us);
+  *measured = !st.search.empty() && !st.read.empty();
+  if (!*measured) {
+    // Measure what is not measured yet; while neither is, alternate.
+    if (st.search.empty() && st.read.empty()) {
+      st.next_unmeasured_server = !st.next_unmeasured_server;
+      return st.next_unmeasured_server ? Side::kClient : Side::kServer;
+    }
+    return st.search.empty() ? Side::kServer : Side::kClient;
+  }
+  const double m = ReadsOf(meganode);
+  const double ls = st.search.mean(), lr = st.read.mean();
+  if (rule_ == Rule::kDex) return ls < m * (lr + 0.040) * 1.2 ? Side::kServer : Side::kClient;
+  const double rtt = st.read.min();
+  return (ls - rtt) < m * (lr - rtt) ? Side::kServer : Side::kClient;
+}
+
+Side ModelSelector::Preferred(uint64_t server, uint64_t meganode, uint64_t now_us) {
+  std::lock_guard lock(mu_);
+  bool measured = false;
+  return PreferredLocked(server, meganode, now_us, &measured);
+}
+
+Side ModelSelector::Choose(uint64_t server, uint64_t meganode, uint64_t now_us) {
+  std::lock_guard lock(mu_);
+  bool measured = false;
+  Side side = PreferredLocked(server, meganode, now_us, &measured);
+  if (measured && options_.explore > 0 && std::uniform_real_distribution<double>(0, 1)(rng_) < options_.explore) {
+    side = side == Side::kServer ? Side::kClient : Side::kServer;
+    ++explorations_;
+  }
+  ++(side == Side::kServer ? server_decisions_ : client_decisions_);
+  return side;
+}
+
+void ModelSelector::OnServerSearch(uint64_t server, double us, uint64_t now_us) {
+  std::lock_guard lock(mu_);
+  StateOf(server).search.Add(us, now_us);
+}
+
+void ModelSelector::OnRead(uint64_t server, double us, uint64_t now_us) {
+  std::lock_guard lock(mu_);
+  StateOf(server).read.Add(us, now_us);
+}
+
+void ModelSelector::OnReads(uint64_t server, const double* us, size_t n, uint64_t now_us) {
+  std::lock_guard lock(mu_);
+  ServerState& st = StateOf(server);
+  for (size_t i = 0; i < n; ++i) st.read.Add(us[i], now_us);
+}
+
+void ModelSelector::OnTraversal(uint64_t meganode, int reads) {
+  if (reads <= 0) return;
+  std::lock_guard lock(mu_);
+  Reads& r = reads_[meganode];
+  if (r.ring.size() < options_.window) {
+    r.ring.push_back(reads);
+  } else {
+    r.sum -= r.ring[r.next];
+    r.ring[r.next] = reads;
+    r.next = (r.next + 1) % r.ring.size();
+  }
+  r.sum += reads;
+}
+
+SelectorStats ModelSelector::stats() const {
+  std::lock_guard lock(mu_);
+  SelectorStats s;
+  s.server_decisions = server_decisions_;
+  s.client_decisions = client_decisions_;
+  s.explorations = explorations_;
+  for (const auto& [id, st] : servers_) {
+    s.outliers += st.search.discarded() + st.read.discarded();
+    s.history_resets += st.search.resets() + st.read.resets();
+    s.servers.push_back({.server = id, .server_search_us = st.search.mean(), .read_us = st.read.mean(),
+                         .rtt_us = st.read.min(), .server_samples = st.search.size(),
+                         .read_samples = st.read.size()});
+  }
+  std::sort(s.servers.begin(), s.servers.end(), [](const auto& a, const auto& b) { return a.server < b.server; });
+  return s;
+}
+
+}  // namespace cell::selector

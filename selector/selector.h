@@ -1,0 +1,146 @@
+// The search selector: for each operation, whether a client searches a meganode on its server (one RPC, server CPU)
+// or itself with one-sided reads (several round trips, no server CPU). Pure logic: callers report the latencies
+// they measured and pass the time; the selector knows nothing of the network or the tree.
+//
+// Policies (MakeSelector):
+//   server, client       always one way
+//   fixed:<x>            server-side with probability x
+//   adaptive             Cell's model (ATC'16 section 2.5), join-the-shortest-queue on measured latencies: search on
+//                        the server when  (l_s - RTT) < m * (l_r - RTT),  where l_s is the mean server-side search
+//                        latency to that server, l_r the mean one-sided read latency from it, RTT the lowest read
+//                        latency seen from it (what a request costs with no queue), and m the reads a client-side
+//                        traversal of that meganode takes (the height estimate at first, then the running mean of
+//                        observed traversals). Each mean is over a LatencyWindow (last n samples, outliers beyond
+//                        K sigma discarded, history dropped when outliers win a window or after an idle gap). With
+//                        probability p the option estimated worse is taken, so that both estimates stay current.
+//   dex                  DEX's heuristic (VLDB'24): search on the server when  mean(l_s) < m * (mean(l_r) + 40 ns) * 1.2,
+//                        over windows of 50 samples without outlier filtering, with 1% random flips.
+// While one of the two latencies of a server has no sample yet, the adaptive policies choose the side not measured.
+// Thread-safe: one mutex guards the estimates (taken once per decision and once per sample).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "cell/status.h"
+#include "selector/latency_window.h"
+
+namespace cell::selector {
+
+struct SelectorOptions {
+  size_t window = 100;               // n: samples per latency window
+  double outlier_sigmas = 3.0;       // K
+  double explore = 0.01;             // p: probability of taking the option estimated worse
+  uint64_t idle_reset_us = 3'000'000;  // history older than this, with no sample since, is dropped
+  double initial_reads = 4;          // m for a meganode no traversal has been seen of (its height estimate)
+  uint64_t seed = 0;                 // 0: random
+};
+
+enum class Side { kServer, kClient };
+
+// What a selector has decided and believes, for client stats.
+struct SelectorStats {
+  uint64_t server_decisions = 0;
+  uint64_t client_decisions = 0;
+  uint64_t explorations = 0;      // decisions that took the option estimated worse (exploration or random flip)
+  uint64_t outliers = 0;          // samples discarded as outliers
+  uint64_t history_resets = 0;    // windows dropped (outliers won, or idle)
+  struct Server {
+    uint64_t server = 0;
+    double server_search_us = 0;  // l_s (mean)
+    double read_us = 0;           // l_r (mean)
+    double rtt_us = 0;            // lowest read latency seen
+    size_t server_samples = 0, read_samples = 0;
+  };
+  std::vector<Server> servers;
+};
+
+class Selector {
+ public:
+  virtual ~Selector() = default;
+  // The side to search `meganode` (a packed pointer; 0 if not known) of server `server` on, at `now_us`.
+  virtual Side Choose(uint64_t server, uint64_t meganode, uint64_t now_us) = 0;
+  // A server-side search to `server` took `us`.
+  virtual void OnServerSearch(uint64_t server, double us, uint64_t now_us) = 0;
+  // A one-sided read from `server` took `us`.
+  virtual void OnRead(uint64_t server, double us, uint64_t now_us) = 0;
+  // `n` reads from `server` (one traversal's), at once.
+  virtual void OnReads(uint64_t server, const double* us, size_t n, uint64_t now_us) {
+    for (size_t i = 0; i < n; ++i) OnRead(server, us[i], now_us);
+  }
+  // A client-side traversal starting at `meganode` took `reads` one-sided reads.
+  virtual void OnTraversal(uint64_t meganode, int reads) = 0;
+  // Whether it uses the latencies at all (fixed policies do not: callers need not measure).
+  virtual bool Measures() const = 0;
+  virtual SelectorStats stats() const = 0;
+};
+
+// "server", "client", "fixed:<x>" (x in 0..1), "adaptive" or "dex"; InvalidArgument for anything else.
+StatusOr<std::unique_ptr<Selector>> MakeSelector(std::string_view mode, const SelectorOptions& options = {});
+
+// server, client and fixed:<x>.
+class FixedSelector final : public Selector {
+ public:
+  FixedSelector(double server_fraction, uint64_t seed);
+  Side Choose(uint64_t server, uint64_t meganode, uint64_t now_us) override;
+  void OnServerSearch(uint64_t, double, uint64_t) override {}
+  void OnRead(uint64_t, double, uint64_t) override {}
+  void OnTraversal(uint64_t, int) override {}
+  bool Measures() const override { return false; }
+  SelectorStats stats() const override;
+
+ private:
+  const double fraction_;
+  const uint64_t seed_;
+  std::atomic<uint64_t> server_{0}, client_{0};
+};
+
+// adaptive (Cell's model) and dex (DEX's heuristic): the same estimates, two rules.
+class ModelSelector final : public Selector {
+ public:
+  enum class Rule { kCell, kDex };
+  ModelSelector(Rule rule, const SelectorOptions& options);
+  Side Choose(uint64_t server, uint64_t meganode, uint64_t now_us) override;
+  void OnServerSearch(uint64_t server, double us, uint64_t now_us) override;
+  void OnRead(uint64_t server, double us, uint64_t now_us) override;
+  void OnReads(uint64_t server, const double* us, size_t n, uint64_t now_us) override;
+  void OnTraversal(uint64_t meganode, int reads) override;
+  bool Measures() const override { return true; }
+  SelectorStats stats() const override;
+
+  // The side the rule prefers now, without exploration (for tests and stats).
+  Side Preferred(uint64_t server, uint64_t meganode, uint64_t now_us);
+
+ private:
+  struct ServerState {
+    explicit ServerState(const WindowOptions& w) : search(w), read(w) {}
+    LatencyWindow search, read;
+    bool next_unmeasured_server = true;  // while unmeasured: alternate, so both sides get samples
+  };
+  struct Reads {  // the last n traversals' read counts of one meganode
+    std::vector<int> ring;
+    size_t next = 0;
+    double sum = 0;
+  };
+  ServerState& StateOf(uint64_t server);  // under mu_
+  double ReadsOf(uint64_t meganode) const;  // under mu_
+  Side PreferredLocked(uint64_t server, uint64_t meganode, uint64_t now_us, bool* measured);
+
+  const Rule rule_;
+  const SelectorOptions options_;
+  WindowOptions window_;
+  mutable std::mutex mu_;
+  std::unordered_map<uint64_t, ServerState> servers_;
+  std::unordered_map<uint64_t, Reads> reads_;
+  std::mt19937_64 rng_;
+  uint64_t server_decisions_ = 0, client_decisions_ = 0, explorations_ = 0;
+};
+
+}  // namespace cell::selector

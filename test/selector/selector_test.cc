@@ -1,0 +1,229 @@
+// The selector, fed synthetic latency streams: steady, step change, spike, outliers, idle gap; and the policies'
+// decisions on them.
+#include "selector/selector.h"
+
+#include <gtest/gtest.h>
+
+#include <thread>
+#include <vector>
+
+namespace cell::selector {
+namespace {
+
+constexpr uint64_t kMs = 1000;  // microseconds
+
+TEST(LatencyWindow, ASteadyStreamIsAveragedOverTheLastNSamples) {
+  LatencyWindow w(WindowOptions{.capacity = 10});
+  for (int i = 0; i < 100; ++i) ASSERT_TRUE(w.Add(i % 2 == 0 ? 9.0 : 11.0, i));
+  EXPECT_EQ(w.size(), 10u);
+  EXPECT_DOUBLE_EQ(w.mean(), 10.0);
+  EXPECT_NEAR(w.stddev(), 1.0, 1e-9);
+  EXPECT_DOUBLE_EQ(w.min(), 9.0);
+  EXPECT_EQ(w.discarded(), 0u);
+}
+
+TEST(LatencyWindow, AnOutlierIsDiscardedAndLeavesTheMeanAlone) {
+  LatencyWindow w(WindowOptions{.capacity = 100});
+  for (int i = 0; i < 50; ++i) ASSERT_TRUE(w.Add(10.0 + (i % 3), i));
+  const double before = w.mean();
+  EXPECT_FALSE(w.Add(1000.0, 50));  // far beyond 3 sigma
+  EXPECT_FALSE(w.Add(0.01, 51));
+  EXPECT_DOUBLE_EQ(w.mean(), before);
+  EXPECT_EQ(w.discarded(), 2u);
+  EXPECT_EQ(w.resets(), 0u);
+  EXPECT_TRUE(w.Add(11.5, 52)) << "a sample inside the spread is kept";
+}
+
+TEST(LatencyWindow, AStepChangeDropsTheHistoryWithinHalfAWindow) {
+  LatencyWindow w(WindowOptions{.capacity = 100});
+  uint64_t t = 0;
+  for (int i = 0; i < 200; ++i) w.Add(10.0 + (i % 2), t++);
+  int taken = 0;
+  while (w.mean() < 50 && taken < 200) {
+    w.Add(100.0 + (taken % 2), t++);
+    ++taken;
+  }
+  EXPECT_LE(taken, 51) << "the window should follow a step within half a window's samples";
+  EXPECT_GE(w.resets(), 1u);
+  EXPECT_NEAR(w.mean(), 100.5, 1.0);
+  EXPECT_GE(w.min(), 100.0) << "the minimum starts again with the history";
+}
+
+TEST(LatencyWindow, AnIdleGapDropsTheHistory) {
+  LatencyWindow w(WindowOptions{.capacity = 100, .idle_reset_us = 3000 * kMs});
+  for (int i = 0; i < 20; ++i) w.Add(10.0, i);
+  w.Expire(2000 * kMs);
+  EXPECT_EQ(w.size(), 20u) << "2 s idle is not enough";
+  w.Expire(3100 * kMs);
+  EXPECT_TRUE(w.empty());
+  EXPECT_EQ(w.resets(), 1u);
+  EXPECT_TRUE(w.Add(500.0, 3200 * kMs)) << "after the gap, any sample starts a new history";
+  EXPECT_DOUBLE_EQ(w.mean(), 500.0);
+}
+
+// Feeds `count` samples of each measure of server 1, each time stepping `*t` by 10 us.
+void Feed(ModelSelector& s, double server_us, double read_us, double rtt_us, int count, uint64_t* t) {
+  for (int i = 0; i < count; ++i) {
+    s.OnServerSearch(1, server_us + (i % 2), *t);
+    // Reads: mostly at read_us, one in ten at the round-trip floor.
+    s.OnRead(1, i % 10 == 0 ? rtt_us : read_us, *t);
+    *t += 10;
+  }
+}
+
+SelectorOptions NoExploration() { return SelectorOptions{.explore = 0, .seed = 1}; }
+
+TEST(CellSelector, WhileUnmeasuredItTriesBothSidesThenTheMissingOne) {
+  ModelSelector s(ModelSelector::Rule::kCell, NoExploration());
+  const Side first = s.Choose(1, 0, 0), second = s.Choose(1, 0, 1);
+  EXPECT_NE(first, second) << "with nothing measured, both sides are tried";
+  s.OnRead(1, 5.0, 2);
+  EXPECT_EQ(s.Choose(1, 0, 3), Side::kServer) << "reads measured, server-side searches not yet";
+  ModelSelector t(ModelSelector::Rule::kCell, NoExploration());
+  t.OnServerSearch(1, 5.0, 0);
+  EXPECT_EQ(t.Choose(1, 0, 1), Side::kClient);
+}
+
+TEST(CellSelector, IdleServersAreSearchedOnTheServerAndBusyOnesByReads) {
+  ModelSelector s(ModelSelector::Rule::kCell, NoExploration());
+  uint64_t t = 0;
+  // Idle server: a search costs little more than a round trip; reads queue a little (m = 4 reads of ~3 us extra).
+  Feed(s, /*server_us=*/8, /*read_us=*/8, /*rtt_us=*/5, 100, &t);
+  EXPECT_EQ(s.Choose(1, 0, t), Side::kServer);
+  // The server's CPU saturates: its searches wait in its queue (a step to 200 us). Within half a window of samples
+  // the estimate follows, and clients read instead.
+  int samples = 0;
+  while (s.Preferred(1, 0, t) == Side::kServer && samples < 100) {
+    s.OnServerSearch(1, 200.0 + (samples % 3), t);
+    t += 10;
+    ++samples;
+  }
+  EXPECT_LE(samples, 51);
+  EXPECT_EQ(s.Choose(1, 0, t), Side::kClient);
+  // The spike ends: searches are fast again; the estimate follows back.
+  samples = 0;
+  while (s.Preferred(1, 0, t) == Side::kClient && samples < 100) {
+    s.OnServerSearch(1, 8.0 + (samples % 2), t);
+    t += 10;
+    ++samples;
+  }
+  EXPECT_LE(samples, 51);
+  EXPECT_EQ(s.Choose(1, 0, t), Side::kServer);
+  const SelectorStats stats = s.stats();
+  EXPECT_GE(stats.history_resets, 1u) << "the step up should have dropped the history";
+  ASSERT_EQ(stats.servers.size(), 1u);
+  EXPECT_DOUBLE_EQ(stats.servers[0].rtt_us, 5.0);
+}
+
+TEST(CellSelector, ASingleSlowSearchDoesNotTurnTheDecision) {
+  ModelSelector s(ModelSelector::Rule::kCell, NoExploration());
+  uint64_t t = 0;
+  Feed(s, 8, 8, 5, 100, &t);
+  ASSERT_EQ(s.Preferred(1, 0, t), Side::kServer);
+  const uint64_t outliers = s.stats().outliers;
+  for (int i = 0; i < 5; ++i) s.OnServerSearch(1, 5000.0, t += 10);  // a few stragglers: outliers
+  EXPECT_EQ(s.Preferred(1, 0, t), Side::kServer);
+  EXPECT_EQ(s.stats().outliers - outliers, 5u);
+}
+
+TEST(CellSelector, DeeperMeganodesFavourTheServer) {
+  ModelSelector s(ModelSelector::Rule::kCell, NoExploration());
+  uint64_t t = 0;
+  // l_s - RTT = 25; l_r - RTT = 5: a traversal of m = 4 reads costs 20 (client), of m = 8 costs 40 (server).
+  Feed(s, 30, 10, 5, 100, &t);
+  const uint64_t shallow = 0x1000, deep = 0x2000;
+  EXPECT_EQ(s.Preferred(1, shallow, t), Side::kClient) << "m starts at the height estimate, 4";
+  for (int i = 0; i < 10; ++i) s.OnTraversal(deep, 8);
+  EXPECT_EQ(s.Preferred(1, deep, t), Side::kServer);
+  EXPECT_EQ(s.Preferred(1, shallow, t), Side::kClient);
+}
+
+TEST(CellSelector, IdleHistoryIsDroppedAndMeasuredAfresh) {
+  ModelSelector s(ModelSelector::Rule::kCell, NoExploration());
+  uint64_t t = 0;
+  Feed(s, 200, 8, 5, 100, &t);
+  ASSERT_EQ(s.Preferred(1, 0, t), Side::kClient);
+  t += 4000 * kMs;  // four quiet seconds
+  const Side a = s.Choose(1, 0, t), b = s.Choose(1, 0, t + 1);
+  EXPECT_NE(a, b) << "after an idle gap nothing is measured: both sides are tried again";
+}
+
+TEST(CellSelector, ExplorationTakesTheWorseSideAboutOnceInAHundred) {
+  ModelSelector s(ModelSelector::Rule::kCell, SelectorOptions{.explore = 0.01, .seed = 7});
+  uint64_t t = 0;
+  Feed(s, 200, 8, 5, 100, &t);
+  int server = 0;
+  for (int i = 0; i < 20000; ++i) server += s.Choose(1, 0, t) == Side::kServer ? 1 : 0;
+  EXPECT_GT(server, 100);  // expected 200; the bounds are over 6 sigma away
+  EXPECT_LT(server, 350);
+  EXPECT_EQ(s.stats().explorations, static_cast<uint64_t>(server));
+}
+
+TEST(DexSelector, PushesToTheServerWhenItBeatsTheMissingNodesReadCost) {
+  ModelSelector s(ModelSelector::Rule::kDex, NoExploration());
+  uint64_t t = 0;
+  // 4 x (10 + 0.04) x 1.2 = 48.2 us: a 40 us search goes to the server, a 60 us one does not.
+  for (int i = 0; i < 50; ++i) {
+    s.OnServerSearch(1, 40.0, t);
+    s.OnRead(1, 10.0, t);
+    t += 10;
+  }
+  EXPECT_EQ(s.Preferred(1, 0, t), Side::kServer);
+  for (int i = 0; i < 50; ++i) s.OnServerSearch(1, 60.0, t += 10);  // 50-sample window: the old ones are gone
+  EXPECT_EQ(s.Preferred(1, 0, t), Side::kClient);
+  EXPECT_EQ(s.stats().outliers, 0u) << "DEX keeps every sample";
+}
+
+TEST(Selector, ModesParseAndBadOnesAreRefusedWithTheChoices) {
+  for (const char* mode : {"server", "client", "adaptive", "dex", "fixed:0", "fixed:0.25", "fixed:1"}) {
+    auto s = MakeSelector(mode);
+    EXPECT_TRUE(s.ok()) << mode << ": " << s.status().ToString();
+  }
+  for (const char* mode : {"", "fixed:", "fixed:1.5", "fixed:-0.1", "fixed:0.5x", "Adaptive", "jsq"}) {
+    auto s = MakeSelector(mode);
+    ASSERT_FALSE(s.ok()) << mode;
+    EXPECT_TRUE(s.status().IsInvalidArgument());
+    EXPECT_NE(s.status().message().find("adaptive"), std::string::npos) << s.status().message();
+  }
+  EXPECT_FALSE((*MakeSelector("server"))->Measures());
+  EXPECT_TRUE((*MakeSelector("adaptive"))->Measures());
+}
+
+TEST(Selector, AFixedFractionIsKept) {
+  auto s = MakeSelector("fixed:0.3", SelectorOptions{.seed = 3});
+  ASSERT_TRUE(s.ok());
+  int server = 0;
+  for (int i = 0; i < 20000; ++i) server += (*s)->Choose(1, 0, 0) == Side::kServer ? 1 : 0;
+  EXPECT_NEAR(server / 20000.0, 0.3, 0.03);
+  EXPECT_EQ((*s)->stats().server_decisions, static_cast<uint64_t>(server));
+  EXPECT_EQ((*MakeSelector("server"))->Choose(1, 0, 0), Side::kServer);
+  EXPECT_EQ((*MakeSelector("client"))->Choose(1, 0, 0), Side::kClient);
+}
+
+TEST(Selector, ManyThreadsDecideAndReportAtOnce) {
+  auto made = MakeSelector("adaptive", SelectorOptions{.seed = 5});
+  ASSERT_TRUE(made.ok());
+  Selector& s = **made;
+  constexpr int kThreads = 4, kOps = 20000;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kOps; ++i) {
+        const uint64_t server = 1 + (i % 3), now = static_cast<uint64_t>(i) * 10;
+        if (s.Choose(server, 0x1000 * (t + 1), now) == Side::kServer) {
+          s.OnServerSearch(server, 20.0 + i % 5, now);
+        } else {
+          s.OnRead(server, 3.0 + i % 2, now);
+          s.OnTraversal(0x1000 * (t + 1), 4);
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  const SelectorStats stats = s.stats();
+  EXPECT_EQ(stats.server_decisions + stats.client_decisions, uint64_t{kThreads} * kOps);
+  EXPECT_EQ(stats.servers.size(), 3u);
+}
+
+}  // namespace
+}  // namespace cell::selector
