@@ -74,21 +74,26 @@ void StoreClient::RetryLoop() {
   }
 }
 
-bool StoreClient::SearchOnServer(GlobalPtr start, uint64_t* server) {
+bool StoreClient::SearchOnServer(GlobalPtr start, bool may_block, uint64_t* server) {
   *server = 0;
   if (!measure_) return selector_->Choose(0, 0, 0) == selector::Side::kServer;
   uint32_t region = start.region;
   if (start.is_null()) {
-    auto root = Root();
-    region = root.ok() ? *root : 0;
+    region = root_.load(std::memory_order_acquire);
+    if (region == 0 && may_block) {
+      auto root = Root();
+      region = root.ok() ? *root : 0;
+    }
   }
   if (region != 0) {
     *server = cache_.CachedOwner(region);
-    if (*server == 0) {  // not cached yet: look it up (the operation would now anyway)
+    if (*server == 0 && may_block) {  // not cached yet: look it up (the operation would now anyway)
       auto route = cache_.Lookup(region);
       if (route.ok()) *server = route->owner().id;
     }
   }
+  // Not knowing the server yet: by RPC (the request finds its way), measuring nothing.
+  if (*server == 0) return true;
   return selector_->Choose(*server, start.Pack(), NowUs()) == selector::Side::kServer;
 }
 
@@ -272,13 +277,16 @@ class StoreClient::ReadRouter {
     return [this](GlobalPtr p, size_t words, uint64_t* dst) { return Read(p, words, dst); };
   }
 
-  // For the selector: time each read from now on, and count them.
-  void Measure() { measure_ = true; }
-  // Tells the selector what this search's reads took (those from its own server; the count, all of them), as a
-  // traversal from `meganode`.
+  // For the selector: from now on, time each read from `server` and count all reads.
+  void Measure(uint64_t server) {
+    measure_ = true;
+    measured_server_ = server;
+  }
+  // Tells the selector what this search's reads from that server took, and how many reads it made in all (a
+  // traversal from `meganode`).
   void Report(selector::Selector& selector, uint64_t meganode) const {
     if (!measure_ || reads_ == 0) return;
-    selector.OnReads(home_server_, samples_.data(), samples_taken_, NowUs());
+    if (samples_taken_ > 0) selector.OnReads(measured_server_, samples_.data(), samples_taken_, NowUs());
     selector.OnTraversal(meganode, reads_);
   }
 
@@ -324,7 +332,7 @@ class StoreClient::ReadRouter {
     Status s = rpc::ReadSync(*link->connection, p, static_cast<uint32_t>(words * 8), dst);
     if (measure_ && s.ok()) {
       ++reads_;
-      if (link->server == home_server_ && samples_taken_ < samples_.size()) {
+      if (link->server == measured_server_ && samples_taken_ < samples_.size()) {
         samples_[samples_taken_++] =
             std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - begin).count();
       }
@@ -348,6 +356,7 @@ class StoreClient::ReadRouter {
   std::array<Link, 4> links_;
   size_t next_ = 0;
   bool measure_ = false;
+  uint64_t measured_server_ = 0;
   int reads_ = 0;
   std::array<double, 32> samples_;
   size_t samples_taken_ = 0;
@@ -362,16 +371,16 @@ double MicrosSince(std::chrono::steady_clock::time_point begin) {
 Status StoreClient::Get(std::string_view key, std::string* value) {
   CELL_RETURN_IF_ERROR(meganode::CheckKeyValue(key, {}));
   uint64_t server = 0;
-  if (SearchOnServer(measure_ ? paths_.Lookup(key) : GlobalPtr(), &server)) {
+  if (SearchOnServer(measure_ ? paths_.Lookup(key) : GlobalPtr(), /*may_block=*/true, &server)) {
     stats_.server_searches.fetch_add(1, std::memory_order_relaxed);
-    if (!measure_) return GetServerSide(key, value, NewDeadline());
+    if (server == 0) return GetServerSide(key, value, NewDeadline());
     const auto begin = std::chrono::steady_clock::now();
     Status s = GetServerSide(key, value, NewDeadline());
     if (s.ok() || s.IsNotFound()) selector_->OnServerSearch(server, MicrosSince(begin), NowUs());
     return s;
   }
   stats_.client_searches.fetch_add(1, std::memory_order_relaxed);
-  return GetClientSide(key, value, NewDeadline());
+  return GetClientSide(key, value, NewDeadline(), server != 0 && SampleThisSearch() ? server : 0);
 }
 
 void StoreClient::CallAsync(uint16_t method, bool idempotent, Deadline deadline, GlobalPtr start,
@@ -425,14 +434,17 @@ void StoreClient::CallAsync(uint16_t method, bool idempotent, Deadline deadline,
 void StoreClient::GetAsync(std::string_view key, GetCallback done) {
   if (Status s = meganode::CheckKeyValue(key, {}); !s.ok()) return done(s, {});
   uint64_t server = 0;
-  if (!SearchOnServer(measure_ ? paths_.Lookup(key) : GlobalPtr(), &server)) {
+  // A client-side search waits for its reads; on a transport's own thread (a callback issuing the next get) that
+  // could wait for itself, so a get started there searches on the server whatever the selector says.
+  if (!SearchOnServer(measure_ ? paths_.Lookup(key) : GlobalPtr(), /*may_block=*/false, &server) &&
+      !rpc::OnTransportThread()) {
     stats_.client_searches.fetch_add(1, std::memory_order_relaxed);
     std::string value;
-    Status s = GetClientSide(key, &value, NewDeadline());
+    Status s = GetClientSide(key, &value, NewDeadline(), server != 0 && SampleThisSearch() ? server : 0);
     return done(s, value);
   }
   stats_.server_searches.fetch_add(1, std::memory_order_relaxed);
-  if (measure_) {
+  if (server != 0) {
     // The server-side search's latency, for the selector, from here to the reply.
     done = [this, server, begin = std::chrono::steady_clock::now(), inner = std::move(done)](
                const Status& s, std::string_view value) {
@@ -511,10 +523,11 @@ Status StoreClient::GetServerSide(std::string_view key, std::string* value, Dead
   return Status::OK();
 }
 
-Status StoreClient::GetClientSide(std::string_view key, std::string* value, Deadline deadline) {
+Status StoreClient::GetClientSide(std::string_view key, std::string* value, Deadline deadline,
+                                  uint64_t sample_server) {
   return Run([&](rpc::Connection& connection, const Route& route, GlobalPtr, Deadline d) -> Attempt {
     ReadRouter router(this, d, route, connection);
-    if (measure_ && SampleThisSearch()) router.Measure();
+    if (sample_server != 0) router.Measure(sample_server);
     btree::CopyingNodeSource source(router.Fetcher(), nodes_.get());
     btree::GlobalReader reader(&source, GlobalPtr{route.entry.region, 0});
     GlobalPtr start = paths_.Lookup(key);
@@ -581,7 +594,7 @@ Status StoreClient::Scan(std::string_view start, std::string_view end, size_t li
   if (limit == 0) return Status::OK();
   const size_t had = out->size();
   uint64_t server = 0;
-  if (SearchOnServer(GlobalPtr(), &server)) {
+  if (SearchOnServer(GlobalPtr(), /*may_block=*/true, &server)) {
     stats_.server_searches.fetch_add(1, std::memory_order_relaxed);
     std::string from(start);
     GlobalPtr at;  // the meganode the next page begins at (null: the root)

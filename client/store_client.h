@@ -96,7 +96,8 @@ class StoreClient {
   Status RunKey(uint16_t method, bool idempotent, std::string_view key, const std::string_view* value,
                 Deadline deadline, server::proto::StoreReply* reply);
   Status GetServerSide(std::string_view key, std::string* value, Deadline deadline);
-  Status GetClientSide(std::string_view key, std::string* value, Deadline deadline);
+  // `sample_server`: not 0, time the reads from that server for the selector (the server the choice was made for).
+  Status GetClientSide(std::string_view key, std::string* value, Deadline deadline, uint64_t sample_server = 0);
   Status PutUntil(std::string_view key, std::string_view value, Deadline deadline);
   Status DeleteUntil(std::string_view key, Deadline deadline);
   // The asynchronous first attempt of a server-side request: `build` makes the request for the route; `finish`
@@ -121,12 +122,13 @@ class StoreClient {
   StoreClient(membership::RegionTableReader* table, const StoreClientOptions& options,
               std::unique_ptr<selector::Selector> selector);
   // The selector's choice for an operation beginning at meganode `start` (null: the root); *server is the server it
-  // was made for (the start region's cached owner; 0 if not known), to which measurements are reported.
-  bool SearchOnServer(GlobalPtr start, uint64_t* server);
+  // was made for (the start region's owner), to which measurements are reported; 0 if not known, and then nothing
+  // is measured. `may_block`: the owner may be looked up (synchronous operations); otherwise only the cache is asked.
+  bool SearchOnServer(GlobalPtr start, bool may_block, uint64_t* server);
   // True for one client-side search in options_.sample_one_in, counted per thread.
   bool SampleThisSearch() const {
     thread_local uint32_t count = 0;
-    return ++count % static_cast<uint32_t>(options_.sample_one_in) == 0;
+    return ++count % static_cast<uint32_t>(std::max(options_.sample_one_in, 1)) == 0;
   }
   static uint64_t NowUs() {
     return std::chrono::duration_cast<std::chrono::microseconds>(

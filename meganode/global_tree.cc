@@ -485,8 +485,14 @@ Status GlobalTree::Split(Mega* m, int level, uint64_t seen_splits, bool may_go_r
     if (m->splits != seen_splits) return Status::OK();  // split meanwhile by another writer
     if (m->splitting) return AwaitSplit(m, lock);       // being split by another writer
     if (m->sealed.load()) return Status::Unavailable("a sealed meganode cannot split yet; retry");
-    // No writer changes the header while we hold the split lock, except SetClusterRoot (which locks it).
-    NodeView hv(store.SlotWords(0));
+    // Read under the header's node lock: SetClusterRoot may be publishing it (no other writer changes the header
+    // while we hold the split lock).
+    uint64_t* hw = store.SlotWords(0);
+    const uint64_t header_locked = btree::LockNode(hw);
+    NodeImage header;
+    btree::LoadLocked(hw, &header);
+    btree::UnlockUnchanged(hw, header_locked);
+    const NodeView hv = header.view();
     std::vector<btree::NodeEntry> entries = LeafEntries(store, hv.root_slot(), hv.root_level());
     if (entries.size() < 2) return Status::ResourceExhausted("a meganode is full with fewer than two entries");
     const size_t mid = entries.size() / 2;

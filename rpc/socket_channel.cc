@@ -184,6 +184,7 @@ void SocketChannel::FailAll(const Status& why) {
 }
 
 void SocketChannel::IoLoop() {
+  MarkTransportThread();
   FrameDecoder decoder(options_.max_message_bytes);
   struct Completion {
     Pending pending;

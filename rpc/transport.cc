@@ -148,6 +148,13 @@ StatusOr<std::string> CallSync(Connection& connection, uint16_t method, std::str
   return future.get();
 }
 
+namespace {
+thread_local bool transport_thread = false;
+}  // namespace
+
+bool OnTransportThread() { return transport_thread; }
+void MarkTransportThread() { transport_thread = true; }
+
 Status ReadSync(Connection& connection, GlobalPtr remote, uint32_t length, void* dest) {
   return connection.ReadNow(remote, length, dest);
 }

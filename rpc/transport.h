@@ -155,6 +155,12 @@ StatusOr<std::string> CallSync(Connection& connection, uint16_t method, std::str
                                std::chrono::microseconds timeout = std::chrono::microseconds{0});
 Status ReadSync(Connection& connection, GlobalPtr remote, uint32_t length, void* dest);
 
+// True on a thread a transport runs callbacks on (a connection's I/O or completion thread). Code there must not wait
+// for another request or read (CallSync, ReadSync): completing it may be that very thread's job.
+bool OnTransportThread();
+// For transports: marks the calling thread as one of theirs, for its life.
+void MarkTransportThread();
+
 // A parsed transport URI.
 struct Endpoint {
   enum class Scheme { kTcp, kShm, kVerbs };

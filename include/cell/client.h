@@ -94,9 +94,9 @@ class Client {
   // server-side operation on a client thread when the reply arrives (or on the client's retry thread, after a stale
   // route or a failed server), within the timeout; in the calling thread, before GetAsync returns, for a client-side
   // search, for invalid arguments, and while the client is being destroyed. Operations still pending when the
-  // Client is destroyed complete with Unavailable before the destructor returns. `done` must not block, must not
-  // destroy the Client, and must not start a client-side search over tcp (that would wait on the thread running
-  // it). `value` is valid only during the callback.
+  // Client is destroyed complete with Unavailable before the destructor returns. `done` must not block and must not
+  // destroy the Client; a GetAsync it starts searches on the server whatever the search mode (a client-side search
+  // there could wait on the very thread running it). `value` is valid only during the callback.
   void GetAsync(std::string_view key, std::function<void(const Status& status, std::string_view value)> done);
   void PutAsync(std::string_view key, std::string_view value, std::function<void(const Status& status)> done);
   // Removes `key`; NotFound if it was absent. As for Put, a Delete whose connection fails after it was sent is not

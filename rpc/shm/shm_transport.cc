@@ -230,6 +230,7 @@ class ShmConnection final : public Connection {
 
   // Completes reads in the order they reserved the NIC (their due times never decrease: see nic_model.h).
   void NicLoop() {
+    MarkTransportThread();
     std::unique_lock lock(nic_mu_);
     while (true) {
       nic_cv_.wait(lock, [&] { return nic_stopping_ || !nic_queue_.empty(); });

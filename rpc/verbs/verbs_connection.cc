@@ -401,6 +401,7 @@ void VerbsConnection::PumpReadsLocked() {
 }
 
 void VerbsConnection::IoLoop() {
+  MarkTransportThread();
   Status end;
   pollfd fds[3] = {{link_->comp_fd(), POLLIN, 0}, {ec_->fd, POLLIN, 0}, {wake_.fd(), POLLIN, 0}};
   while (true) {

@@ -240,6 +240,35 @@ TEST_F(Cluster, ScansAcrossMeganodesAndServersSeeEveryStableKeyOnceInOrder) {
 
 // A server that dies takes its meganodes with it (until the log issue's recovery): operations on its keys fail with
 // Unavailable or DeadlineExceeded within the client's timeout, never hang; keys elsewhere keep working.
+// An adaptive client keeps estimates per server: the reads of a client-side search count for the server that holds
+// the meganode it began at (the one the choice was made for), not for the root's.
+TEST_F(Cluster, AnAdaptiveClientMeasuresEachServerItSearches) {
+  {
+    auto loader = Open("server");
+    ASSERT_NE(loader, nullptr);
+    for (int i = 0; i < 3000; ++i) ASSERT_TRUE(loader->Put(fmt::format("e{:05d}", i), fmt::format("v{}", i)).ok());
+  }
+  ASSERT_EQ(Stats().servers_with_meganodes, 3);
+  auto client = Open("adaptive");
+  ASSERT_NE(client, nullptr);
+  for (int pass = 0; pass < 3; ++pass) {
+    for (int i = 0; i < 3000; i += 3) {
+      std::string value;
+      ASSERT_TRUE(client->Get(fmt::format("e{:05d}", i), &value).ok()) << i;
+      ASSERT_EQ(value, fmt::format("v{}", i));
+    }
+  }
+  const Client::Stats stats = client->stats();
+  int read_measured = 0;
+  for (const auto& e : stats.estimates) {
+    fmt::print("server {}: search {:.1f} us, read {:.2f} us, rtt {:.2f} us\n", e.server, e.server_search_us,
+               e.read_us, e.rtt_us);
+    EXPECT_NE(e.server, 0u) << "estimates are kept for known servers only";
+    read_measured += e.read_us > 0 ? 1 : 0;
+  }
+  EXPECT_EQ(read_measured, 3) << "every server holding meganodes should have its reads measured";
+}
+
 TEST_F(Cluster, ADeadServersKeysAreUnavailableWithinTheTimeoutAndTheRestServe) {
   {
     auto loader = Open("server");

@@ -12,6 +12,9 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <functional>
+#include <future>
+
 #include "cell/client.h"
 #include "rpc/transport.h"
 #include "server/proto/store.pb.h"
@@ -331,6 +334,62 @@ TEST(Store, AdaptiveSearchMeasuresBothSidesAndAnswersTheSame) {
     }
   }
   EXPECT_TRUE(measured) << "no server has both latencies measured";
+}
+
+// A get started from a get's callback runs on the transport's thread; a client-side search there would wait for
+// reads that only that thread can complete (tcp). It searches on the server instead, and completes. A chain of gets,
+// each started by the last one's callback, in modes that mix server- and client-side searches.
+TEST(Store, GetsStartedFromCallbacksCompleteWhateverTheSearchMode) {
+  RunningServer server = StartEmbedded("chained");
+  ASSERT_FALSE(server.ready.empty());
+  for (const char* search : {"fixed:0.5", "adaptive"}) {
+    auto client = OpenClient(server.uris[0], search, "tcp");
+    ASSERT_NE(client, nullptr);
+    for (int i = 0; i < 10; ++i) ASSERT_TRUE(client->Put(fmt::format("c{}", i), fmt::format("v{}", i)).ok());
+    constexpr int kChain = 200;
+    std::mutex mu;
+    std::condition_variable cv;
+    int completed = 0, wrong = 0;
+    std::function<void(int)> next = [&](int i) {
+      client->GetAsync(fmt::format("c{}", i % 10), [&, i](const Status& s, std::string_view value) {
+        const bool right = s.ok() && value == fmt::format("v{}", i % 10);
+        {
+          std::lock_guard lock(mu);
+          ++completed;
+          wrong += right ? 0 : 1;
+          cv.notify_all();
+        }
+        if (i + 1 < kChain) next(i + 1);  // on whatever thread completed this one
+      });
+    };
+    next(0);
+    std::unique_lock lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, 30s, [&] { return completed == kChain; }))
+        << search << ": the chain stopped after " << completed << " gets";
+    EXPECT_EQ(wrong, 0) << search;
+    const Client::Stats stats = client->stats();
+    EXPECT_GT(stats.server_searches, 0u) << search;
+  }
+  // The rule itself: a client-side client's get started on a transport's thread (here another client's callback)
+  // goes to the server; the same get from this thread is searched client-side. (Over tcp the reads have their own
+  // thread, so the chain above would complete either way; over verbs one thread serves both.)
+  auto client = OpenClient(server.uris[0], "client", "tcp");
+  auto other = OpenClient(server.uris[0], "server", "tcp");
+  ASSERT_NE(client, nullptr);
+  ASSERT_NE(other, nullptr);
+  std::string value;
+  ASSERT_TRUE(client->Get("c1", &value).ok());
+  EXPECT_EQ(client->stats().client_searches, 1u);
+  ASSERT_TRUE(other->Get("c1", &value).ok());  // the root known: other's next get completes on its I/O thread
+  std::promise<std::string> got;
+  other->GetAsync("c2", [&](const Status&, std::string_view) {
+    client->GetAsync("c3", [&](const Status& s, std::string_view v) { got.set_value(s.ok() ? std::string(v) : s.ToString()); });
+  });
+  auto future = got.get_future();
+  ASSERT_EQ(future.wait_for(30s), std::future_status::ready);
+  EXPECT_EQ(future.get(), "v3");
+  EXPECT_EQ(client->stats().server_searches, 1u) << "the get from a transport thread should have gone by RPC";
+  EXPECT_EQ(client->stats().client_searches, 1u);
 }
 
 TEST(Store, ManyAsynchronousOperationsInFlightFromOneThread) {
