@@ -1,0 +1,165 @@
+// The bench harness's workload generators: key distributions, operation mixes, key and value shapes, and the
+// open-loop arrival clock, checked against what they promise.
+#include "bench/workload.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+#include <vector>
+
+namespace cell::bench {
+namespace {
+
+TEST(Zipfian, TheTopRanksComeAsOftenAsTheLawSays) {
+  constexpr uint64_t kN = 1000;
+  ZipfianGenerator zipf(kN, 0.99);
+  std::mt19937_64 rng(1);
+  constexpr int kDraws = 1'000'000;
+  std::vector<int> count(kN);
+  for (int i = 0; i < kDraws; ++i) {
+    const uint64_t r = zipf.Next(rng);
+    ASSERT_LT(r, kN);
+    ++count[r];
+  }
+  // Ranks 0 and 1 are exact in Gray's method: 1/zeta(n) and (1/2^theta)/zeta(n).
+  EXPECT_NEAR(count[0] / double(kDraws), 1.0 / zipf.zetan(), 0.005);
+  EXPECT_NEAR(count[1] / double(kDraws), std::pow(0.5, 0.99) / zipf.zetan(), 0.005);
+  // The head is heavy: the top 10% of ranks take well over half the draws (the law says about 68%).
+  double law = 0;
+  for (uint64_t k = 1; k <= kN / 10; ++k) law += 1.0 / std::pow(double(k), 0.99);
+  law /= zipf.zetan();
+  int top = 0;
+  for (uint64_t k = 0; k < kN / 10; ++k) top += count[k];
+  EXPECT_NEAR(top / double(kDraws), law, 0.03);
+  EXPECT_GT(count[0], count[10]);
+  EXPECT_GT(count[10], count[500]);
+}
+
+TEST(KeyChooser, UniformCoversTheKeysEvenly) {
+  KeyChooser keys(100, Distribution::kUniform, 0.99);
+  std::mt19937_64 rng(2);
+  std::vector<int> count(100);
+  for (int i = 0; i < 200000; ++i) ++count[keys.Next(rng, 99)];
+  double chi2 = 0;
+  for (int c : count) chi2 += (c - 2000.0) * (c - 2000.0) / 2000.0;
+  EXPECT_LT(chi2, 160) << "99 degrees of freedom: 160 is beyond the 99.99th percentile";
+}
+
+TEST(KeyChooser, ZipfianSpreadsThePopularKeysOverTheKeySpace) {
+  KeyChooser keys(10000, Distribution::kZipfian, 0.99);
+  std::mt19937_64 rng(3);
+  std::map<uint64_t, int> count;
+  for (int i = 0; i < 200000; ++i) {
+    const uint64_t k = keys.Next(rng, 9999);
+    ASSERT_LT(k, 10000u);
+    ++count[k];
+  }
+  std::vector<std::pair<int, uint64_t>> by_count;
+  for (auto [k, c] : count) by_count.push_back({c, k});
+  std::sort(by_count.rbegin(), by_count.rend());
+  // The ten most popular keys are not neighbours (scrambled), and the most popular is far above the median.
+  std::set<uint64_t> top;
+  for (int i = 0; i < 10; ++i) top.insert(by_count[i].second);
+  EXPECT_GT(*top.rbegin() - *top.begin(), 1000u);
+  EXPECT_GT(by_count[0].first, 50 * by_count[by_count.size() / 2].first);
+}
+
+TEST(KeyChooser, LatestFavoursTheNewestKeys) {
+  KeyChooser keys(10000, Distribution::kLatest, 0.99);
+  std::mt19937_64 rng(4);
+  int recent = 0;
+  for (int i = 0; i < 100000; ++i) {
+    const uint64_t k = keys.Next(rng, 12000);  // 2,000 inserted since the load
+    ASSERT_LE(k, 12000u);
+    recent += k >= 11000 ? 1 : 0;
+  }
+  EXPECT_GT(recent, 60000) << "the newest 1,000 of 12,000 keys should take most of the draws";
+}
+
+TEST(Workload, YcsbMixesComeOutInTheirProportions) {
+  struct Want {
+    const char* name;
+    double read, update, insert, scan, rmw;
+  };
+  for (const Want& w : {Want{"a", .5, .5, 0, 0, 0}, Want{"b", .95, .05, 0, 0, 0}, Want{"c", 1, 0, 0, 0, 0},
+                        Want{"d", .95, 0, .05, 0, 0}, Want{"e", 0, 0, .05, .95, 0}, Want{"f", .5, 0, 0, 0, .5},
+                        Want{"mix:0.3", .3, .7, 0, 0, 0}}) {
+    auto workload = ParseWorkload(w.name);
+    ASSERT_TRUE(workload.ok()) << w.name;
+    std::mt19937_64 rng(5);
+    std::map<OpKind, int> count;
+    constexpr int kOps = 100000;
+    for (int i = 0; i < kOps; ++i) ++count[workload->Pick(rng)];
+    EXPECT_NEAR(count[OpKind::kRead] / double(kOps), w.read, 0.01) << w.name;
+    EXPECT_NEAR(count[OpKind::kUpdate] / double(kOps), w.update, 0.01) << w.name;
+    EXPECT_NEAR(count[OpKind::kInsert] / double(kOps), w.insert, 0.01) << w.name;
+    EXPECT_NEAR(count[OpKind::kScan] / double(kOps), w.scan, 0.01) << w.name;
+    EXPECT_NEAR(count[OpKind::kReadModifyWrite] / double(kOps), w.rmw, 0.01) << w.name;
+  }
+  EXPECT_EQ(ParseWorkload("d")->distribution, Distribution::kLatest);
+  for (const char* bad : {"g", "", "mix:", "mix:1.2", "A"}) {
+    auto workload = ParseWorkload(bad);
+    ASSERT_FALSE(workload.ok()) << bad;
+    EXPECT_TRUE(workload.status().IsInvalidArgument());
+  }
+  EXPECT_TRUE(ParseDistribution("zipfian").ok());
+  EXPECT_FALSE(ParseDistribution("normal").ok());
+}
+
+TEST(Shapes, KeysAreCellsShapesUniqueAndInOrder) {
+  constexpr uint64_t kCount = 100000;
+  std::string previous;
+  std::map<size_t, int> lengths;
+  for (uint64_t i = 0; i < kCount; ++i) {
+    const std::string key = KeyOf(i, kCount);
+    ASSERT_GE(key.size(), 8u);
+    ASSERT_LE(key.size(), 64u);
+    ASSERT_LT(previous, key) << "keys sort in the order of their index";
+    previous = key;
+    ++lengths[key.size()];
+    const std::string value = ValueOf(key, i);
+    ASSERT_GE(value.size(), 8u);
+    ASSERT_LE(value.size(), 256u);
+    ASSERT_TRUE(ValueBelongsTo(value, key));
+    ASSERT_TRUE(ValueBelongsTo(ValueOf(key, i + 7), key)) << "any version of a key's value belongs to it";
+  }
+  EXPECT_EQ(lengths.size(), 57u) << "every length from 8 to 64 occurs";
+  EXPECT_EQ(KeyOf(5, 1000), KeyOf(5, 1000)) << "deterministic";
+  // Another key's value is taken for this key's only when their fill characters agree: about 1 in 26.
+  int confused = 0;
+  for (uint64_t i = 0; i < 1000; ++i) confused += ValueBelongsTo(ValueOf(KeyOf(i, kCount), 0), KeyOf(i + 1, kCount));
+  EXPECT_LT(confused, 80) << "of 1,000 neighbouring pairs";
+  EXPECT_FALSE(ValueBelongsTo("short", KeyOf(1, 10)));
+}
+
+TEST(ArrivalClock, GapsArePoissonAtTheRate) {
+  const auto start = ArrivalClock::Clock::time_point();
+  ArrivalClock clock(10000, start, 6);  // 10,000 per second: 100 us apart on average
+  constexpr int kArrivals = 100000;
+  std::vector<double> gaps;
+  auto last = start;
+  for (int i = 0; i < kArrivals; ++i) {
+    const auto at = clock.Next();
+    ASSERT_GE(at, last);
+    gaps.push_back(std::chrono::duration<double, std::micro>(at - last).count());
+    last = at;
+  }
+  double mean = 0, var = 0;
+  for (double g : gaps) mean += g;
+  mean /= kArrivals;
+  for (double g : gaps) var += (g - mean) * (g - mean);
+  const double cv = std::sqrt(var / kArrivals) / mean;
+  EXPECT_NEAR(mean, 100.0, 2.0);
+  EXPECT_NEAR(cv, 1.0, 0.03) << "exponential gaps: standard deviation equals the mean";
+  // A spike: the rate changes as it goes.
+  clock.set_rate(25000);
+  const auto before = last;
+  for (int i = 0; i < 25000; ++i) last = clock.Next();
+  EXPECT_NEAR(std::chrono::duration<double>(last - before).count(), 1.0, 0.03);
+}
+
+}  // namespace
+}  // namespace cell::bench
