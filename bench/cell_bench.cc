@@ -1,57 +1,76 @@
-// cell-bench: gets against a running Cell cluster, through the public client (include/cell/client.h).
+// cell-bench: the harness researchers run against a Cell cluster, through the public client (include/cell/client.h).
 //
-// Loads N keys, then runs gets of uniformly random keys for a fixed time from T client threads, each keeping D
-// operations in flight (server-side search; a client-side search completes in its thread, so D is 1 there).
-// Every value read is checked. Prints progress on stderr and one JSON line last on stdout:
-//   {"bench":"cell", "search":..., "ops_per_s":..., "p50_us":..., "p99_us":..., "server_fraction":..., ...}
+// A load phase puts N keys; a run phase drives a workload (bench/workload.h: YCSB a..f or mix:<x>; uniform, Zipfian
+// or latest keys) for a fixed time from T client threads, either
+//   closed loop: each thread keeps `--inflight` operations going (a client-side get completes in its thread), or
+//   open loop:   `--rate` arrivals per second in all (Poisson), each operation's latency measured from the time it
+//                was due, so time spent queued counts; `--spike=start:duration:factor` multiplies the rate for a
+//                while (Cell's figure 7: 10:5:2.5).
+// Every value read is checked against its key. Every `--interval-ms` a row of the time series (throughput, latency
+// percentiles, server-side fraction, retries) goes to `--csv`; one JSON line with the summary is printed last on
+// stdout:
+//   {"bench":"cell", "workload":..., "search":..., "ops_per_s":..., "p50_us":..., "p99_us":..., "server_fraction":..., ...}
 //
-//   cell-bench --cluster=tcp://127.0.0.1:7000 [--keys=100000] [--search=adaptive|server|client|dex|fixed:x] [--transport=shm]
-//              [--threads=1] [--depth=16] [--seconds=3] [--key-bytes=16] [--value-bytes=100] [--no-load]
-// bench/cell_vs_redis.sh runs it against a pinned server, with Redis in the same run.
+//   cell-bench --cluster=tcp://127.0.0.1:7000 [--keys=100000] [--workload=c] [--search=adaptive|server|client|dex|fixed:x]
+//              [--transport=shm] [--threads=1] [--inflight=16] [--duration=3] [--rate=0] [--spike=S:D:F] [--csv=FILE]
+//              [--shape=cell|fixed] [--key-bytes=16] [--value-bytes=100] [--no-load]
+// bench/cell_vs_redis.sh runs it (gets only, fixed shapes) against a pinned server, with Redis in the same run.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <fstream>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "bench/series.h"
+#include "bench/workload.h"
 #include "cell/client.h"
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using cell::bench::OpKind;
 
-// "k" and i in decimal, zero-padded to `bytes` (longer if i needs more digits). One allocation, no formatting.
-std::string Key(uint64_t i, size_t bytes) {
-  char digits[20];
-  size_t n = 0;
-  do {
-    digits[n++] = static_cast<char>('0' + i % 10);
-    i /= 10;
-  } while (i != 0);
-  std::string k(std::max(bytes, n + 1), '0');
-  k[0] = 'k';
-  for (size_t j = 0; j < n; ++j) k[k.size() - 1 - j] = digits[j];
-  return k;
-}
+// The fixed shape (what redis-benchmark -d N asks of Redis): "k" and i zero-padded to `bytes`; the value is the key
+// then '#' up to `value_bytes`.
+struct Shapes {
+  bool cell = true;
+  size_t key_bytes = 16, value_bytes = 100;
+  uint64_t key_space = 0;  // keys are numbered below this (the load's and the inserts')
 
-// A key's value: the key, then '#' up to `bytes`.
-std::string Value(const std::string& key, size_t bytes) {
-  std::string v = key;
-  v.resize(std::max(bytes, key.size()), '#');
-  return v;
-}
-
-// value == Value(key, bytes), without building it (the check runs in the measured loop).
-bool IsValueOf(std::string_view value, std::string_view key, size_t bytes) {
-  if (value.size() != std::max(bytes, key.size()) || value.substr(0, key.size()) != key) return false;
-  return std::all_of(value.begin() + key.size(), value.end(), [](char c) { return c == '#'; });
-}
+  std::string Key(uint64_t i) const {
+    if (cell) return cell::bench::KeyOf(i, key_space);
+    char digits[20];
+    size_t n = 0;
+    do {
+      digits[n++] = static_cast<char>('0' + i % 10);
+      i /= 10;
+    } while (i != 0);
+    std::string k(std::max(key_bytes, n + 1), '0');
+    k[0] = 'k';
+    for (size_t j = 0; j < n; ++j) k[k.size() - 1 - j] = digits[j];
+    return k;
+  }
+  std::string Value(const std::string& key, uint64_t version) const {
+    if (cell) return cell::bench::ValueOf(key, version);
+    std::string v = key;
+    v.resize(std::max(value_bytes, key.size()), '#');
+    return v;
+  }
+  // Whether `value` is one this harness could have written for `key` (checked in the measured loop: no allocation).
+  bool Belongs(std::string_view value, std::string_view key) const {
+    if (cell) return cell::bench::ValueBelongsTo(value, key);
+    if (value.size() != std::max(value_bytes, key.size()) || value.substr(0, key.size()) != key) return false;
+    return std::all_of(value.begin() + key.size(), value.end(), [](char c) { return c == '#'; });
+  }
+};
 
 // A window of at most `depth` operations in flight.
 class Window {
@@ -79,35 +98,115 @@ class Window {
   const int depth_;
 };
 
+// "start_s:duration_s:factor".
+struct Spike {
+  double start_s = 0, duration_s = 0, factor = 1;
+  bool active(double t_s) const { return t_s >= start_s && t_s < start_s + duration_s; }
+};
+std::optional<Spike> ParseSpike(const std::string& text) {
+  Spike s;
+  char extra = 0;
+  if (std::sscanf(text.c_str(), "%lf:%lf:%lf%c", &s.start_s, &s.duration_s, &s.factor, &extra) != 3 ||
+      s.start_s < 0 || s.duration_s <= 0 || s.factor <= 0) {
+    return std::nullopt;
+  }
+  return s;
+}
+
+// What went wrong, counted; the first message kept.
+struct Errors {
+  std::atomic<uint64_t> count{0};
+  std::mutex mu;
+  std::string first;
+  void Add(const std::string& what) {
+    if (count.fetch_add(1) == 0) {
+      std::lock_guard lock(mu);
+      first = what;
+    }
+  }
+};
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"cell-bench: gets against a running Cell cluster; prints JSON"};
+  CLI::App app{"cell-bench: a workload against a running Cell cluster; a time series to CSV, a JSON summary last"};
   cell::ClientOptions options;
-  std::string transport = "shm";
-  uint64_t keys = 100000;
+  std::string transport = "shm", workload_name = "c", distribution_name, shape = "cell", spike_text, csv_path;
+  uint64_t keys = 100000, seed = 1;
   size_t key_bytes = 16, value_bytes = 100;
-  int threads = 1, depth = 16;
-  double seconds = 3;
+  int threads = 1, depth = 16, interval_ms = 100;
+  double seconds = 3, rate = 0, theta = 0.99;
   bool no_load = false;
   app.add_option("--cluster", options.cluster, "the cluster URI (zk://... or an embedded server's tcp://...)")
       ->required();
-  app.add_option("--search", options.search, "adaptive, server, client, dex or fixed:<fraction server-side>")->capture_default_str();
+  app.add_option("--search", options.search, "adaptive, server, client, dex or fixed:<fraction server-side>")
+      ->capture_default_str();
   app.add_option("--transport", transport, "tcp, shm or verbs")->capture_default_str();
-  app.add_option("--keys", keys)->capture_default_str();
-  app.add_option("--key-bytes", key_bytes)->capture_default_str()->check(CLI::Range(8, 255));
-  app.add_option("--value-bytes", value_bytes)->capture_default_str()->check(CLI::Range(0, 1 << 20));
+  app.add_option("--keys", keys, "keys loaded (and read: a workload's inserts add more)")->capture_default_str();
+  app.add_option("--workload", workload_name, "YCSB a, b, c, d, e, f, or mix:<read fraction> (reads and updates)")
+      ->capture_default_str();
+  app.add_option("--distribution", distribution_name, "uniform, zipfian or latest (default: the workload's)");
+  app.add_option("--theta", theta, "Zipfian skew")->capture_default_str()->check(CLI::Range(0.01, 0.999));
+  app.add_option("--shape", shape, "cell (keys 8..64 bytes, values 8..256) or fixed (--key-bytes, --value-bytes)")
+      ->capture_default_str()->check(CLI::IsMember({"cell", "fixed"}));
+  app.add_option("--key-bytes", key_bytes, "fixed shape")->capture_default_str()->check(CLI::Range(8, 255));
+  app.add_option("--value-bytes", value_bytes, "fixed shape")->capture_default_str()->check(CLI::Range(0, 1 << 20));
   app.add_option("--threads", threads)->capture_default_str()->check(CLI::Range(1, 256));
-  app.add_option("--depth", depth, "operations in flight per thread")->capture_default_str()->check(CLI::Range(1, 4096));
-  app.add_option("--seconds", seconds)->capture_default_str();
-  app.add_option("--node-cache-bytes", options.node_cache_bytes, "client-side search's node cache (0: none)")->capture_default_str();
-  app.add_option("--node-cache-levels", options.node_cache_levels, "cache nodes at least this many levels above the leaves")->capture_default_str();
+  app.add_option("--inflight,--depth", depth, "operations in flight per thread (closed loop; the cap, open loop)")
+      ->capture_default_str()->check(CLI::Range(1, 4096));
+  app.add_option("--duration,--seconds", seconds, "the run phase, seconds")->capture_default_str()
+      ->check(CLI::Range(0.01, 86400.0));
+  app.add_option("--rate", rate, "open loop: arrivals per second, all threads together (0: closed loop)")
+      ->capture_default_str()->check(CLI::Range(0.0, 1e8));
+  app.add_option("--spike", spike_text, "open loop: start_s:duration_s:factor, e.g. 10:5:2.5");
+  app.add_option("--csv", csv_path, "write the time series here");
+  app.add_option("--interval-ms", interval_ms, "the time series' step")->capture_default_str()
+      ->check(CLI::Range(10, 60000));
+  app.add_option("--seed", seed)->capture_default_str();
+  app.add_option("--node-cache-bytes", options.node_cache_bytes, "client-side search's node cache (0: none)")
+      ->capture_default_str();
+  app.add_option("--node-cache-levels", options.node_cache_levels,
+                 "cache nodes at least this many levels above the leaves")->capture_default_str();
   app.add_flag("--no-load", no_load, "the keys are there already (from an earlier run)");
   app.add_option("--explore", options.selector.explore, "adaptive: probability of taking the side estimated slower")
       ->capture_default_str();
   app.add_option("--sample-one-in", options.selector.sample_one_in,
                  "adaptive: time the reads of one client-side search in this many")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
+
+  auto workload = cell::bench::ParseWorkload(workload_name);
+  if (!workload.ok()) {
+    std::fprintf(stderr, "cell-bench: %s\n", workload.status().ToString().c_str());
+    return 2;
+  }
+  if (!distribution_name.empty()) {
+    auto d = cell::bench::ParseDistribution(distribution_name);
+    if (!d.ok()) {
+      std::fprintf(stderr, "cell-bench: %s\n", d.status().ToString().c_str());
+      return 2;
+    }
+    workload->distribution = *d;
+  }
+  std::optional<Spike> spike;
+  if (!spike_text.empty()) {
+    spike = ParseSpike(spike_text);
+    if (!spike || rate <= 0) {
+      std::fprintf(stderr, "cell-bench: --spike wants start_s:duration_s:factor (positive) and an open loop (--rate)\n");
+      return 2;
+    }
+  }
+  std::ofstream csv;
+  if (!csv_path.empty()) {
+    csv.open(csv_path);
+    if (!csv) {
+      std::fprintf(stderr, "cell-bench: cannot write %s\n", csv_path.c_str());
+      return 2;
+    }
+    csv << cell::bench::CsvHeader() << "\n";
+  }
+  keys = std::max<uint64_t>(keys, 1);
+  Shapes shapes{shape == "cell", key_bytes, value_bytes, keys * 2};
+
   options.transports = {transport};
   options.timeout = std::chrono::milliseconds(10000);
   auto opened = cell::Client::Open(options);
@@ -121,86 +220,163 @@ int main(int argc, char** argv) {
   if (!no_load) {
     const auto start = Clock::now();
     Window window(64);
-    std::atomic<uint64_t> failed{0};
-    std::mutex error_mu;
-    std::string first_error;
+    Errors failed;
     for (uint64_t i = 0; i < keys; ++i) {
       window.Acquire();
-      const std::string key = Key(i, key_bytes);
-      client.PutAsync(key, Value(key, value_bytes), [&](const cell::Status& s) {
-        if (!s.ok() && failed.fetch_add(1) == 0) {
-          std::lock_guard lock(error_mu);
-          first_error = s.ToString();
-        }
+      const std::string key = shapes.Key(i);
+      client.PutAsync(key, shapes.Value(key, 0), [&](const cell::Status& s) {
+        if (!s.ok()) failed.Add(s.ToString());
         window.Release();
       });
     }
     window.Drain();
-    if (failed.load() > 0) {
+    if (failed.count.load() > 0) {
       std::fprintf(stderr, "cell-bench: %llu puts failed, the first: %s\n",
-                   static_cast<unsigned long long>(failed.load()), first_error.c_str());
+                   static_cast<unsigned long long>(failed.count.load()), failed.first.c_str());
       return 1;
     }
     load_seconds = std::chrono::duration<double>(Clock::now() - start).count();
     std::fprintf(stderr, "loaded %llu keys in %.2f s\n", static_cast<unsigned long long>(keys), load_seconds);
   }
 
-  const cell::Client::Stats before = client.stats();
-  struct Worker {
-    std::mutex mu;
-    std::vector<uint32_t> latencies_ns;  // capped at 4.29 s, far above anything expected
-    uint64_t errors = 0;
-    std::string first_error;
-  };
-  std::vector<Worker> workers(threads);
+  const cell::bench::KeyChooser chooser(keys, workload->distribution, theta);
+  std::atomic<uint64_t> next_insert{keys};  // inserted keys are numbered from here
+  std::atomic<uint64_t> by_kind[5] = {};
+  std::atomic<uint64_t> not_found{0};
+  Errors errors;
+  std::vector<cell::bench::LatencyRecorder> recorders(threads);
   std::atomic<bool> stop{false};
   const auto run_start = Clock::now();
+  const auto rate_at = [&](Clock::time_point t) {
+    const double since = std::chrono::duration<double>(t - run_start).count();
+    return spike && spike->active(since) ? rate * spike->factor : rate;
+  };
+
   std::vector<std::thread> pool;
   for (int t = 0; t < threads; ++t) {
     pool.emplace_back([&, t] {
-      Worker& w = workers[t];
+      cell::bench::LatencyRecorder& recorder = recorders[t];
       Window window(depth);
-      std::mt19937_64 rng(t + 1);
+      std::mt19937_64 rng(seed * 1000003 + t);
+      cell::bench::ArrivalClock arrivals(rate > 0 ? rate / threads : 1, run_start, seed * 7919 + t);
+      uint64_t version = 1;
       while (!stop.load(std::memory_order_relaxed)) {
-        window.Acquire();
-        const std::string key = Key(rng() % keys, key_bytes);
-        const auto begin = Clock::now();
-        client.GetAsync(key, [&, key, begin](const cell::Status& s, std::string_view value) {
-          const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - begin).count();
-          const bool right = s.ok() && IsValueOf(value, key, value_bytes);
-          {
-            std::lock_guard lock(w.mu);
-            w.latencies_ns.push_back(static_cast<uint32_t>(std::min<int64_t>(ns, UINT32_MAX)));
-            if (!right && w.errors++ == 0) w.first_error = key + ": " + s.ToString();
+        Clock::time_point due = Clock::now();
+        if (rate > 0) {
+          arrivals.set_rate(rate_at(due) / threads);
+          due = arrivals.Next();
+          // Wait for the arrival's time (not synchronisation): sleep while it is far, then yield until it comes,
+          // since a timer's wake-up can be late by tens of microseconds and the lateness would count as latency
+          // (yielding, not spinning, leaves the CPU to the client's transport threads).
+          if (due - Clock::now() > std::chrono::microseconds(300)) {
+            std::this_thread::sleep_until(due - std::chrono::microseconds(200));
           }
+          while (Clock::now() < due && !stop.load(std::memory_order_relaxed)) std::this_thread::yield();
+          if (stop.load(std::memory_order_relaxed)) break;
+        }
+        window.Acquire();
+        const auto begin = rate > 0 ? due : Clock::now();  // open loop: from when it was due
+        const auto finish = [&recorder, &window, begin] {
+          recorder.Record(std::chrono::duration<double, std::micro>(Clock::now() - begin).count());
           window.Release();
-        });
+        };
+        const OpKind kind = workload->Pick(rng);
+        by_kind[static_cast<int>(kind)].fetch_add(1, std::memory_order_relaxed);
+        const uint64_t newest = next_insert.load(std::memory_order_relaxed) - 1;
+        switch (kind) {
+          case OpKind::kRead:
+          case OpKind::kReadModifyWrite: {
+            const uint64_t i = chooser.Next(rng, newest);
+            std::string key = shapes.Key(i);
+            const bool rmw = kind == OpKind::kReadModifyWrite;
+            client.GetAsync(key, [&, key, i, rmw, finish, v = version++](const cell::Status& s, std::string_view value) {
+              if (s.IsNotFound() && i >= keys) {
+                not_found.fetch_add(1, std::memory_order_relaxed);  // an insert not done yet
+              } else if (!s.ok() || !shapes.Belongs(value, key)) {
+                errors.Add(key + ": " + (s.ok() ? "a value that is not this key's" : s.ToString()));
+              }
+              if (!rmw || !s.ok()) return finish();
+              client.PutAsync(key, shapes.Value(key, v), [&, key, finish](const cell::Status& p) {
+                if (!p.ok()) errors.Add(key + ": " + p.ToString());
+                finish();
+              });
+            });
+            break;
+          }
+          case OpKind::kUpdate:
+          case OpKind::kInsert: {
+            const uint64_t i = kind == OpKind::kInsert ? next_insert.fetch_add(1) : chooser.Next(rng, newest);
+            const std::string key = shapes.Key(i);
+            client.PutAsync(key, shapes.Value(key, version++), [&, key, finish](const cell::Status& s) {
+              if (!s.ok()) errors.Add(key + ": " + s.ToString());
+              finish();
+            });
+            break;
+          }
+          case OpKind::kScan: {
+            // Synchronous (the client has no asynchronous scan): 1..100 pairs from a chosen key.
+            const uint64_t i = chooser.Next(rng, newest);
+            const size_t length = 1 + rng() % 100;
+            std::vector<std::pair<std::string, std::string>> pairs;
+            const cell::Status s = client.Scan(shapes.Key(i), "", length, &pairs);
+            if (!s.ok()) errors.Add("scan: " + s.ToString());
+            for (size_t j = 1; j < pairs.size() && s.ok(); ++j) {
+              if (!(pairs[j - 1].first < pairs[j].first)) {
+                errors.Add("scan: pairs out of order");
+                break;
+              }
+            }
+            finish();
+            break;
+          }
+        }
       }
       window.Drain();
     });
   }
-  std::this_thread::sleep_for(std::chrono::duration<double>(seconds));  // the measured interval
+
+  // The time series: every interval, what completed in it.
+  cell::Client::Stats last = client.stats();
+  const cell::Client::Stats before = last;
+  std::vector<float> all, interval;
+  auto tick = run_start;
+  const auto end = run_start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+  while (tick < end) {
+    const auto from = tick;
+    tick = std::min(end, tick + std::chrono::milliseconds(interval_ms));
+    std::this_thread::sleep_until(tick);  // the sampling period, not synchronisation
+    interval.clear();
+    for (auto& r : recorders) r.Drain(&interval);
+    all.insert(all.end(), interval.begin(), interval.end());
+    cell::bench::IntervalRow row;
+    row.t_s = std::chrono::duration<double>(tick - run_start).count();
+    row.interval_s = std::chrono::duration<double>(tick - from).count();
+    row.latency = cell::bench::Summarize(&interval);
+    row.ops = row.latency.count;
+    const cell::Client::Stats now = client.stats();
+    const double server = static_cast<double>(now.server_searches - last.server_searches);
+    const double client_side = static_cast<double>(now.client_searches - last.client_searches);
+    row.server_fraction = server + client_side > 0 ? server / (server + client_side) : 0;
+    row.retries = now.retries - last.retries;
+    row.target_rate = rate > 0 ? rate_at(tick - std::chrono::microseconds(1)) : 0;
+    last = now;
+    if (csv) csv << cell::bench::CsvRow(row) << "\n";
+  }
   stop = true;
   for (auto& th : pool) th.join();
   const double elapsed = std::chrono::duration<double>(Clock::now() - run_start).count();
+  for (auto& r : recorders) r.Drain(&all);  // what was in flight at the end
+  if (csv) csv.flush();
   const cell::Client::Stats after = client.stats();
 
-  std::vector<uint32_t> all;
-  uint64_t errors = 0;
-  std::string first_error;
-  for (Worker& w : workers) {
-    all.insert(all.end(), w.latencies_ns.begin(), w.latencies_ns.end());
-    errors += w.errors;
-    if (first_error.empty()) first_error = w.first_error;
-  }
-  std::sort(all.begin(), all.end());
-  const auto percentile = [&](double p) {
-    return all.empty() ? 0.0 : all[std::min(all.size() - 1, static_cast<size_t>(p * all.size()))] / 1000.0;
-  };
+  const cell::bench::LatencySummary total = cell::bench::Summarize(&all);
   const double server = static_cast<double>(after.server_searches - before.server_searches);
   const double client_side = static_cast<double>(after.client_searches - before.client_searches);
-  // What the adaptive selector believed at the end, per server.
-  std::string estimates;
+  if (errors.count.load() > 0) {
+    std::fprintf(stderr, "cell-bench: %llu wrong or failed operations, the first: %s\n",
+                 static_cast<unsigned long long>(errors.count.load()), errors.first.c_str());
+  }
+  std::string estimates;  // what the adaptive selector believed at the end, per server
   for (const auto& e : after.estimates) {
     char one[200];
     std::snprintf(one, sizeof(one), "%s{\"server\":%llu,\"server_search_us\":%.2f,\"read_us\":%.3f,\"rtt_us\":%.3f}",
@@ -208,21 +384,24 @@ int main(int argc, char** argv) {
                   e.read_us, e.rtt_us);
     estimates += one;
   }
-  if (errors > 0) std::fprintf(stderr, "cell-bench: %llu wrong or failed gets, the first: %s\n",
-                               static_cast<unsigned long long>(errors), first_error.c_str());
   std::printf(
-      "{\"bench\":\"cell\",\"search\":\"%s\",\"transport\":\"%s\",\"keys\":%llu,\"key_bytes\":%zu,"
-      "\"value_bytes\":%zu,\"threads\":%d,\"depth\":%d,\"seconds\":%.2f,\"load_s\":%.2f,\"gets\":%zu,"
-      "\"ops_per_s\":%.0f,\"p50_us\":%.1f,\"p99_us\":%.1f,\"server_fraction\":%.3f,\"retries\":%llu,"
-      "\"node_cache_hits\":%llu,\"node_cache_misses\":%llu,\"explorations\":%llu,\"estimates\":[%s],"
-      "\"errors\":%llu}\n",
-      options.search.c_str(), transport.c_str(), static_cast<unsigned long long>(keys), key_bytes, value_bytes, threads,
-      depth, elapsed, load_seconds, all.size(), all.size() / elapsed, percentile(0.5), percentile(0.99),
+      "{\"bench\":\"cell\",\"workload\":\"%s\",\"search\":\"%s\",\"transport\":\"%s\",\"shape\":\"%s\","
+      "\"keys\":%llu,\"key_bytes\":%zu,\"value_bytes\":%zu,\"threads\":%d,\"depth\":%d,\"rate\":%.0f,"
+      "\"seconds\":%.2f,\"load_s\":%.2f,\"ops\":%llu,\"gets\":%llu,\"updates\":%llu,\"inserts\":%llu,"
+      "\"scans\":%llu,\"rmws\":%llu,\"ops_per_s\":%.0f,\"p50_us\":%.1f,\"p90_us\":%.1f,\"p99_us\":%.1f,"
+      "\"server_fraction\":%.3f,\"retries\":%llu,\"node_cache_hits\":%llu,\"node_cache_misses\":%llu,"
+      "\"explorations\":%llu,\"estimates\":[%s],\"not_found\":%llu,\"errors\":%llu}\n",
+      workload->name.c_str(), options.search.c_str(), transport.c_str(), shape.c_str(),
+      static_cast<unsigned long long>(keys), key_bytes, value_bytes, threads, depth, rate, elapsed, load_seconds,
+      static_cast<unsigned long long>(total.count), static_cast<unsigned long long>(by_kind[0].load()),
+      static_cast<unsigned long long>(by_kind[1].load()), static_cast<unsigned long long>(by_kind[2].load()),
+      static_cast<unsigned long long>(by_kind[3].load()), static_cast<unsigned long long>(by_kind[4].load()),
+      total.count / elapsed, total.p50_us, total.p90_us, total.p99_us,
       server + client_side > 0 ? server / (server + client_side) : 0.0,
       static_cast<unsigned long long>(after.retries - before.retries),
       static_cast<unsigned long long>(after.node_cache_hits - before.node_cache_hits),
       static_cast<unsigned long long>(after.node_cache_misses - before.node_cache_misses),
       static_cast<unsigned long long>(after.explorations - before.explorations), estimates.c_str(),
-      static_cast<unsigned long long>(errors));
-  return errors == 0 ? 0 : 1;
+      static_cast<unsigned long long>(not_found.load()), static_cast<unsigned long long>(errors.count.load()));
+  return errors.count.load() == 0 ? 0 : 1;
 }

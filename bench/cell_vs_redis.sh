@@ -52,7 +52,9 @@ server_pid=$!
 for _ in $(seq 300); do grep -q '^ready ' "$dir/server.out" && break; kill -0 "$server_pid" || break; sleep 0.1; done
 grep -q '^ready ' "$dir/server.out" || { echo "cell_vs_redis.sh: cell-server did not start:" >&2; cat "$dir/server.log" >&2; exit 1; }
 cluster=$(sed -n 's/^listening \(tcp:.*\)/\1/p' "$dir/server.out")
-bench=(taskset -c 1 "$build/bin/cell-bench" --cluster="$cluster" --transport=shm --keys="$keys")
+# Gets of uniformly random keys of 16 bytes with 100-byte values (what redis-benchmark -d 100 reads).
+bench=(taskset -c 1 "$build/bin/cell-bench" --cluster="$cluster" --transport=shm --keys="$keys" --workload=c
+       --distribution=uniform --shape=fixed --key-bytes=16 --value-bytes=100)
 "${bench[@]}" --search=server --seconds=0.5 >/dev/null  # loads the keys
 
 results="$dir/results"

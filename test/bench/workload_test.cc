@@ -2,6 +2,8 @@
 // open-loop arrival clock, checked against what they promise.
 #include "bench/workload.h"
 
+#include "bench/series.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -159,6 +161,47 @@ TEST(ArrivalClock, GapsArePoissonAtTheRate) {
   const auto before = last;
   for (int i = 0; i < 25000; ++i) last = clock.Next();
   EXPECT_NEAR(std::chrono::duration<double>(last - before).count(), 1.0, 0.03);
+}
+
+TEST(LatencyRecorder, SamplesAreDrainedOnceAndSummarisedByRank) {
+  LatencyRecorder r;
+  for (int i = 100; i >= 1; --i) r.Record(i);
+  std::vector<float> interval;
+  r.Drain(&interval);
+  ASSERT_EQ(interval.size(), 100u);
+  std::vector<float> again;
+  r.Drain(&again);
+  EXPECT_TRUE(again.empty()) << "a sample is drained once";
+  std::vector<float> total = interval;
+  const LatencySummary first = Summarize(&interval);
+  EXPECT_EQ(first.count, 100u);
+  EXPECT_DOUBLE_EQ(first.p50_us, 51);
+  EXPECT_DOUBLE_EQ(first.p90_us, 91);
+  EXPECT_DOUBLE_EQ(first.p99_us, 100);
+  EXPECT_DOUBLE_EQ(first.max_us, 100);
+  for (int i = 0; i < 100; ++i) r.Record(1000);
+  r.Drain(&total);
+  const LatencySummary all = Summarize(&total);
+  EXPECT_EQ(all.count, 200u);
+  EXPECT_DOUBLE_EQ(all.p50_us, 1000);
+  EXPECT_DOUBLE_EQ(all.p90_us, 1000);
+  std::vector<float> none;
+  EXPECT_EQ(Summarize(&none).count, 0u);
+}
+
+TEST(Series, ACsvRowHasAFieldForEveryColumn) {
+  IntervalRow row;
+  row.t_s = 1.5;
+  row.interval_s = 0.1;
+  row.ops = 250;
+  row.latency = {.count = 250, .p50_us = 10, .p90_us = 20, .p99_us = 30.25, .max_us = 40};
+  row.server_fraction = 0.25;
+  row.retries = 3;
+  row.target_rate = 5000;
+  const std::string csv = CsvRow(row);
+  EXPECT_EQ(csv, "1.500,0.100,250,2500,10.0,20.0,30.2,40.0,0.250,3,5000");
+  const std::string header = CsvHeader();
+  EXPECT_EQ(std::count(csv.begin(), csv.end(), ','), std::count(header.begin(), header.end(), ','));
 }
 
 }  // namespace

@@ -1,0 +1,46 @@
+// Latency recording and the time series (see series.h).
+#include "bench/series.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace cell::bench {
+
+LatencySummary Summarize(std::vector<float>* samples) {
+  LatencySummary s;
+  s.count = samples->size();
+  if (samples->empty()) return s;
+  const auto at = [&](double p) {
+    const size_t i = std::min(samples->size() - 1, static_cast<size_t>(p * static_cast<double>(samples->size())));
+    std::nth_element(samples->begin(), samples->begin() + static_cast<std::ptrdiff_t>(i), samples->end());
+    return static_cast<double>((*samples)[i]);
+  };
+  s.p50_us = at(0.50);
+  s.p90_us = at(0.90);
+  s.p99_us = at(0.99);
+  s.max_us = *std::max_element(samples->begin(), samples->end());
+  return s;
+}
+
+void LatencyRecorder::Record(double us) {
+  std::lock_guard lock(mu_);
+  samples_.push_back(static_cast<float>(us));
+}
+
+void LatencyRecorder::Drain(std::vector<float>* out) {
+  std::lock_guard lock(mu_);
+  out->insert(out->end(), samples_.begin(), samples_.end());
+  samples_.clear();
+}
+
+std::string CsvHeader() { return "t_s,interval_s,ops,ops_per_s,p50_us,p90_us,p99_us,max_us,server_fraction,retries,target_rate"; }
+
+std::string CsvRow(const IntervalRow& r) {
+  const double rate = r.interval_s > 0 ? static_cast<double>(r.ops) / r.interval_s : 0;
+  return fmt::format("{:.3f},{:.3f},{},{:.0f},{:.1f},{:.1f},{:.1f},{:.1f},{:.3f},{},{:.0f}", r.t_s, r.interval_s, r.ops,
+                     rate, r.latency.p50_us, r.latency.p90_us, r.latency.p99_us, r.latency.max_us, r.server_fraction,
+                     r.retries, r.target_rate);
+}
+
+}  // namespace cell::bench

@@ -1,0 +1,46 @@
+// The harness's measurements: latency samples per interval and for the whole run, and the time series it writes
+// (one CSV row per interval). Thread-safe: workers record, a sampler thread takes each interval.
+#pragma once
+
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace cell::bench {
+
+struct LatencySummary {
+  uint64_t count = 0;
+  double p50_us = 0, p90_us = 0, p99_us = 0, max_us = 0;
+};
+
+// Latencies in microseconds, recorded by one worker and drained by the sampler each interval.
+class LatencyRecorder {
+ public:
+  void Record(double us);
+  // Moves the samples recorded since the last call to the end of *out.
+  void Drain(std::vector<float>* out);
+
+ private:
+  std::mutex mu_;
+  std::vector<float> samples_;
+};
+
+// Summarises `samples` (reordered in place): percentiles by rank.
+LatencySummary Summarize(std::vector<float>* samples);
+
+// One row of the time series.
+struct IntervalRow {
+  double t_s = 0;              // end of the interval, from the start of the run phase
+  double interval_s = 0;
+  uint64_t ops = 0;
+  LatencySummary latency;      // of the operations that completed in the interval
+  double server_fraction = 0;  // of the searches decided in the interval
+  uint64_t retries = 0;
+  double target_rate = 0;      // open loop: the arrival rate asked for (0: closed loop)
+};
+
+std::string CsvHeader();
+std::string CsvRow(const IntervalRow& row);
+
+}  // namespace cell::bench
