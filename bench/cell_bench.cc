@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <cstdio>
 #include <fstream>
@@ -107,7 +108,8 @@ std::optional<Spike> ParseSpike(const std::string& text) {
   Spike s;
   char extra = 0;
   if (std::sscanf(text.c_str(), "%lf:%lf:%lf%c", &s.start_s, &s.duration_s, &s.factor, &extra) != 3 ||
-      s.start_s < 0 || s.duration_s <= 0 || s.factor <= 0) {
+      !std::isfinite(s.start_s) || !std::isfinite(s.duration_s) || !std::isfinite(s.factor) || s.start_s < 0 ||
+      s.duration_s <= 0 || s.factor < 0.01 || s.factor > 1000) {
     return std::nullopt;
   }
   return s;
@@ -167,7 +169,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--node-cache-levels", options.node_cache_levels,
                  "cache nodes at least this many levels above the leaves")->capture_default_str();
-  app.add_flag("--no-load", no_load, "the keys are there already (from an earlier run)");
+  app.add_flag("--no-load", no_load, "the keys are there already (from an earlier run with the same --keys and --shape)");
   app.add_option("--explore", options.selector.explore, "adaptive: probability of taking the side estimated slower")
       ->capture_default_str();
   app.add_option("--sample-one-in", options.selector.sample_one_in,
@@ -191,9 +193,15 @@ int main(int argc, char** argv) {
   if (!spike_text.empty()) {
     spike = ParseSpike(spike_text);
     if (!spike || rate <= 0) {
-      std::fprintf(stderr, "cell-bench: --spike wants start_s:duration_s:factor (positive) and an open loop (--rate)\n");
+      std::fprintf(stderr,
+                   "cell-bench: --spike wants start_s:duration_s:factor (start >= 0, duration > 0, factor 0.01..1000) "
+                   "and an open loop (--rate)\n");
       return 2;
     }
+  }
+  if (rate > 0 && rate < 1) {
+    std::fprintf(stderr, "cell-bench: --rate is arrivals per second: at least 1 (0: closed loop)\n");
+    return 2;
   }
   std::ofstream csv;
   if (!csv_path.empty()) {
@@ -246,7 +254,10 @@ int main(int argc, char** argv) {
   Errors errors;
   std::vector<cell::bench::LatencyRecorder> recorders(threads);
   std::atomic<bool> stop{false};
+  std::atomic<uint64_t> unissued{0}, inserts_over{0};
+  const cell::Client::Stats before = client.stats();
   const auto run_start = Clock::now();
+  const auto end = run_start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
   const auto rate_at = [&](Clock::time_point t) {
     const double since = std::chrono::duration<double>(t - run_start).count();
     return spike && spike->active(since) ? rate * spike->factor : rate;
@@ -260,19 +271,26 @@ int main(int argc, char** argv) {
       std::mt19937_64 rng(seed * 1000003 + t);
       cell::bench::ArrivalClock arrivals(rate > 0 ? rate / threads : 1, run_start, seed * 7919 + t);
       uint64_t version = 1;
+      Clock::time_point last_due = run_start;
+      std::optional<Clock::time_point> drawn_not_issued;
       while (!stop.load(std::memory_order_relaxed)) {
         Clock::time_point due = Clock::now();
         if (rate > 0) {
-          arrivals.set_rate(rate_at(due) / threads);
-          due = arrivals.Next();
-          // Wait for the arrival's time (not synchronisation): sleep while it is far, then yield until it comes,
-          // since a timer's wake-up can be late by tens of microseconds and the lateness would count as latency
-          // (yielding, not spinning, leaves the CPU to the client's transport threads).
-          if (due - Clock::now() > std::chrono::microseconds(300)) {
-            std::this_thread::sleep_until(due - std::chrono::microseconds(200));
+          // The rate in force at the clock's own time (not now: a thread that lags must not shift the spike).
+          arrivals.set_rate(rate_at(last_due) / threads);
+          due = last_due = arrivals.Next();
+          // Wait for the arrival's time (not synchronisation): sleep in short slices while it is far, then yield
+          // until it comes, since a timer's wake-up can be late by tens of microseconds and the lateness would
+          // count as latency (yielding, not spinning, leaves the CPU to the client's transport threads).
+          while (due - Clock::now() > std::chrono::microseconds(300) && !stop.load(std::memory_order_relaxed)) {
+            std::this_thread::sleep_until(std::min(due - std::chrono::microseconds(200),
+                                                   Clock::now() + std::chrono::milliseconds(20)));
           }
           while (Clock::now() < due && !stop.load(std::memory_order_relaxed)) std::this_thread::yield();
-          if (stop.load(std::memory_order_relaxed)) break;
+          if (stop.load(std::memory_order_relaxed)) {
+            drawn_not_issued = due;
+            break;
+          }
         }
         window.Acquire();
         const auto begin = rate > 0 ? due : Clock::now();  // open loop: from when it was due
@@ -305,7 +323,11 @@ int main(int argc, char** argv) {
           }
           case OpKind::kUpdate:
           case OpKind::kInsert: {
-            const uint64_t i = kind == OpKind::kInsert ? next_insert.fetch_add(1) : chooser.Next(rng, newest);
+            uint64_t i = kind == OpKind::kInsert ? next_insert.fetch_add(1) : chooser.Next(rng, newest);
+            if (i >= shapes.key_space) {  // keys past the space would not sort in order: update instead
+              inserts_over.fetch_add(1, std::memory_order_relaxed);
+              i = chooser.Next(rng, keys - 1);
+            }
             const std::string key = shapes.Key(i);
             client.PutAsync(key, shapes.Value(key, version++), [&, key, finish](const cell::Status& s) {
               if (!s.ok()) errors.Add(key + ": " + s.ToString());
@@ -331,16 +353,24 @@ int main(int argc, char** argv) {
           }
         }
       }
+      if (rate > 0) {
+        // Arrivals due before the end that were never issued (the thread fell behind): counted, since leaving them
+        // out would hide the worst latencies.
+        for (Clock::time_point due = drawn_not_issued ? *drawn_not_issued : arrivals.Next(); due < end;) {
+          unissued.fetch_add(1, std::memory_order_relaxed);
+          arrivals.set_rate(rate_at(due) / threads);
+          due = arrivals.Next();
+        }
+      }
       window.Drain();
     });
   }
 
   // The time series: every interval, what completed in it.
-  cell::Client::Stats last = client.stats();
-  const cell::Client::Stats before = last;
+  cell::Client::Stats last = before;
   std::vector<float> all, interval;
+  uint64_t completed_in_time = 0;  // completed by the end of the run phase
   auto tick = run_start;
-  const auto end = run_start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
   while (tick < end) {
     const auto from = tick;
     tick = std::min(end, tick + std::chrono::milliseconds(interval_ms));
@@ -353,6 +383,7 @@ int main(int argc, char** argv) {
     row.interval_s = std::chrono::duration<double>(tick - from).count();
     row.latency = cell::bench::Summarize(&interval);
     row.ops = row.latency.count;
+    completed_in_time += row.ops;
     const cell::Client::Stats now = client.stats();
     const double server = static_cast<double>(now.server_searches - last.server_searches);
     const double client_side = static_cast<double>(now.client_searches - last.client_searches);
@@ -360,13 +391,14 @@ int main(int argc, char** argv) {
     row.retries = now.retries - last.retries;
     row.target_rate = rate > 0 ? rate_at(tick - std::chrono::microseconds(1)) : 0;
     last = now;
-    if (csv) csv << cell::bench::CsvRow(row) << "\n";
+    if (csv.is_open()) csv << cell::bench::CsvRow(row) << "\n";
   }
   stop = true;
   for (auto& th : pool) th.join();
   const double elapsed = std::chrono::duration<double>(Clock::now() - run_start).count();
-  for (auto& r : recorders) r.Drain(&all);  // what was in flight at the end
-  if (csv) csv.flush();
+  // What was in flight at the end counts for latency (those are the slowest), not for throughput.
+  for (auto& r : recorders) r.Drain(&all);
+  if (csv.is_open()) csv.flush();
   const cell::Client::Stats after = client.stats();
 
   const cell::bench::LatencySummary total = cell::bench::Summarize(&all);
@@ -390,18 +422,21 @@ int main(int argc, char** argv) {
       "\"seconds\":%.2f,\"load_s\":%.2f,\"ops\":%llu,\"gets\":%llu,\"updates\":%llu,\"inserts\":%llu,"
       "\"scans\":%llu,\"rmws\":%llu,\"ops_per_s\":%.0f,\"p50_us\":%.1f,\"p90_us\":%.1f,\"p99_us\":%.1f,"
       "\"server_fraction\":%.3f,\"retries\":%llu,\"node_cache_hits\":%llu,\"node_cache_misses\":%llu,"
-      "\"explorations\":%llu,\"estimates\":[%s],\"not_found\":%llu,\"errors\":%llu}\n",
+      "\"explorations\":%llu,\"estimates\":[%s],\"not_found\":%llu,\"unissued\":%llu,\"inserts_over_key_space\":%llu,"
+      "\"drain_s\":%.2f,\"errors\":%llu}\n",
       workload->name.c_str(), options.search.c_str(), transport.c_str(), shape.c_str(),
-      static_cast<unsigned long long>(keys), key_bytes, value_bytes, threads, depth, rate, elapsed, load_seconds,
+      static_cast<unsigned long long>(keys), key_bytes, value_bytes, threads, depth, rate, seconds, load_seconds,
       static_cast<unsigned long long>(total.count), static_cast<unsigned long long>(by_kind[0].load()),
       static_cast<unsigned long long>(by_kind[1].load()), static_cast<unsigned long long>(by_kind[2].load()),
       static_cast<unsigned long long>(by_kind[3].load()), static_cast<unsigned long long>(by_kind[4].load()),
-      total.count / elapsed, total.p50_us, total.p90_us, total.p99_us,
+      completed_in_time / seconds, total.p50_us, total.p90_us, total.p99_us,
       server + client_side > 0 ? server / (server + client_side) : 0.0,
       static_cast<unsigned long long>(after.retries - before.retries),
       static_cast<unsigned long long>(after.node_cache_hits - before.node_cache_hits),
       static_cast<unsigned long long>(after.node_cache_misses - before.node_cache_misses),
       static_cast<unsigned long long>(after.explorations - before.explorations), estimates.c_str(),
-      static_cast<unsigned long long>(not_found.load()), static_cast<unsigned long long>(errors.count.load()));
+      static_cast<unsigned long long>(not_found.load()), static_cast<unsigned long long>(unissued.load()),
+      static_cast<unsigned long long>(inserts_over.load()), elapsed - seconds,
+      static_cast<unsigned long long>(errors.count.load()));
   return errors.count.load() == 0 ? 0 : 1;
 }

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 
 namespace cell::bench {
 
@@ -12,7 +13,9 @@ LatencySummary Summarize(std::vector<float>* samples) {
   s.count = samples->size();
   if (samples->empty()) return s;
   const auto at = [&](double p) {
-    const size_t i = std::min(samples->size() - 1, static_cast<size_t>(p * static_cast<double>(samples->size())));
+    // The nearest rank: the smallest sample with at least p of the samples at or below it.
+    const double rank = std::ceil(p * static_cast<double>(samples->size()));
+    const size_t i = std::min(samples->size() - 1, static_cast<size_t>(std::max(rank, 1.0)) - 1);
     std::nth_element(samples->begin(), samples->begin() + static_cast<std::ptrdiff_t>(i), samples->end());
     return static_cast<double>((*samples)[i]);
   };

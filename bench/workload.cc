@@ -69,8 +69,12 @@ OpKind Workload::Pick(std::mt19937_64& rng) const {
   if ((u -= update) < 0) return OpKind::kUpdate;
   if ((u -= insert) < 0) return OpKind::kInsert;
   if ((u -= scan) < 0) return OpKind::kScan;
+  // Rounding at the top end: the last kind the workload has.
   if (read_modify_write > 0) return OpKind::kReadModifyWrite;
-  return read > 0 ? OpKind::kRead : OpKind::kUpdate;  // rounding at the top end
+  if (scan > 0) return OpKind::kScan;
+  if (insert > 0) return OpKind::kInsert;
+  if (update > 0) return OpKind::kUpdate;
+  return OpKind::kRead;
 }
 
 StatusOr<Workload> ParseWorkload(std::string_view name) {
