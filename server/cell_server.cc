@@ -49,6 +49,8 @@ StatusOr<std::unique_ptr<CellServer>> CellServer::Start(const ServerConfig& conf
 
   rpc::ServerOptions options;
   options.workers = config.workers;
+  options.worker_cpus = config.worker_cpus;
+  options.nic_model = config.nic_model;
   std::map<std::string, std::string> seen;
   for (const std::string& uri : config.listen) {
     CELL_ASSIGN_OR_RETURN(rpc::Endpoint endpoint, rpc::Endpoint::Parse(uri));

@@ -27,6 +27,8 @@ struct ServerConfig {
   std::chrono::milliseconds zk_session_timeout{6000};
   uint64_t capacity_bytes = uint64_t{1} << 30;
   int workers = 1;
+  std::vector<int> worker_cpus;        // pin worker i to worker_cpus[i % size]; empty: no pinning
+  std::string nic_model;               // shm: "reads_per_s=R,bytes_per_s=B,latency_us=L" (rpc/shm/nic_model.h)
   std::string data_dir;                // logs and checkpoints (region recovery, to come); checked to exist
   StoreConfig store;
 };

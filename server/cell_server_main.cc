@@ -32,6 +32,12 @@ int main(int argc, char** argv) {
       ->transform(CLI::AsSizeValue(false));
   app.add_option("--workers", config.workers, "threads that serve RPCs (the server's CPU cores)")
       ->check(CLI::Range(1, 1024));
+  app.add_option("--worker-cpus", config.worker_cpus, "pin the workers to these CPUs, in turn (e.g. 0,1)")
+      ->delimiter(',')
+      ->check(CLI::Range(0, 4095));
+  app.add_option("--nic-model", config.nic_model,
+                 "shm: make one-sided reads obey a NIC model shared by all shm clients, "
+                 "reads_per_s=R,bytes_per_s=B,latency_us=L (any subset)");
   app.add_option("--meganode-size", config.store.meganode_bytes, "bytes of one meganode (e.g. 64MiB)")
       ->transform(CLI::AsSizeValue(false));
   app.add_option("--meganodes", config.store.meganodes,

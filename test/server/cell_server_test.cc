@@ -114,6 +114,12 @@ TEST(EmbeddedServer, BadFlagsAndBadClusterUrisGiveClearErrors) {
     EXPECT_EQ(p.Wait(), 1) << out;
     EXPECT_NE(out.find("two tcp URIs"), std::string::npos) << out;
   }
+  {
+    ChildProcess p({CELL_SERVER_BINARY, "--listen=shm://" + testing::ShmPath("bad-nic"), "--nic-model=bogus=1"}, true);
+    const std::string out = p.ReadAll(30s);
+    EXPECT_EQ(p.Wait(), 1) << out;
+    EXPECT_NE(out.find("unknown NIC model parameter 'bogus'"), std::string::npos) << out;
+  }
   auto [rc, out] = Cellctl({"--cluster=redis://x", "regions"});
   EXPECT_EQ(rc, 1) << out;
   EXPECT_NE(out.find("not a cluster URI"), std::string::npos) << out;

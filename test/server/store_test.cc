@@ -392,6 +392,22 @@ TEST(Store, GetsStartedFromCallbacksCompleteWhateverTheSearchMode) {
   EXPECT_EQ(client->stats().client_searches, 1u);
 }
 
+// cell-server --nic-model makes its shm clients' one-sided reads obey a NIC model (the harness's "network"): with a
+// 3 ms read latency, a client-side get cannot take less than 3 ms. (A lower bound only: no timing assumption.)
+TEST(Store, TheServersNicModelPacesClientSideReads) {
+  RunningServer server = StartEmbedded("nic", {"--nic-model=latency_us=3000"});
+  ASSERT_FALSE(server.ready.empty());
+  auto client = OpenClient(server.uris[1], "client", "shm");
+  ASSERT_NE(client, nullptr);
+  ASSERT_TRUE(client->Put("paced", "value").ok());
+  const auto begin = std::chrono::steady_clock::now();
+  std::string value;
+  ASSERT_TRUE(client->Get("paced", &value).ok());
+  EXPECT_EQ(value, "value");
+  EXPECT_GE(std::chrono::steady_clock::now() - begin, 3ms);
+  EXPECT_EQ(client->stats().client_searches, 1u);
+}
+
 TEST(Store, ManyAsynchronousOperationsInFlightFromOneThread) {
   RunningServer server = StartEmbedded("async", {"--workers=2"});
   ASSERT_FALSE(server.ready.empty());
