@@ -30,6 +30,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/hogs.h"
 #include "bench/series.h"
 #include "bench/workload.h"
 #include "cell/client.h"
@@ -162,6 +163,10 @@ int main(int argc, char** argv) {
       ->capture_default_str()->check(CLI::Range(0.0, 1e8));
   app.add_option("--spike", spike_text, "open loop: start_s:duration_s:factor, e.g. 10:5:2.5");
   app.add_option("--csv", csv_path, "write the time series here");
+  std::vector<std::string> hog_texts;
+  app.add_option("--hog", hog_texts,
+                 "CPU contention: start_s:duration_s:cpu[+cpu...] runs a busy process pinned to each CPU for that "
+                 "period (repeatable; e.g. the server's CPU: 10:5:0)");
   app.add_option("--interval-ms", interval_ms, "the time series' step")->capture_default_str()
       ->check(CLI::Range(10, 60000));
   app.add_option("--seed", seed)->capture_default_str();
@@ -203,6 +208,16 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "cell-bench: --rate is arrivals per second: at least 1 (0: closed loop)\n");
     return 2;
   }
+  std::vector<cell::bench::HogPeriod> hog_periods;
+  for (const std::string& text : hog_texts) {
+    auto period = cell::bench::ParseHogPeriod(text);
+    if (!period.ok()) {
+      std::fprintf(stderr, "cell-bench: %s\n", period.status().ToString().c_str());
+      return 2;
+    }
+    hog_periods.push_back(*period);
+  }
+  cell::bench::Hogs hogs(hog_periods);
   std::ofstream csv;
   if (!csv_path.empty()) {
     csv.open(csv_path);
@@ -263,6 +278,11 @@ int main(int argc, char** argv) {
     return spike && spike->active(since) ? rate * spike->factor : rate;
   };
 
+  // Hogs due at the start start now (a hog that cannot be pinned is an error of the run's set-up).
+  if (cell::Status s = hogs.Update(0); !s.ok()) {
+    std::fprintf(stderr, "cell-bench: %s\n", s.ToString().c_str());
+    return 2;
+  }
   std::vector<std::thread> pool;
   for (int t = 0; t < threads; ++t) {
     pool.emplace_back([&, t] {
@@ -390,10 +410,13 @@ int main(int argc, char** argv) {
     row.server_fraction = server + client_side > 0 ? server / (server + client_side) : 0;
     row.retries = now.retries - last.retries;
     row.target_rate = rate > 0 ? rate_at(tick - std::chrono::microseconds(1)) : 0;
+    if (cell::Status s = hogs.Update(row.t_s); !s.ok()) errors.Add("hogs: " + s.ToString());
+    row.hogs = hogs.running();
     last = now;
     if (csv.is_open()) csv << cell::bench::CsvRow(row) << "\n";
   }
   stop = true;
+  hogs.StopAll();
   for (auto& th : pool) th.join();
   const double elapsed = std::chrono::duration<double>(Clock::now() - run_start).count();
   // What was in flight at the end counts for latency (those are the slowest), not for throughput.

@@ -37,13 +37,15 @@ void LatencyRecorder::Drain(std::vector<float>* out) {
   samples_.clear();
 }
 
-std::string CsvHeader() { return "t_s,interval_s,ops,ops_per_s,p50_us,p90_us,p99_us,max_us,server_fraction,retries,target_rate"; }
+std::string CsvHeader() {
+  return "t_s,interval_s,ops,ops_per_s,p50_us,p90_us,p99_us,max_us,server_fraction,retries,target_rate,hogs";
+}
 
 std::string CsvRow(const IntervalRow& r) {
   const double rate = r.interval_s > 0 ? static_cast<double>(r.ops) / r.interval_s : 0;
-  return fmt::format("{:.3f},{:.3f},{},{:.0f},{:.1f},{:.1f},{:.1f},{:.1f},{:.3f},{},{:.0f}", r.t_s, r.interval_s, r.ops,
-                     rate, r.latency.p50_us, r.latency.p90_us, r.latency.p99_us, r.latency.max_us, r.server_fraction,
-                     r.retries, r.target_rate);
+  return fmt::format("{:.3f},{:.3f},{},{:.0f},{:.1f},{:.1f},{:.1f},{:.1f},{:.3f},{},{:.0f},{}", r.t_s, r.interval_s,
+                     r.ops, rate, r.latency.p50_us, r.latency.p90_us, r.latency.p99_us, r.latency.max_us,
+                     r.server_fraction, r.retries, r.target_rate, r.hogs);
 }
 
 }  // namespace cell::bench

@@ -38,6 +38,7 @@ struct IntervalRow {
   double server_fraction = 0;  // of the searches decided in the interval
   uint64_t retries = 0;
   double target_rate = 0;      // open loop: the arrival rate asked for (0: closed loop)
+  int hogs = 0;                // CPU hog processes running at the end of the interval
 };
 
 std::string CsvHeader();
