@@ -18,7 +18,9 @@ packages=(
   # Soft-RoCE test guest (test/rxe/): qemu boots Debian's own kernel, whose package run_rxe.sh fetches.
   qemu-system-x86 busybox-static kmod cpio rdmacm-utils ibverbs-utils
   # Peer baseline for bench/peers/redis-baseline.sh.
-  redis-server redis-tools
+  redis-server redis-tools libhiredis-dev
+  # Plots of the bench harness (bench/plot.sh).
+  gnuplot-nox
 )
 
 sudo_cmd=()

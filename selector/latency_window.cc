@@ -72,6 +72,8 @@ bool LatencyWindow::Add(double latency_us, uint64_t now_us) {
     }
   }
   min_ = count_ == 1 ? latency_us : std::min(min_, latency_us);
+  floor_ = has_floor_ ? std::min(floor_, latency_us) : latency_us;
+  has_floor_ = true;
   return true;
 }
 

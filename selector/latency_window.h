@@ -37,6 +37,9 @@ class LatencyWindow {
   double stddev() const;
   // The lowest sample kept since the history was last dropped.
   double min() const { return min_; }
+  // The lowest sample ever kept (0 before the first): what a request costs with no queue. History drops keep it,
+  // since after a step up (a queue building) the new samples' minimum would hide the queue.
+  double floor() const { return floor_; }
 
   uint64_t discarded() const { return discarded_total_; }
   uint64_t resets() const { return resets_; }  // history dropped (outlier majority or idle)
@@ -45,7 +48,8 @@ class LatencyWindow {
   WindowOptions options_;
   std::vector<double> ring_;
   size_t next_ = 0, count_ = 0;
-  double sum_ = 0, sum_sq_ = 0, min_ = 0;
+  double sum_ = 0, sum_sq_ = 0, min_ = 0, floor_ = 0;
+  bool has_floor_ = false;
   uint64_t last_us_ = 0;
   // The span of the current window: samples offered, and of those discarded.
   size_t offered_in_span_ = 0, discarded_in_span_ = 0;

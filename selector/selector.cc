@@ -30,6 +30,16 @@ StatusOr<std::unique_ptr<Selector>> MakeSelector(std::string_view mode, const Se
       mode));
 }
 
+StatusOr<SelectorOptions::Floor> ParseFloor(std::string_view name) {
+  if (name == "per-side") return SelectorOptions::Floor::kPerSide;
+  if (name == "read") return SelectorOptions::Floor::kRead;
+  if (name == "none") return SelectorOptions::Floor::kNone;
+  return Status::InvalidArgument(fmt::format(
+      "selector floor '{}' is not one of read (the lowest read's, for both sides: Cell's rule), per-side (each "
+      "side's lowest latency), none (whole latencies compared)",
+      name));
+}
+
 FixedSelector::FixedSelector(double server_fraction, uint64_t seed) : fraction_(server_fraction), seed_(seed) {}
 
 Side FixedSelector::Choose(uint64_t, uint64_t, uint64_t) {
@@ -82,8 +92,9 @@ Side ModelSelector::PreferredLocked(uint64_t server, uint64_t meganode, uint64_t
   const double m = ReadsOf(meganode);
   const double ls = st.search.mean(), lr = st.read.mean();
   if (rule_ == Rule::kDex) return ls < m * (lr + 0.040) * 1.2 ? Side::kServer : Side::kClient;
-  const double rtt = st.read.min();
-  return (ls - rtt) < m * (lr - rtt) ? Side::kServer : Side::kClient;
+  const double rtt_r = options_.floor == SelectorOptions::Floor::kNone ? 0 : st.read.floor();
+  const double rtt_s = options_.floor == SelectorOptions::Floor::kPerSide ? st.search.floor() : rtt_r;
+  return (ls - rtt_s) < m * (lr - rtt_r) ? Side::kServer : Side::kClient;
 }
 
 Side ModelSelector::Preferred(uint64_t server, uint64_t meganode, uint64_t now_us) {
@@ -96,6 +107,16 @@ Side ModelSelector::Choose(uint64_t server, uint64_t meganode, uint64_t now_us) 
   std::lock_guard lock(mu_);
   bool measured = false;
   Side side = PreferredLocked(server, meganode, now_us, &measured);
+  if (measured && rule_ == Rule::kCell && options_.steer_per_s > 0) {
+    ServerState& st = StateOf(server);
+    // The split moves toward the preferred side for the time since it last moved (at most 100 ms' worth: a server
+    // not searched for a while starts again from where it was, not from a jump).
+    const uint64_t since_us = st.split_at_us == 0 || now_us < st.split_at_us ? 0 : now_us - st.split_at_us;
+    const double step = options_.steer_per_s * static_cast<double>(std::min<uint64_t>(since_us, 100'000)) / 1e6;
+    st.split = std::clamp(st.split + (side == Side::kServer ? step : -step), 0.0, 1.0);
+    st.split_at_us = now_us;
+    side = std::uniform_real_distribution<double>(0, 1)(rng_) < st.split ? Side::kServer : Side::kClient;
+  }
   if (measured && options_.explore > 0 && std::uniform_real_distribution<double>(0, 1)(rng_) < options_.explore) {
     side = side == Side::kServer ? Side::kClient : Side::kServer;
     ++explorations_;
@@ -140,11 +161,18 @@ SelectorStats ModelSelector::stats() const {
   s.server_decisions = server_decisions_;
   s.client_decisions = client_decisions_;
   s.explorations = explorations_;
+  double reads = 0, traversals = 0;
+  for (const auto& [meganode, r] : reads_) {
+    reads += r.sum;
+    traversals += static_cast<double>(r.ring.size());
+  }
+  s.reads_per_search = traversals > 0 ? reads / traversals : 0;
   for (const auto& [id, st] : servers_) {
     s.outliers += st.search.discarded() + st.read.discarded();
     s.history_resets += st.search.resets() + st.read.resets();
     s.servers.push_back({.server = id, .server_search_us = st.search.mean(), .read_us = st.read.mean(),
-                         .rtt_us = st.read.min(), .server_samples = st.search.size(),
+                         .rtt_us = st.read.floor(), .server_rtt_us = st.search.floor(), .split = st.split,
+                         .server_samples = st.search.size(),
                          .read_samples = st.read.size()});
   }
   std::sort(s.servers.begin(), s.servers.end(), [](const auto& a, const auto& b) { return a.server < b.server; });

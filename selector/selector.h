@@ -10,9 +10,25 @@
 //                        latency to that server, l_r the mean one-sided read latency from it, RTT the lowest read
 //                        latency seen from it (what a request costs with no queue), and m the reads a client-side
 //                        traversal of that meganode takes (the height estimate at first, then the running mean of
-//                        observed traversals). Each mean is over a LatencyWindow (last n samples, outliers beyond
-//                        K sigma discarded, history dropped when outliers win a window or after an idle gap). With
-//                        probability p the option estimated worse is taken, so that both estimates stay current.
+//                        observed traversals). One RTT for both sides assumes an RPC's round trip costs about what
+//                        a read's does, as on RDMA NICs; SelectorOptions::floor offers two other forms for
+//                        transports where they differ (shm: ~50 us of wake-ups against 0.2 us): kPerSide, each
+//                        side's own lowest latency (queueing against queueing: indifferent while both are idle), and
+//                        kNone, whole latencies (l_s < m * l_r).
+//                        Each mean is over a LatencyWindow (last n samples, outliers beyond K sigma discarded,
+//                        history dropped when outliers win a window or after an idle gap). With probability p the
+//                        option estimated worse is taken, so that both estimates stay current.
+//                        Steering (SelectorOptions::steer_per_s): the paper applies the rule to each operation. When
+//                        many threads share one selector, they all take the side the rule prefers until the
+//                        estimates catch up: a herd that fills the server's queue in a burst, so its measured
+//                        latency is always a burst's, and the rule never sees the server idle (measured: 32 threads
+//                        spent 95% of searches client-side, 5.1k gets/s, where a fixed half-and-half split gave
+//                        9.2k; docs/BENCHMARKS.md). With steering, each server has a split, the fraction of searches
+//                        sent to it, which moves toward the side the rule prefers at steer_per_s per second (1: from
+//                        all-client to all-server in a second) and is drawn from per search; it settles where the
+//                        two sides' queueing is equal, as join-the-shortest-queue would. 0: per operation, as the
+//                        paper has it. (Experiment 2 on this machine: 0.98-0.99x the best fixed split at 0.5/s and
+//                        1/s, 0.95-0.96x at 2/s, 0.92x at 4/s: the faster it follows, the more it overshoots.)
 //   dex                  DEX's heuristic (VLDB'24): search on the server when  mean(l_s) < m * (mean(l_r) + 40 ns) * 1.2,
 //                        over windows of 50 samples without outlier filtering, with 1% random flips.
 // While one of the two latencies of a server has no sample yet, the adaptive policies choose the side not measured.
@@ -41,6 +57,11 @@ struct SelectorOptions {
   uint64_t idle_reset_us = 3'000'000;  // history older than this, with no sample since, is dropped
   double initial_reads = 4;          // m for a meganode no traversal has been seen of (its height estimate)
   uint64_t seed = 0;                 // 0: random
+  // What a request costs with no queue, subtracted from each side's mean (see "adaptive" above).
+  enum class Floor { kRead, kPerSide, kNone } floor = Floor::kRead;
+  // How fast the split of searches between the sides follows the rule, in fraction per second (0: no split, the
+  // rule decides each search; see "adaptive" above). Adaptive only; DEX's heuristic decides each search.
+  double steer_per_s = 1.0;
 };
 
 enum class Side { kServer, kClient };
@@ -52,11 +73,14 @@ struct SelectorStats {
   uint64_t explorations = 0;      // decisions that took the option estimated worse (exploration or random flip)
   uint64_t outliers = 0;          // samples discarded as outliers
   uint64_t history_resets = 0;    // windows dropped (outliers won, or idle)
+  double reads_per_search = 0;    // m: the mean reads of the client-side traversals kept, over all meganodes
   struct Server {
     uint64_t server = 0;
     double server_search_us = 0;  // l_s (mean)
     double read_us = 0;           // l_r (mean)
-    double rtt_us = 0;            // lowest read latency seen
+    double rtt_us = 0;            // lowest read latency seen (RTT_r)
+    double server_rtt_us = 0;     // lowest server-side search latency seen (RTT_s under Floor::kPerSide)
+    double split = 0;             // the fraction of searches steered to the server (steer_per_s > 0)
     size_t server_samples = 0, read_samples = 0;
   };
   std::vector<Server> servers;
@@ -84,6 +108,8 @@ class Selector {
 
 // "server", "client", "fixed:<x>" (x in 0..1), "adaptive" or "dex"; InvalidArgument for anything else.
 StatusOr<std::unique_ptr<Selector>> MakeSelector(std::string_view mode, const SelectorOptions& options = {});
+// "read", "per-side" or "none"; InvalidArgument for anything else.
+StatusOr<SelectorOptions::Floor> ParseFloor(std::string_view name);
 
 // server, client and fixed:<x>.
 class FixedSelector final : public Selector {
@@ -123,6 +149,8 @@ class ModelSelector final : public Selector {
     explicit ServerState(const WindowOptions& w) : search(w), read(w) {}
     LatencyWindow search, read;
     bool next_unmeasured_server = true;  // while unmeasured: alternate, so both sides get samples
+    double split = 0.5;                  // steering: the fraction of searches sent to the server
+    uint64_t split_at_us = 0;            // when the split last moved
   };
   struct Reads {  // the last n traversals' read counts of one meganode
     std::vector<int> ring;

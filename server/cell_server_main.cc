@@ -38,6 +38,10 @@ int main(int argc, char** argv) {
   app.add_option("--nic-model", config.nic_model,
                  "shm: make one-sided reads obey a NIC model shared by all shm clients, "
                  "reads_per_s=R,bytes_per_s=B,latency_us=L (any subset)");
+  app.add_option("--search-cpu-us", config.store.search_cpu_us,
+                 "experiments: every get, put, delete and scan searched on this server burns this many more "
+                 "microseconds of its worker's CPU (a slower CPU; the counterpart of --nic-model)")
+      ->check(CLI::Range(0.0, 100000.0));
   app.add_option("--meganode-size", config.store.meganode_bytes, "bytes of one meganode (e.g. 64MiB)")
       ->transform(CLI::AsSizeValue(false));
   app.add_option("--meganodes", config.store.meganodes,

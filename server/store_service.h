@@ -31,6 +31,10 @@ struct StoreConfig {
   // On 2 MiB huge pages (a hugetlb memfd; the administrator must reserve them, vm.nr_hugepages): far fewer TLB
   // misses for client-side searches. Sizes must then be multiples of 2 MiB.
   bool huge_pages = false;
+  // Experiments only (cell-server --search-cpu-us): every get, put, delete and scan searched here burns this many
+  // more microseconds of its worker's CPU, as a slower CPU or a costlier search would. With the shm NIC model it lets
+  // a two-core machine give the server's CPU and the "network" comparable capacities (docs/BENCHMARKS.md).
+  double search_cpu_us = 0;
 };
 
 class StoreService {
@@ -55,6 +59,7 @@ class StoreService {
   // The MEGA_* requests of other servers.
   void HandlePeer(uint16_t method, std::string_view request, rpc::Responder responder);
 
+  double search_cpu_us_ = 0;
   std::unique_ptr<ServerPeers> peers_;  // outlives store_ (its background thread calls peers_)
   std::unique_ptr<meganode::GlobalTree> store_;
   uint64_t server_id_ = 0;

@@ -51,6 +51,14 @@ struct ClientOptions {
     std::chrono::milliseconds idle_reset{3000};          // estimates with no sample for this long are dropped
     double initial_reads = 4;                            // reads per client-side search before any is measured
     int sample_one_in = 8;  // client-side searches whose reads are timed: one in this many (timing costs CPU)
+    // What a search costs with no queue, subtracted from each side's latency before they are compared:
+    //   "read"      the fastest read, for both (Cell's rule; right where an RPC's round trip costs what a read's does)
+    //   "per-side"  each side's own fastest (queueing against queueing; indifferent while both sides are idle)
+    //   "none"      nothing: whole latencies, l_s against m x l_r
+    std::string floor = "read";
+    // How fast the fraction of gets searched on each server follows the rule, per second (0: the rule decides each
+    // get alone, as the paper; a client's threads then take the same side together, in bursts).
+    double steer_per_s = 1.0;
   } selector;
   // The transports to reach servers by, in order of preference: the first one a server offers that connects is
   // used. shm works only on the server's own host.
@@ -115,12 +123,14 @@ class Client {
     uint64_t node_cache_misses = 0;
     uint64_t node_cache_forgotten = 0;  // cached copies dropped because they were stale
     uint64_t explorations = 0;  // adaptive: searches sent the side estimated slower, to keep both estimates fresh
+    double reads_per_search = 0;  // adaptive and dex: m, the mean one-sided reads of a client-side search
     // adaptive and dex: what the selector believes of each server (mean latencies over its windows, microseconds).
     struct SearchEstimate {
       uint64_t server = 0;
       double server_search_us = 0;  // l_s: a get searched on the server, round trip included
       double read_us = 0;           // l_r: a one-sided read
-      double rtt_us = 0;            // the fastest read seen: the cost of a round trip with no queue
+      double rtt_us = 0;            // the fastest read seen: a read's cost with no queue
+      double server_rtt_us = 0;     // the fastest server-side search seen: its cost with no queue
     };
     std::vector<SearchEstimate> estimates;
   };

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -173,9 +174,17 @@ class ShmConnection final : public Connection {
   }
 
   Status ReadNow(GlobalPtr remote, uint32_t length, void* dest) override {
-    if (nic_word_ != nullptr) return Connection::ReadNow(remote, length, dest);  // completed by the NIC thread
     const char* src = nullptr;
     CELL_RETURN_IF_ERROR(Source(remote, length, &src));
+    if (nic_word_ != nullptr) {
+      // The NIC model, waited for in the caller: it reserves its turn on the shared NIC clock and waits for its due
+      // time itself. Handing the read to the NIC thread instead costs two wake-ups per read, and on a client with
+      // few cores that thread's spinning for the last microseconds starved the very threads it served (client-side
+      // gets ran at 9k/s whatever the model's rate; docs/BENCHMARKS.md).
+      const auto due = ReserveNic(nic_word_, model_.BusyNanos(length), static_cast<int64_t>(model_.latency_us * 1000));
+      WaitUntil(due);
+      if (!rpc_->alive()) return rpc_->health();
+    }
     Copy(dest, src, length);
     return Status::OK();
   }
@@ -220,6 +229,16 @@ class ShmConnection final : public Connection {
     std::memcpy(dest, src, length);
   }
 
+  // Sleeps until the time. The thread's timer slack is set to 1 ns (Linux's default of 50 us would make every
+  // wake-up that late); even so a wake-up comes ~30-40 us late on this project's VMs, and a read's latency is the
+  // model's plus that (docs/BENCHMARKS.md). Sleeping, not spinning or yielding, leaves a small client's CPUs to its
+  // other work: with dozens of threads waiting on reads, yielding alone kept a core busy.
+  static void WaitUntil(Clock::time_point due) {
+    thread_local const bool precise = prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0) == 0;
+    (void)precise;
+    while (Clock::now() < due) std::this_thread::sleep_until(due);
+  }
+
   struct NicJob {
     Clock::time_point due;
     const char* src;
@@ -241,8 +260,8 @@ class ShmConnection final : public Connection {
         continue;
       }
       lock.unlock();
-      while (Clock::now() < due) {  // the last few microseconds: a condition variable is too coarse
-      }
+      // The last few microseconds: a condition variable is too coarse; yield rather than spin (see WaitUntil).
+      while (Clock::now() < due) std::this_thread::yield();
       lock.lock();
       NicJob job = std::move(nic_queue_.front());
       nic_queue_.pop_front();

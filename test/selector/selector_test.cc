@@ -71,7 +71,15 @@ void Feed(ModelSelector& s, double server_us, double read_us, double rtt_us, int
   }
 }
 
-SelectorOptions NoExploration() { return SelectorOptions{.explore = 0, .seed = 1}; }
+// The rule applied to each search (no steering), no exploration: decisions the tests can predict.
+SelectorOptions NoExploration() { return SelectorOptions{.explore = 0, .seed = 1, .steer_per_s = 0}; }
+// The paper's rule as written (the default): one floor, the fastest read's, for both sides.
+SelectorOptions ReadFloor() {
+  return SelectorOptions{.explore = 0, .seed = 1, .floor = SelectorOptions::Floor::kRead, .steer_per_s = 0};
+}
+SelectorOptions PerSideFloor() {
+  return SelectorOptions{.explore = 0, .seed = 1, .floor = SelectorOptions::Floor::kPerSide, .steer_per_s = 0};
+}
 
 TEST(CellSelector, WhileUnmeasuredItTriesBothSidesThenTheMissingOne) {
   ModelSelector s(ModelSelector::Rule::kCell, NoExploration());
@@ -127,7 +135,7 @@ TEST(CellSelector, ASingleSlowSearchDoesNotTurnTheDecision) {
 }
 
 TEST(CellSelector, DeeperMeganodesFavourTheServer) {
-  ModelSelector s(ModelSelector::Rule::kCell, NoExploration());
+  ModelSelector s(ModelSelector::Rule::kCell, ReadFloor());
   uint64_t t = 0;
   // l_s - RTT = 25; l_r - RTT = 5: a traversal of m = 4 reads costs 20 (client), of m = 8 costs 40 (server).
   Feed(s, 30, 10, 5, 100, &t);
@@ -136,10 +144,13 @@ TEST(CellSelector, DeeperMeganodesFavourTheServer) {
   for (int i = 0; i < 10; ++i) s.OnTraversal(deep, 8);
   EXPECT_EQ(s.Preferred(1, deep, t), Side::kServer);
   EXPECT_EQ(s.Preferred(1, shallow, t), Side::kClient);
+  s.OnTraversal(shallow, 3);
+  s.OnTraversal(shallow, 5);
+  EXPECT_DOUBLE_EQ(s.stats().reads_per_search, (10 * 8 + 3 + 5) / 12.0) << "m over every traversal kept";
 }
 
 TEST(CellSelector, IdleHistoryIsDroppedAndMeasuredAfresh) {
-  ModelSelector s(ModelSelector::Rule::kCell, NoExploration());
+  ModelSelector s(ModelSelector::Rule::kCell, ReadFloor());
   uint64_t t = 0;
   Feed(s, 200, 8, 5, 100, &t);
   ASSERT_EQ(s.Preferred(1, 0, t), Side::kClient);
@@ -148,8 +159,75 @@ TEST(CellSelector, IdleHistoryIsDroppedAndMeasuredAfresh) {
   EXPECT_NE(a, b) << "after an idle gap nothing is measured: both sides are tried again";
 }
 
+TEST(CellSelector, EachSideIsJudgedByWhatItWaitsBeyondItsOwnFloor) {
+  // An RPC's round trip costs 60 us with no queue, a read's 19.5 us (shm with the NIC model): the floors differ.
+  ModelSelector per_side(ModelSelector::Rule::kCell, PerSideFloor());
+  ModelSelector one_floor(ModelSelector::Rule::kCell, ReadFloor());
+  uint64_t t = 0, u = 0;
+  // Idle server; reads queue a little at the NIC (mean ~25 us over a floor of 19.5: m x 5.5 us queued per search).
+  Feed(per_side, /*server_us=*/60, /*read_us=*/26, /*rtt_us=*/19.5, 100, &t);
+  Feed(one_floor, 60, 26, 19.5, 100, &u);
+  EXPECT_EQ(per_side.Preferred(1, 0, t), Side::kServer) << "the server's queue is empty, the NIC's is not";
+  EXPECT_EQ(one_floor.Preferred(1, 0, u), Side::kClient) << "one floor counts the RPC's 40 us extra as queueing";
+  // Whole latencies: a search on the server (60.5 us) against four reads (4 x ~25 us).
+  ModelSelector whole(ModelSelector::Rule::kCell,
+                      SelectorOptions{.explore = 0, .seed = 1, .floor = SelectorOptions::Floor::kNone, .steer_per_s = 0});
+  uint64_t w = 0;
+  Feed(whole, 60, 26, 19.5, 100, &w);
+  EXPECT_EQ(whole.Preferred(1, 0, w), Side::kServer);
+  Feed(whole, 140, 26, 19.5, 100, &w);
+  EXPECT_EQ(whole.Preferred(1, 0, w), Side::kClient) << "140 us against ~100";
+  const SelectorStats stats = per_side.stats();
+  ASSERT_EQ(stats.servers.size(), 1u);
+  EXPECT_DOUBLE_EQ(stats.servers[0].server_rtt_us, 60.0);
+  EXPECT_DOUBLE_EQ(stats.servers[0].rtt_us, 19.5);
+  // The server's CPU saturates (its searches take 200 us): per-side turns to reads, and its floor stays the idle one
+  // although the step drops the window's history.
+  for (int i = 0; i < 100; ++i) per_side.OnServerSearch(1, 200.0 + (i % 3), t += 10);
+  EXPECT_EQ(per_side.Preferred(1, 0, t), Side::kClient);
+  EXPECT_GE(per_side.stats().history_resets, 1u);
+  EXPECT_DOUBLE_EQ(per_side.stats().servers[0].server_rtt_us, 60.0);
+}
+
+TEST(CellSelector, SteeringMovesTheSplitAtItsRateAndSettlesWhereTheQueuesMeet) {
+  const SelectorOptions steered{
+      .explore = 0, .seed = 3, .floor = SelectorOptions::Floor::kPerSide, .steer_per_s = 2.0};
+  ModelSelector s(ModelSelector::Rule::kCell, steered);
+  uint64_t t = 0;
+  // The server is idle (no queue beyond its floor), reads queue: the rule prefers the server.
+  Feed(s, 60, 26, 19.5, 100, &t);
+  ASSERT_EQ(s.Preferred(1, 0, t), Side::kServer);
+  // Decisions 1 ms apart for 100 ms: the split rises from 0.5 by 2/s x 0.1 s = 0.2, not at once to 1.
+  int server = 0;
+  for (int i = 0; i < 100; ++i) server += s.Choose(1, 0, t += kMs) == Side::kServer ? 1 : 0;
+  EXPECT_NEAR(s.stats().servers[0].split, 0.7, 0.01);
+  EXPECT_GT(server, 45) << "about 60 of 100 expected";
+  EXPECT_LT(server, 80);
+  // Held there for another 200 ms, the split reaches 1: every search goes to the server.
+  for (int i = 0; i < 200; ++i) s.Choose(1, 0, t += kMs);
+  EXPECT_DOUBLE_EQ(s.stats().servers[0].split, 1.0);
+  EXPECT_EQ(s.Choose(1, 0, t += kMs), Side::kServer);
+  // A gap of 2 s (decisions for other servers only; shorter than the idle reset) moves it by 100 ms' worth at most.
+  for (int i = 0; i < 100; ++i) s.OnServerSearch(1, 400.0, t);  // the server's queue builds: reads preferred
+  ASSERT_EQ(s.Preferred(1, 0, t), Side::kClient);
+  s.Choose(1, 0, t += 2'000 * kMs);
+  EXPECT_NEAR(s.stats().servers[0].split, 0.8, 1e-9);
+  // A rule that flips with every decision (the two queues equal) holds the split where it is.
+  ModelSelector flip(ModelSelector::Rule::kCell, steered);
+  uint64_t u = 0;
+  Feed(flip, 60, 26, 19.5, 100, &u);
+  flip.Choose(1, 0, u);
+  for (int i = 0; i < 50; ++i) {
+    flip.OnServerSearch(1, i % 2 == 0 ? 400.0 : 60.0, u);  // alternately well above and at its floor
+    flip.Choose(1, 0, u += kMs);
+  }
+  EXPECT_GT(flip.stats().servers[0].split, 0.3);
+  EXPECT_LT(flip.stats().servers[0].split, 0.7);
+}
+
 TEST(CellSelector, ExplorationTakesTheWorseSideAboutOnceInAHundred) {
-  ModelSelector s(ModelSelector::Rule::kCell, SelectorOptions{.explore = 0.01, .seed = 7});
+  ModelSelector s(ModelSelector::Rule::kCell,
+                  SelectorOptions{.explore = 0.01, .seed = 7, .floor = SelectorOptions::Floor::kRead, .steer_per_s = 0});
   uint64_t t = 0;
   Feed(s, 200, 8, 5, 100, &t);
   int server = 0;
@@ -185,6 +263,11 @@ TEST(Selector, ModesParseAndBadOnesAreRefusedWithTheChoices) {
     EXPECT_TRUE(s.status().IsInvalidArgument());
     EXPECT_NE(s.status().message().find("adaptive"), std::string::npos) << s.status().message();
   }
+  EXPECT_EQ(*ParseFloor("per-side"), SelectorOptions::Floor::kPerSide);
+  EXPECT_EQ(*ParseFloor("read"), SelectorOptions::Floor::kRead);
+  EXPECT_EQ(*ParseFloor("none"), SelectorOptions::Floor::kNone);
+  EXPECT_TRUE(ParseFloor("rtt").status().IsInvalidArgument());
+  EXPECT_NE(ParseFloor("rtt").status().message().find("per-side"), std::string::npos);
   EXPECT_FALSE((*MakeSelector("server"))->Measures());
   EXPECT_TRUE((*MakeSelector("adaptive"))->Measures());
 }

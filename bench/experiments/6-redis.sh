@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# Experiment 6: Cell against Redis on YCSB B (95% gets, 5% updates), C (gets) and E (scans of 1..100 pairs, 5%
+# inserts), the same workload from the same harness (cell-bench --store=cell|redis). No models here: the real
+# machine. Cell: one server with one worker pinned to CPU 0, searched server-side, client-side and adaptively over shm.
+# Redis: Debian's redis-server pinned to CPU 0 (no persistence), GET/SET, a sorted set for scans, over a Unix
+# socket. cell-bench on CPU 1: CLIENTS threads with up to INFLIGHT operations each (a Redis connection per thread,
+# pipelined). Rounds interleave the stores; each figure is a median over rounds.
+#
+#   bench/experiments/6-redis.sh [--rounds=3] [--seconds=3] [--clients=4] [--inflight=16]
+# Writes OUT_DIR/runs.jsonl, OUT_DIR/redis.png; prints a JSON summary (ops/s and the ratios to Redis).
+source "$(dirname "$0")/lib.sh"
+rounds=3 seconds=${SECONDS_PER_RUN:-3} clients=4 inflight=16
+for arg in "$@"; do
+  case "$arg" in
+    --rounds=*) rounds=${arg#*=} ;;
+    --seconds=*) seconds=${arg#*=} ;;
+    --clients=*) clients=${arg#*=} ;;
+    --inflight=*) inflight=${arg#*=} ;;
+    *) die "unknown argument $arg" ;;
+  esac
+done
+command -v redis-server >/dev/null || die "redis-server not found (deploy/install-deps.sh installs it)"
+exp_init 6-redis
+NIC="" CPU=0
+start_server
+redis_dir="$work/redis"
+mkdir -p "$redis_dir"
+taskset -c "$SERVER_CPU" redis-server --port 0 --unixsocket "$redis_dir/redis.sock" --save "" --appendonly no \
+  --daemonize no --dir "$redis_dir" --logfile "$redis_dir/redis.log" &
+redis_pid=$!
+trap 'kill $redis_pid 2>/dev/null || true; wait $redis_pid 2>/dev/null || true; exp_cleanup' EXIT
+for _ in $(seq 200); do
+  [ -S "$redis_dir/redis.sock" ] && redis-cli -s "$redis_dir/redis.sock" ping 2>/dev/null | grep -q PONG && break
+  kill -0 "$redis_pid" 2>/dev/null || { cat "$redis_dir/redis.log" >&2; die "redis-server exited"; }
+  sleep 0.05  # polling redis-server's readiness, bounded (10 s)
+done
+redis=(--store=redis --redis="unix:$redis_dir/redis.sock")
+log "loading $KEYS keys into each store"
+bench --workload=c --search=server --duration=0.2 >/dev/null
+bench "${redis[@]}" --workload=c --duration=0.2 >/dev/null
+: >"$OUT_DIR/runs.jsonl"
+for round in $(seq "$rounds"); do
+  for w in b c e; do
+    for store in redis server client adaptive; do
+      if [ "$store" = redis ]; then
+        line=$(bench "${redis[@]}" --no-load --workload="$w" --threads="$clients" --inflight="$inflight" --duration="$seconds")
+      else
+        line=$(bench --no-load --workload="$w" --search="$store" --threads="$clients" --inflight="$inflight" --duration="$seconds")
+      fi
+      echo "{\"round\":$round,\"workload\":\"$w\",\"store\":\"$store\",\"run\":$line}" >>"$OUT_DIR/runs.jsonl"
+      log "round $round $w $store: $(json ops_per_s <<<"$line") ops/s, p99 $(json p99_us <<<"$line") us"
+    done
+  done
+done
+python3 - "$OUT_DIR" >"$work/summary.json" <<'PY'
+import json, statistics, sys
+out = sys.argv[1]
+runs = [json.loads(l) for l in open(f"{out}/runs.jsonl")]
+by = {}
+for r in runs:
+    assert r["run"]["errors"] == 0, f"errors in {r['workload']} {r['store']}"
+    by.setdefault((r["workload"], r["store"]), []).append(r["run"])
+summary = {"experiment": "6-redis", "rounds": max(r["round"] for r in runs)}
+with open(f"{out}/redis.dat", "w") as f:
+    for (w, store), rs in by.items():
+        ops = statistics.median(x["ops_per_s"] for x in rs)
+        p99 = statistics.median(x["p99_us"] for x in rs)
+        summary.setdefault(w, {})[store] = {"ops_per_s": round(ops), "p99_us": p99}
+        f.write(f"{w}:{store} {ops:.0f}\n")
+for w, stores in summary.items():
+    if isinstance(stores, dict) and "redis" in stores:
+        base = stores["redis"]["ops_per_s"]
+        for s in ("server", "client", "adaptive"):
+            stores[s]["vs_redis"] = round(stores[s]["ops_per_s"] / base, 2) if base else None
+print(json.dumps(summary))
+PY
+"$root/bench/plot.sh" bars "$OUT_DIR/redis.png" "Cell and Redis, YCSB B, C, E (medians of $rounds rounds)" "ops/s" \
+  "$OUT_DIR/redis.dat" >&2
+cat "$work/summary.json"
