@@ -32,6 +32,7 @@
 #include <cmath>
 #include <condition_variable>
 #include <cstdio>
+#include <utility>
 #include <fstream>
 #include <mutex>
 #include <optional>
@@ -211,6 +212,10 @@ int main(int argc, char** argv) {
   app.add_option("--hog", hog_texts,
                  "CPU contention: start_s:duration_s:cpu[+cpu...] runs a busy process pinned to each CPU for that "
                  "period (repeatable; e.g. the server's CPU: 10:5:0)");
+  std::vector<std::string> window_texts;
+  app.add_option("--window", window_texts,
+                 "from_s:to_s: also summarize the operations completed in this part of the run (repeatable; exact "
+                 "percentiles, in the JSON's \"windows\"; e.g. before and during a spike: 3:8 and 8:13)");
   app.add_option("--interval-ms", interval_ms, "the time series' step")->capture_default_str()
       ->check(CLI::Range(10, 60000));
   app.add_option("--seed", seed)->capture_default_str();
@@ -233,11 +238,21 @@ int main(int argc, char** argv) {
                  "cell, adaptive: how fast the split between the sides follows the rule, per second (0: per get)")
       ->capture_default_str();
   app.add_option("--selector-floor", options.selector.floor,
-                 "cell, adaptive: the no-queue cost subtracted from each side's latency: per-side (each side's "
-                 "fastest) or read (the fastest read's for both, the paper's rule)")
+                 "cell, adaptive: the no-queue cost subtracted from each side's latency: read (the fastest read's "
+                 "for both, Cell's rule), per-side (each side's fastest) or none (whole latencies)")
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
+  std::vector<std::pair<double, double>> windows;
+  for (const std::string& text : window_texts) {
+    double from = 0, to = 0;
+    char extra = 0;
+    if (std::sscanf(text.c_str(), "%lf:%lf%c", &from, &to, &extra) != 2 || !(from >= 0) || !(to > from)) {
+      std::fprintf(stderr, "cell-bench: --window=%s is not from_s:to_s with 0 <= from < to\n", text.c_str());
+      return 2;
+    }
+    windows.emplace_back(from, to);
+  }
   const bool redis = store_kind == "redis";
   if (!redis && options.cluster.empty()) {
     std::fprintf(stderr, "cell-bench: --cluster is required with --store=cell\n");
@@ -515,6 +530,7 @@ int main(int argc, char** argv) {
   // The time series: every interval, what completed in it.
   cell::Client::Stats last = before;
   std::vector<float> all, interval;
+  std::vector<std::pair<double, size_t>> interval_ends;  // each interval's end (s) and where its samples end in all
   uint64_t completed_in_time = 0;  // completed by the end of the run phase
   auto tick = run_start;
   while (tick < end && !aborted.load()) {
@@ -526,6 +542,7 @@ int main(int argc, char** argv) {
     all.insert(all.end(), interval.begin(), interval.end());
     cell::bench::IntervalRow row;
     row.t_s = std::chrono::duration<double>(tick - run_start).count();
+    interval_ends.emplace_back(row.t_s, all.size());
     row.interval_s = std::chrono::duration<double>(tick - from).count();
     row.latency = cell::bench::Summarize(&interval);
     row.ops = row.latency.count;
@@ -554,6 +571,24 @@ int main(int argc, char** argv) {
     return 1;
   }
 
+  // The windows' exact summaries: the samples of the intervals that ended within each (before `all` is sorted).
+  std::string window_json;
+  for (const auto& [from, to] : windows) {
+    std::vector<float> part;
+    size_t begin = 0;
+    for (const auto& [t, end_index] : interval_ends) {
+      if (t > from + 1e-9 && t <= to + 1e-9) part.insert(part.end(), all.begin() + begin, all.begin() + end_index);
+      begin = end_index;
+    }
+    const cell::bench::LatencySummary w = cell::bench::Summarize(&part);
+    char one[256];
+    std::snprintf(one, sizeof(one),
+                  "%s{\"from_s\":%.3f,\"to_s\":%.3f,\"ops\":%llu,\"p50_us\":%.1f,\"p90_us\":%.1f,\"p99_us\":%.1f,"
+                  "\"max_us\":%.1f}",
+                  window_json.empty() ? "" : ",", from, to, static_cast<unsigned long long>(w.count), w.p50_us,
+                  w.p90_us, w.p99_us, w.max_us);
+    window_json += one;
+  }
   const cell::bench::LatencySummary total = cell::bench::Summarize(&all);
   const double server = static_cast<double>(after.server_searches - before.server_searches);
   const double client_side = static_cast<double>(after.client_searches - before.client_searches);
@@ -579,7 +614,7 @@ int main(int argc, char** argv) {
       "\"scans\":%llu,\"rmws\":%llu,\"ops_per_s\":%.0f,\"p50_us\":%.1f,\"p90_us\":%.1f,\"p99_us\":%.1f,"
       "\"server_fraction\":%.3f,\"retries\":%llu,\"node_cache_hits\":%llu,\"node_cache_misses\":%llu,"
       "\"explorations\":%llu,\"estimates\":[%s],\"not_found\":%llu,\"unissued\":%llu,\"inserts_over_key_space\":%llu,"
-      "\"drain_s\":%.2f,\"errors\":%llu}\n",
+      "\"windows\":[%s],\"drain_s\":%.2f,\"errors\":%llu}\n",
       store_kind.c_str(), workload->name.c_str(), search_name.c_str(), transport_name.c_str(), shape.c_str(),
       static_cast<unsigned long long>(keys), key_bytes, value_bytes, threads, depth, rate, seconds, load_seconds,
       static_cast<unsigned long long>(total.count), static_cast<unsigned long long>(by_kind[0].load()),
@@ -592,7 +627,7 @@ int main(int argc, char** argv) {
       static_cast<unsigned long long>(after.node_cache_misses - before.node_cache_misses),
       static_cast<unsigned long long>(after.explorations - before.explorations), estimates.c_str(),
       static_cast<unsigned long long>(not_found.load()), static_cast<unsigned long long>(unissued.load()),
-      static_cast<unsigned long long>(inserts_over.load()), elapsed - seconds,
+      static_cast<unsigned long long>(inserts_over.load()), window_json.c_str(), elapsed - seconds,
       static_cast<unsigned long long>(errors.count.load()));
   return errors.count.load() == 0 ? 0 : 1;
 }

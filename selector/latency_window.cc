@@ -26,11 +26,13 @@ void LatencyWindow::Clear() {
 void LatencyWindow::Expire(uint64_t now_us) {
   if (count_ > 0 && now_us > last_us_ && now_us - last_us_ > options_.idle_reset_us) {
     Clear();
+    has_floor_ = false;  // after a quiet period the floor is measured afresh too (the path may have changed)
     ++resets_;
   }
 }
 
 bool LatencyWindow::Add(double latency_us, uint64_t now_us) {
+  if (!std::isfinite(latency_us) || latency_us < 0) return false;  // not a latency: never let it into the sums
   Expire(now_us);
   last_us_ = std::max(last_us_, now_us);
   if (++offered_in_span_ > options_.capacity) {  // a new window's span begins

@@ -25,7 +25,8 @@ class LatencyWindow {
  public:
   explicit LatencyWindow(const WindowOptions& options = {});
 
-  // Offers a sample taken at `now_us`. Returns false if it was discarded as an outlier.
+  // Offers a sample taken at `now_us`. Returns false if it was discarded as an outlier (or is not a latency: NaN,
+  // infinite or negative).
   bool Add(double latency_us, uint64_t now_us);
   // Drops the history if it has been idle past the limit at `now_us`.
   void Expire(uint64_t now_us);
@@ -37,8 +38,9 @@ class LatencyWindow {
   double stddev() const;
   // The lowest sample kept since the history was last dropped.
   double min() const { return min_; }
-  // The lowest sample ever kept (0 before the first): what a request costs with no queue. History drops keep it,
-  // since after a step up (a queue building) the new samples' minimum would hide the queue.
+  // The lowest sample kept since the window was created or last idle (0 before the first): what a request costs
+  // with no queue. Drops of the history for outliers keep it, since after a step up (a queue building) the new
+  // samples' minimum would hide the queue; an idle gap drops it with the rest.
   double floor() const { return floor_; }
 
   uint64_t discarded() const { return discarded_total_; }

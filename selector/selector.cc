@@ -106,19 +106,22 @@ Side ModelSelector::Preferred(uint64_t server, uint64_t meganode, uint64_t now_u
 Side ModelSelector::Choose(uint64_t server, uint64_t meganode, uint64_t now_us) {
   std::lock_guard lock(mu_);
   bool measured = false;
-  Side side = PreferredLocked(server, meganode, now_us, &measured);
+  const Side preferred = PreferredLocked(server, meganode, now_us, &measured);
+  Side side = preferred;
   if (measured && rule_ == Rule::kCell && options_.steer_per_s > 0) {
     ServerState& st = StateOf(server);
     // The split moves toward the preferred side for the time since it last moved (at most 100 ms' worth: a server
-    // not searched for a while starts again from where it was, not from a jump).
-    const uint64_t since_us = st.split_at_us == 0 || now_us < st.split_at_us ? 0 : now_us - st.split_at_us;
+    // not searched for a while starts again from where it was, not from a jump). Threads read the clock before taking the lock, so a call may come with an earlier time
+    // than the last: it moves nothing.
+    const uint64_t since_us = !st.split_timed || now_us < st.split_at_us ? 0 : now_us - st.split_at_us;
     const double step = options_.steer_per_s * static_cast<double>(std::min<uint64_t>(since_us, 100'000)) / 1e6;
-    st.split = std::clamp(st.split + (side == Side::kServer ? step : -step), 0.0, 1.0);
-    st.split_at_us = now_us;
+    st.split = std::clamp(st.split + (preferred == Side::kServer ? step : -step), 0.0, 1.0);
+    st.split_at_us = st.split_timed ? std::max(st.split_at_us, now_us) : now_us;
+    st.split_timed = true;
     side = std::uniform_real_distribution<double>(0, 1)(rng_) < st.split ? Side::kServer : Side::kClient;
   }
   if (measured && options_.explore > 0 && std::uniform_real_distribution<double>(0, 1)(rng_) < options_.explore) {
-    side = side == Side::kServer ? Side::kClient : Side::kServer;
+    side = preferred == Side::kServer ? Side::kClient : Side::kServer;  // the side the rule estimates worse
     ++explorations_;
   }
   ++(side == Side::kServer ? server_decisions_ : client_decisions_);

@@ -6,7 +6,7 @@
 #
 #   bench/experiments/1-curves.sh [--clients="1 2 4 8 16 32 64"] [--seconds=2]
 # Writes OUT_DIR/<mode>.dat (clients ops_per_s p50_us p99_us server_fraction), OUT_DIR/curves.png; prints a JSON
-# summary (each mode's peak throughput and the client count it came at).
+# summary (each mode's peak throughput and the client count it came at; also OUT_DIR/summary.json).
 source "$(dirname "$0")/lib.sh"
 clients="1 2 4 8 16 32 64" seconds=${SECONDS_PER_RUN:-2}
 for arg in "$@"; do
@@ -21,6 +21,7 @@ start_server
 load
 modes="server client adaptive"
 for mode in $modes; do : >"$OUT_DIR/$mode.dat"; done
+: >"$OUT_DIR/runs.jsonl"
 for n in $clients; do
   for mode in $modes; do  # interleaved, so that the machine's drift touches every mode alike
     line=$(bench --no-load --workload=c --search="$mode" --threads="$n" --inflight=1 --duration="$seconds")
@@ -33,8 +34,8 @@ done
 # The plot wants "ops p50 p99" columns.
 for mode in $modes; do awk '{print $2, $3, $4}' "$OUT_DIR/$mode.dat" >"$work/$mode.curve"; done
 "$root/bench/plot.sh" curve "$OUT_DIR/curves.png" "Cell fig. 4 shape: gets, 1 server worker, clients $clients" \
-  server="$work/server.curve" client="$work/client.curve" adaptive="$work/adaptive.curve" >&2
-python3 - "$OUT_DIR" $modes <<'PY'
+  server="$work/server.curve" client="$work/client.curve" adaptive="$work/adaptive.curve" >&2 || log "plot failed"
+python3 - "$OUT_DIR" $modes >"$OUT_DIR/summary.json" <<'PY'
 import json, sys
 out, modes = sys.argv[1], sys.argv[2:]
 summary = {"experiment": "1-curves"}
@@ -44,3 +45,4 @@ for m in modes:
     summary[m] = {"peak_ops_per_s": round(best[1]), "at_clients": int(best[0]), "p99_us_at_peak": best[3]}
 print(json.dumps(summary))
 PY
+cat "$OUT_DIR/summary.json"

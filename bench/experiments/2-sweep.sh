@@ -28,7 +28,7 @@ for round in $(seq "$rounds"); do
     log "round $round $p: $(json ops_per_s <<<"$line") ops/s, server-side $(json server_fraction <<<"$line")"
   done
 done
-python3 - "$OUT_DIR" >"$work/summary.json" <<'PY'
+python3 - "$OUT_DIR" >"$OUT_DIR/summary.json" <<'PY'
 import json, statistics, sys
 out = sys.argv[1]
 runs = [json.loads(l) for l in open(f"{out}/runs.jsonl")]
@@ -57,5 +57,5 @@ print(json.dumps(summary))
 PY
 "$root/bench/plot.sh" bars "$OUT_DIR/sweep.png" \
   "gets/s by the fraction searched on the server (medians of $rounds rounds, $clients clients)" "gets/s" \
-  "$OUT_DIR/sweep.dat" >&2
-cat "$work/summary.json"
+  "$OUT_DIR/sweep.dat" >&2 || log "plot failed"
+cat "$OUT_DIR/summary.json"

@@ -31,8 +31,8 @@ for w in mix:1 mix:0.9 mix:0.75 mix:0.5 mix:0.25 mix:0 a b; do
 done
 "$root/bench/plot.sh" lines "$OUT_DIR/mixes.png" "Throughput by read fraction (the rest updates), $clients clients" \
   "fraction of operations that are gets" "ops/s" \
-  server="$OUT_DIR/server.dat" client="$OUT_DIR/client.dat" adaptive="$OUT_DIR/adaptive.dat" >&2
-python3 - "$OUT_DIR" <<'PY'
+  server="$OUT_DIR/server.dat" client="$OUT_DIR/client.dat" adaptive="$OUT_DIR/adaptive.dat" >&2 || log "plot failed"
+python3 - "$OUT_DIR" >"$OUT_DIR/summary.json" <<'PY'
 import json, sys
 out = sys.argv[1]
 summary = {"experiment": "5-mixes"}
@@ -47,3 +47,4 @@ for w, modes in summary.items():
         modes["adaptive_vs_best_pure"] = round(modes["adaptive"]["ops_per_s"] / best, 3) if best else None
 print(json.dumps(summary))
 PY
+cat "$OUT_DIR/summary.json"

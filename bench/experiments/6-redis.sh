@@ -19,40 +19,49 @@ for arg in "$@"; do
     *) die "unknown argument $arg" ;;
   esac
 done
-command -v redis-server >/dev/null || die "redis-server not found (deploy/install-deps.sh installs it)"
+for tool in redis-server redis-cli; do
+  command -v "$tool" >/dev/null || die "$tool not found (deploy/install-deps.sh installs it)"
+done
 exp_init 6-redis
-NIC="" CPU=0
+NIC="" CPU=0  # the real machine: no models
+redis_pid=""
+trap '[ -z "$redis_pid" ] || { kill "$redis_pid" 2>/dev/null; wait "$redis_pid" 2>/dev/null; }; exp_cleanup' EXIT
 start_server
 redis_dir="$work/redis"
 mkdir -p "$redis_dir"
 taskset -c "$SERVER_CPU" redis-server --port 0 --unixsocket "$redis_dir/redis.sock" --save "" --appendonly no \
   --daemonize no --dir "$redis_dir" --logfile "$redis_dir/redis.log" &
 redis_pid=$!
-trap 'kill $redis_pid 2>/dev/null || true; wait $redis_pid 2>/dev/null || true; exp_cleanup' EXIT
+ready=""
 for _ in $(seq 200); do
-  [ -S "$redis_dir/redis.sock" ] && redis-cli -s "$redis_dir/redis.sock" ping 2>/dev/null | grep -q PONG && break
+  if [ -S "$redis_dir/redis.sock" ] && redis-cli -s "$redis_dir/redis.sock" ping 2>/dev/null | grep -q PONG; then
+    ready=1
+    break
+  fi
   kill -0 "$redis_pid" 2>/dev/null || { cat "$redis_dir/redis.log" >&2; die "redis-server exited"; }
   sleep 0.05  # polling redis-server's readiness, bounded (10 s)
 done
-redis=(--store=redis --redis="unix:$redis_dir/redis.sock")
+[ -n "$ready" ] || { cat "$redis_dir/redis.log" >&2; die "redis-server did not answer PING within 10 s"; }
 log "loading $KEYS keys into each store"
 bench --workload=c --search=server --duration=0.2 >/dev/null
-bench "${redis[@]}" --workload=c --duration=0.2 >/dev/null
+bench_redis "$redis_dir/redis.sock" --workload=c --duration=0.2 >/dev/null
 : >"$OUT_DIR/runs.jsonl"
 for round in $(seq "$rounds"); do
   for w in b c e; do
     for store in redis server client adaptive; do
       if [ "$store" = redis ]; then
-        line=$(bench "${redis[@]}" --no-load --workload="$w" --threads="$clients" --inflight="$inflight" --duration="$seconds")
+        line=$(bench_redis "$redis_dir/redis.sock" --no-load --workload="$w" --threads="$clients" \
+          --inflight="$inflight" --duration="$seconds")
       else
-        line=$(bench --no-load --workload="$w" --search="$store" --threads="$clients" --inflight="$inflight" --duration="$seconds")
+        line=$(bench --no-load --workload="$w" --search="$store" --threads="$clients" --inflight="$inflight" \
+          --duration="$seconds")
       fi
       echo "{\"round\":$round,\"workload\":\"$w\",\"store\":\"$store\",\"run\":$line}" >>"$OUT_DIR/runs.jsonl"
       log "round $round $w $store: $(json ops_per_s <<<"$line") ops/s, p99 $(json p99_us <<<"$line") us"
     done
   done
 done
-python3 - "$OUT_DIR" >"$work/summary.json" <<'PY'
+python3 - "$OUT_DIR" >"$OUT_DIR/summary.json" <<'PY'
 import json, statistics, sys
 out = sys.argv[1]
 runs = [json.loads(l) for l in open(f"{out}/runs.jsonl")]
@@ -75,5 +84,5 @@ for w, stores in summary.items():
 print(json.dumps(summary))
 PY
 "$root/bench/plot.sh" bars "$OUT_DIR/redis.png" "Cell and Redis, YCSB B, C, E (medians of $rounds rounds)" "ops/s" \
-  "$OUT_DIR/redis.dat" >&2
-cat "$work/summary.json"
+  "$OUT_DIR/redis.dat" >&2 || log "plot failed"
+cat "$OUT_DIR/summary.json"

@@ -54,8 +54,11 @@ start_server() {
   stop_server
   local out="$work/server.out"
   rm -f "$out"
+  local models=()
+  [ -z "$NIC" ] || models+=(--nic-model="$NIC")
+  [ "$CPU" = 0 ] || models+=(--search-cpu-us="$CPU")
   taskset -c "$SERVER_CPU" "$bin/cell-server" --listen=tcp://127.0.0.1:0 --listen="shm://$work/cell.sock" \
-    --workers=1 --meganode-size=64MiB --meganodes=8 --region-size=1GiB --nic-model="$NIC" --search-cpu-us="$CPU" \
+    --workers=1 --meganode-size=64MiB --meganodes=8 --region-size=1GiB ${models[@]+"${models[@]}"} \
     "$@" >"$out" 2>"$work/server.log" &
   server_pid=$!
   local i
@@ -79,6 +82,14 @@ stop_server() {
 # bench [cell-bench flags...]: one run against CLUSTER over shm, pinned to CLIENT_CPU; prints its JSON line.
 bench() {
   taskset -c "$CLIENT_CPU" "$bin/cell-bench" --cluster="$CLUSTER" --transport=shm --keys="$KEYS" "$@" \
+    2>>"$OUT_DIR/bench.log" | tail -1
+}
+
+# bench_redis SOCKET [cell-bench flags...]: the same harness against the redis-server at unix:SOCKET.
+bench_redis() {
+  local socket=$1
+  shift
+  taskset -c "$CLIENT_CPU" "$bin/cell-bench" --store=redis --redis="unix:$socket" --keys="$KEYS" "$@" \
     2>>"$OUT_DIR/bench.log" | tail -1
 }
 

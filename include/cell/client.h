@@ -35,8 +35,9 @@ struct ClientOptions {
   // server could be reached). A scan gets one timeout for all its pages.
   std::chrono::milliseconds timeout{5000};
   // How gets and scans search the tree:
-  //   "adaptive"    per operation, whichever is expected to answer sooner, from the latencies this client measures
-  //                 (Cell's model: server-side when (l_s - RTT) < m x (l_r - RTT); see `selector` below)
+  //   "adaptive"    the side whose queue is shorter, from the latencies this client measures (Cell's model:
+  //                 server-side when (l_s - RTT) < m x (l_r - RTT)); the rule steers the fraction of each server's
+  //                 searches sent to it, and each operation draws from that fraction (see `selector` below)
   //   "server"      by RPC: the server walks its meganodes (costs server CPU, one round trip)
   //   "client"      by one-sided reads: the client fetches 1 KB nodes and walks them itself (no server CPU)
   //   "fixed:<x>"   server-side with probability x (0..1), client-side otherwise

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstring>
@@ -182,8 +183,7 @@ class ShmConnection final : public Connection {
       // few cores that thread's spinning for the last microseconds starved the very threads it served (client-side
       // gets ran at 9k/s whatever the model's rate; docs/BENCHMARKS.md).
       const auto due = ReserveNic(nic_word_, model_.BusyNanos(length), static_cast<int64_t>(model_.latency_us * 1000));
-      WaitUntil(due);
-      if (!rpc_->alive()) return rpc_->health();
+      CELL_RETURN_IF_ERROR(WaitUntil(due));
     }
     Copy(dest, src, length);
     return Status::OK();
@@ -229,14 +229,25 @@ class ShmConnection final : public Connection {
     std::memcpy(dest, src, length);
   }
 
-  // Sleeps until the time. The thread's timer slack is set to 1 ns (Linux's default of 50 us would make every
-  // wake-up that late); even so a wake-up comes ~30-40 us late on this project's VMs, and a read's latency is the
-  // model's plus that (docs/BENCHMARKS.md). Sleeping, not spinning or yielding, leaves a small client's CPUs to its
-  // other work: with dozens of threads waiting on reads, yielding alone kept a core busy.
-  static void WaitUntil(Clock::time_point due) {
-    thread_local const bool precise = prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0) == 0;
-    (void)precise;
-    while (Clock::now() < due) std::this_thread::sleep_until(due);
+  // Sleeps until the time, in slices of at most 1 ms so that Close() releases the thread (its health turns to the
+  // error). The thread's timer slack is 1 ns while it waits (Linux's default of 50 us would make every wake-up that
+  // late; the caller's own setting is put back after); even so a wake-up comes ~30-40 us late on this project's VMs,
+  // and a read's latency is the model's plus that (docs/BENCHMARKS.md). Sleeping, not spinning or yielding, leaves a
+  // small client's CPUs to its other work: with dozens of threads waiting on reads, yielding alone kept a core busy.
+  Status WaitUntil(Clock::time_point due) {
+    const int slack = prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0);
+    if (slack > 1) prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
+    Status status;
+    for (auto now = Clock::now(); now < due; now = Clock::now()) {
+      if (!rpc_->alive()) {
+        status = rpc_->health();
+        break;
+      }
+      std::this_thread::sleep_until(std::min(due, now + std::chrono::milliseconds(1)));
+    }
+    if (status.ok() && !rpc_->alive()) status = rpc_->health();
+    if (slack > 1) prctl(PR_SET_TIMERSLACK, static_cast<unsigned long>(slack), 0, 0, 0);
+    return status;
   }
 
   struct NicJob {
@@ -260,7 +271,8 @@ class ShmConnection final : public Connection {
         continue;
       }
       lock.unlock();
-      // The last few microseconds: a condition variable is too coarse; yield rather than spin (see WaitUntil).
+      // The last few microseconds: a condition variable is too coarse; yield rather than spin, so that a client on
+      // few cores runs its other threads meanwhile.
       while (Clock::now() < due) std::this_thread::yield();
       lock.lock();
       NicJob job = std::move(nic_queue_.front());

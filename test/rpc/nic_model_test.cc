@@ -1,11 +1,18 @@
 // The shm transport's NIC model: parsing, pacing arithmetic, and reads that really wait for it.
 #include "rpc/shm/nic_model.h"
 
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <cstring>
+#include <fstream>
+#include <future>
+#include <mutex>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -81,6 +88,67 @@ TEST(NicModel, ShmReadsWaitForTheModelAndStayCorrect) {
   for (int i = 0; i < kReads; ++i) {
     EXPECT_EQ(0, std::memcmp(buffers[i].data(), region.base() + i * 1024, 1024)) << i;
   }
+}
+
+TEST(NicModel, ReadsWaitedForArePacedAndCloseReleasesTheirThreads) {
+  cell::testing::TestHandler handler;
+  cell::testing::TestRegion region(1, 1 << 20, 5);
+  ServerOptions options;
+  options.nic_model = "reads_per_s=4000";  // 250 us per read on the NIC
+  const std::string uri = fmt::format("shm:///tmp/cell-nic-model-now-test-{}.sock", getpid());
+  auto server = Listen(uri, options, &handler);
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  ASSERT_TRUE((*server)->RegisterRegion(region.registration()).ok());
+  auto c = Connect(uri);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  // Paced in the caller's thread: 40 reads at 4,000/s take at least 10 ms, and each copies the right bytes.
+  std::string buffer(1024, '\0');
+  const auto start = Clock::now();
+  for (int i = 0; i < 40; ++i) {
+    ASSERT_TRUE((*c)->ReadNow(GlobalPtr{1, static_cast<uint64_t>(i) * 1024}, 1024, buffer.data()).ok());
+    ASSERT_EQ(0, std::memcmp(buffer.data(), region.base() + i * 1024, 1024)) << i;
+  }
+  EXPECT_GE(Clock::now() - start, std::chrono::microseconds(40 * 250));
+
+  // A slow NIC: each read holds it 2 s. One read queued ahead, so a read waited for is due 4 s out; closing the
+  // connection must release its thread at once (whether it was already waiting or not yet begun), with an error.
+  options.nic_model = "reads_per_s=0.5";
+  const std::string slow_uri = fmt::format("shm:///tmp/cell-nic-model-slow-test-{}.sock", getpid());
+  auto slow_server = Listen(slow_uri, options, &handler);
+  ASSERT_TRUE(slow_server.ok()) << slow_server.status().ToString();
+  ASSERT_TRUE((*slow_server)->RegisterRegion(region.registration()).ok());
+  auto slow = Connect(slow_uri);
+  ASSERT_TRUE(slow.ok()) << slow.status().ToString();
+  std::promise<Status> ahead;
+  (*slow)->Read(GlobalPtr{1, 0}, 1024, buffer.data(), [&](const Status& s) { ahead.set_value(s); });
+  const auto began = Clock::now();
+  std::promise<Status> waited;
+  std::string other(1024, '\0');
+  std::atomic<pid_t> reader_tid{0};
+  std::thread reader([&] {
+    reader_tid = static_cast<pid_t>(syscall(SYS_gettid));
+    waited.set_value((*slow)->ReadNow(GlobalPtr{1, 1024}, 1024, other.data()));
+  });
+  // Close once the reader is asleep in its wait (its state in /proc is 'S'; the region is mapped already, so the
+  // wait is the only place it sleeps), so that the close meets a waiting read.
+  const auto deadline = Clock::now() + std::chrono::seconds(10);
+  while (Clock::now() < deadline) {
+    if (const pid_t tid = reader_tid.load(); tid != 0) {
+      std::ifstream stat(fmt::format("/proc/self/task/{}/stat", tid));
+      std::string line;
+      std::getline(stat, line);
+      const size_t paren = line.rfind(')');
+      if (paren != std::string::npos && paren + 2 < line.size() && line[paren + 2] == 'S') break;
+    }
+    std::this_thread::yield();
+  }
+  (*slow)->Close();
+  auto result = waited.get_future();
+  ASSERT_EQ(result.wait_for(std::chrono::seconds(30)), std::future_status::ready);
+  reader.join();
+  EXPECT_FALSE(result.get().ok());
+  EXPECT_LT(Clock::now() - began, std::chrono::seconds(2)) << "released by Close, not by the NIC's due time";
+  EXPECT_FALSE(ahead.get_future().get().ok()) << "the queued read fails too";
 }
 
 }  // namespace

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
 #include <thread>
 #include <vector>
 
@@ -190,39 +192,70 @@ TEST(CellSelector, EachSideIsJudgedByWhatItWaitsBeyondItsOwnFloor) {
 }
 
 TEST(CellSelector, SteeringMovesTheSplitAtItsRateAndSettlesWhereTheQueuesMeet) {
-  const SelectorOptions steered{
-      .explore = 0, .seed = 3, .floor = SelectorOptions::Floor::kPerSide, .steer_per_s = 2.0};
+  // One-sample windows without outlier filtering: each new sample sets its side's cost exactly.
+  const SelectorOptions steered{.window = 1, .outlier_sigmas = 0, .explore = 0, .seed = 3,
+                                .floor = SelectorOptions::Floor::kPerSide, .steer_per_s = 2.0};
   ModelSelector s(ModelSelector::Rule::kCell, steered);
   uint64_t t = 0;
-  // The server is idle (no queue beyond its floor), reads queue: the rule prefers the server.
-  Feed(s, 60, 26, 19.5, 100, &t);
+  s.OnServerSearch(1, 50, t);  // the floors: 50 us for a search, 10 us for a read
+  s.OnRead(1, 10, t);
+  s.OnServerSearch(1, 52, t);  // server cost 2 us; client cost m x 1 us = 4
+  s.OnRead(1, 11, t);
   ASSERT_EQ(s.Preferred(1, 0, t), Side::kServer);
-  // Decisions 1 ms apart for 100 ms: the split rises from 0.5 by 2/s x 0.1 s = 0.2, not at once to 1.
+  s.Choose(1, 0, t);  // the split starts from 0.5
+  // Decisions 1 ms apart for 100 ms: the split rises by 2/s x 0.1 s = 0.2, not at once to 1.
   int server = 0;
   for (int i = 0; i < 100; ++i) server += s.Choose(1, 0, t += kMs) == Side::kServer ? 1 : 0;
-  EXPECT_NEAR(s.stats().servers[0].split, 0.7, 0.01);
+  EXPECT_NEAR(s.stats().servers[0].split, 0.7, 1e-6);
   EXPECT_GT(server, 45) << "about 60 of 100 expected";
   EXPECT_LT(server, 80);
   // Held there for another 200 ms, the split reaches 1: every search goes to the server.
   for (int i = 0; i < 200; ++i) s.Choose(1, 0, t += kMs);
   EXPECT_DOUBLE_EQ(s.stats().servers[0].split, 1.0);
   EXPECT_EQ(s.Choose(1, 0, t += kMs), Side::kServer);
-  // A gap of 2 s (decisions for other servers only; shorter than the idle reset) moves it by 100 ms' worth at most.
-  for (int i = 0; i < 100; ++i) s.OnServerSearch(1, 400.0, t);  // the server's queue builds: reads preferred
+  // The server's cost rises to 6 us (reads preferred). A gap of 2 s without decisions (shorter than the idle reset)
+  // moves the split by 100 ms' worth at most.
+  s.OnServerSearch(1, 56, t);
   ASSERT_EQ(s.Preferred(1, 0, t), Side::kClient);
   s.Choose(1, 0, t += 2'000 * kMs);
-  EXPECT_NEAR(s.stats().servers[0].split, 0.8, 1e-9);
-  // A rule that flips with every decision (the two queues equal) holds the split where it is.
+  EXPECT_NEAR(s.stats().servers[0].split, 0.8, 1e-6);
+
+  // A rule that flips with every decision (the two queues about equal) holds the split where it is. One-sample
+  // windows without outlier filtering make each new server-side sample decide the rule's preference.
   ModelSelector flip(ModelSelector::Rule::kCell, steered);
   uint64_t u = 0;
-  Feed(flip, 60, 26, 19.5, 100, &u);
+  Feed(flip, 60, 26, 19.5, 100, &u);  // floors 60 (search) and 19.5 (read); the last read 26: m x 6.5 = 26 queued
   flip.Choose(1, 0, u);
-  for (int i = 0; i < 50; ++i) {
-    flip.OnServerSearch(1, i % 2 == 0 ? 400.0 : 60.0, u);  // alternately well above and at its floor
+  for (int i = 0; i < 300; ++i) {
+    const bool busy = i % 2 == 0;
+    flip.OnServerSearch(1, busy ? 400.0 : 60.0, u);  // alternately 340 us queued and none
+    ASSERT_EQ(flip.Preferred(1, 0, u), busy ? Side::kClient : Side::kServer) << i;
     flip.Choose(1, 0, u += kMs);
   }
-  EXPECT_GT(flip.stats().servers[0].split, 0.3);
-  EXPECT_LT(flip.stats().servers[0].split, 0.7);
+  EXPECT_GT(flip.stats().servers[0].split, 0.45) << "300 ms of drift one way would have taken it to an end";
+  EXPECT_LT(flip.stats().servers[0].split, 0.55);
+}
+
+TEST(LatencyWindow, WhatIsNotALatencyIsRefused) {
+  LatencyWindow w;
+  EXPECT_FALSE(w.Add(std::nan(""), 0));
+  EXPECT_FALSE(w.Add(std::numeric_limits<double>::infinity(), 1));
+  EXPECT_FALSE(w.Add(-5.0, 2));
+  EXPECT_TRUE(w.empty());
+  EXPECT_TRUE(w.Add(7.0, 3));
+  EXPECT_DOUBLE_EQ(w.floor(), 7.0);
+  EXPECT_DOUBLE_EQ(w.mean(), 7.0);
+}
+
+TEST(LatencyWindow, TheFloorOutlivesAStepButNotAnIdleGap) {
+  LatencyWindow w;
+  for (int i = 0; i < 100; ++i) w.Add(10.0 + (i % 2), i * 10);
+  for (int i = 0; i < 100; ++i) w.Add(300.0 + (i % 2), 1000 + i * 10);  // a queue builds: the history is dropped
+  EXPECT_GE(w.resets(), 1u);
+  EXPECT_GE(w.min(), 300.0);
+  EXPECT_DOUBLE_EQ(w.floor(), 10.0) << "the no-queue cost is still what it was";
+  w.Add(50.0, 5'000'000);  // after more than 3 s of quiet
+  EXPECT_DOUBLE_EQ(w.floor(), 50.0) << "measured afresh after an idle gap";
 }
 
 TEST(CellSelector, ExplorationTakesTheWorseSideAboutOnceInAHundred) {
