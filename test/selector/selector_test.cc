@@ -202,33 +202,41 @@ TEST(CellSelector, SteeringMovesTheSplitAtItsRateAndSettlesWhereTheQueuesMeet) {
   s.OnServerSearch(1, 52, t);  // server cost 2 us; client cost m x 1 us = 4
   s.OnRead(1, 11, t);
   ASSERT_EQ(s.Preferred(1, 0, t), Side::kServer);
-  s.Choose(1, 0, t);  // the split starts from 0.5
-  // Decisions 1 ms apart for 100 ms: the split rises by 2/s x 0.1 s = 0.2, not at once to 1.
-  int server = 0;
-  for (int i = 0; i < 100; ++i) server += s.Choose(1, 0, t += kMs) == Side::kServer ? 1 : 0;
-  EXPECT_NEAR(s.stats().servers[0].split, 0.7, 1e-6);
-  EXPECT_GT(server, 45) << "about 60 of 100 expected";
-  EXPECT_LT(server, 80);
-  // Held there for another 200 ms, the split reaches 1: every search goes to the server.
-  for (int i = 0; i < 200; ++i) s.Choose(1, 0, t += kMs);
-  EXPECT_DOUBLE_EQ(s.stats().servers[0].split, 1.0);
-  EXPECT_EQ(s.Choose(1, 0, t += kMs), Side::kServer);
-  // The server's cost rises to 6 us (reads preferred). A gap of 2 s without decisions (shorter than the idle reset)
-  // moves the split by 100 ms' worth at most.
+  s.Choose(1, 0, t);
+  EXPECT_DOUBLE_EQ(s.stats().servers[0].split, 1.0) << "the split starts where the rule points";
+  EXPECT_EQ(s.Choose(1, 0, t), Side::kServer);
+  // The server's cost rises to 6 us (reads preferred). Decisions 1 ms apart for 100 ms: the split falls by
+  // 2/s x 0.1 s = 0.2, not at once to 0.
   s.OnServerSearch(1, 56, t);
   ASSERT_EQ(s.Preferred(1, 0, t), Side::kClient);
-  s.Choose(1, 0, t += 2'000 * kMs);
+  int server = 0;
+  for (int i = 0; i < 100; ++i) server += s.Choose(1, 0, t += kMs) == Side::kServer ? 1 : 0;
   EXPECT_NEAR(s.stats().servers[0].split, 0.8, 1e-6);
+  EXPECT_GT(server, 75) << "about 90 of 100 expected";
+  EXPECT_LT(server, 99);
+  // A gap of 2 s without decisions (shorter than the idle reset) moves it by 100 ms' worth at most.
+  s.Choose(1, 0, t += 2'000 * kMs);
+  EXPECT_NEAR(s.stats().servers[0].split, 0.6, 1e-6);
+  // Back to an idle server (cost 1 against 4): 0.02 up in 10 ms; held for 300 ms more it reaches 1.
+  s.OnServerSearch(1, 51, t);
+  s.Choose(1, 0, t += 10 * kMs);
+  EXPECT_NEAR(s.stats().servers[0].split, 0.62, 1e-6);
+  for (int i = 0; i < 300; ++i) s.Choose(1, 0, t += kMs);
+  EXPECT_DOUBLE_EQ(s.stats().servers[0].split, 1.0);
 
   // A rule that flips with every decision (the two queues about equal) holds the split where it is. One-sample
   // windows without outlier filtering make each new server-side sample decide the rule's preference.
   ModelSelector flip(ModelSelector::Rule::kCell, steered);
   uint64_t u = 0;
   Feed(flip, 60, 26, 19.5, 100, &u);  // floors 60 (search) and 19.5 (read); the last read 26: m x 6.5 = 26 queued
+  flip.OnServerSearch(1, 99.0, u);    // reads preferred first: the split starts at 0; then 250 ms up to the middle
   flip.Choose(1, 0, u);
+  flip.OnServerSearch(1, 73.0, u);
+  for (int i = 0; i < 250; ++i) flip.Choose(1, 0, u += kMs);
+  ASSERT_NEAR(flip.stats().servers[0].split, 0.5, 1e-6);
   for (int i = 0; i < 300; ++i) {
     const bool busy = i % 2 == 0;
-    flip.OnServerSearch(1, busy ? 400.0 : 60.0, u);  // alternately 340 us queued and none
+    flip.OnServerSearch(1, busy ? 99.0 : 73.0, u);  // alternately 39 us queued and 13, against the reads' 26
     ASSERT_EQ(flip.Preferred(1, 0, u), busy ? Side::kClient : Side::kServer) << i;
     flip.Choose(1, 0, u += kMs);
   }
