@@ -110,8 +110,6 @@ Side ModelSelector::Choose(uint64_t server, uint64_t meganode, uint64_t now_us) 
   Side side = preferred;
   if (measured && rule_ == Rule::kCell && options_.steer_per_s > 0) {
     ServerState& st = StateOf(server);
-    // It starts where the rule points (all of one side), as the paper's rule would decide; from there it moves.
-    if (!st.split_timed) st.split = preferred == Side::kServer ? 1.0 : 0.0;
     // The split moves toward the preferred side for the time since it last moved (at most 100 ms' worth: a server
     // not searched for a while starts again from where it was, not from a jump). Threads read the clock before taking the lock, so a call may come with an earlier time
     // than the last: it moves nothing.

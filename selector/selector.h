@@ -25,13 +25,15 @@
 //                        spent 95% of searches client-side, 5.1k gets/s, where a fixed half-and-half split gave
 //                        9.2k; docs/BENCHMARKS.md). With steering, each server has a split, the fraction of searches
 //                        sent to it, which moves toward the side the rule prefers at steer_per_s per second (1: from
-//                        all-client to all-server in a second; it starts where the rule first points) and is drawn
-//                        from per search; it settles where the two sides of the rule are equal, as
+//                        all-client to all-server in a second; it starts at one half) and is drawn from per
+//                        search; it settles where the two sides of the rule are equal, as
 //                        join-the-shortest-queue would. 0: per operation, as the paper has it. (Experiment 2 on this machine: 0.98-0.99x the best fixed split at 0.5/s and
 //                        1/s, 0.95-0.96x at 2/s, 0.92x at 4/s: the faster it follows, the more it overshoots. A
 //                        speed that grew with how far apart the rule's two sides were answered a spike sooner but
 //                        fell to 0.94x: near the balance both sides' estimates swing widely; one that left an
-//                        overloaded server faster than it came back drifted to the client side under noise.)
+//                        overloaded server faster than it came back drifted to the client side under noise; and
+//                        starting the split where the rule first pointed, not at one half, left it on the client
+//                        side at low load, where server-side samples come only from exploration: 0.92x.)
 //   dex                  DEX's heuristic (VLDB'24): search on the server when  mean(l_s) < m * (mean(l_r) + 40 ns) * 1.2,
 //                        over windows of 50 samples without outlier filtering, with 1% random flips.
 // While one of the two latencies of a server has no sample yet, the adaptive policies choose the side not measured.
@@ -152,7 +154,7 @@ class ModelSelector final : public Selector {
     explicit ServerState(const WindowOptions& w) : search(w), read(w) {}
     LatencyWindow search, read;
     bool next_unmeasured_server = true;  // while unmeasured: alternate, so both sides get samples
-    double split = 0.5;                  // steering: the fraction of searches sent to the server (set at the first)
+    double split = 0.5;                  // steering: the fraction of searches sent to the server
     uint64_t split_at_us = 0;            // when the split last moved
     bool split_timed = false;            // split_at_us is set
   };

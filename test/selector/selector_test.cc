@@ -203,7 +203,9 @@ TEST(CellSelector, SteeringMovesTheSplitAtItsRateAndSettlesWhereTheQueuesMeet) {
   s.OnRead(1, 11, t);
   ASSERT_EQ(s.Preferred(1, 0, t), Side::kServer);
   s.Choose(1, 0, t);
-  EXPECT_DOUBLE_EQ(s.stats().servers[0].split, 1.0) << "the split starts where the rule points";
+  EXPECT_DOUBLE_EQ(s.stats().servers[0].split, 0.5) << "the split starts at one half";
+  for (int i = 0; i < 250; ++i) s.Choose(1, 0, t += kMs);  // 250 ms at 2/s: all the way to the server
+  EXPECT_DOUBLE_EQ(s.stats().servers[0].split, 1.0);
   EXPECT_EQ(s.Choose(1, 0, t), Side::kServer);
   // The server's cost rises to 6 us (reads preferred). Decisions 1 ms apart for 100 ms: the split falls by
   // 2/s x 0.1 s = 0.2, not at once to 0.
@@ -229,11 +231,7 @@ TEST(CellSelector, SteeringMovesTheSplitAtItsRateAndSettlesWhereTheQueuesMeet) {
   ModelSelector flip(ModelSelector::Rule::kCell, steered);
   uint64_t u = 0;
   Feed(flip, 60, 26, 19.5, 100, &u);  // floors 60 (search) and 19.5 (read); the last read 26: m x 6.5 = 26 queued
-  flip.OnServerSearch(1, 99.0, u);    // reads preferred first: the split starts at 0; then 250 ms up to the middle
-  flip.Choose(1, 0, u);
-  flip.OnServerSearch(1, 73.0, u);
-  for (int i = 0; i < 250; ++i) flip.Choose(1, 0, u += kMs);
-  ASSERT_NEAR(flip.stats().servers[0].split, 0.5, 1e-6);
+  flip.Choose(1, 0, u);  // the split starts at one half
   for (int i = 0; i < 300; ++i) {
     const bool busy = i % 2 == 0;
     flip.OnServerSearch(1, busy ? 99.0 : 73.0, u);  // alternately 39 us queued and 13, against the reads' 26
