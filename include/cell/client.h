@@ -44,7 +44,8 @@ struct ClientOptions {
   //   "dex"         DEX's heuristic (VLDB'24), for comparison
   // Puts and deletes always run on the server.
   std::string search = "adaptive";
-  // The adaptive selector's constants (Cell's defaults).
+  // The adaptive selector's constants (Cell's defaults). "dex" uses its own (50-sample windows, no outlier filter,
+  // per-operation decisions) and ignores floor and steer_per_s.
   struct Selector {
     size_t window = 100;                                 // latency samples kept per server and measure
     double outlier_sigmas = 3.0;                         // samples this many standard deviations off are dropped
