@@ -424,7 +424,9 @@ TEST(GlobalTree, ARemoteSplitTellsOnlyTheRightHalfsWritersToRetry) {
   InProcessPeers to_other(&other_tree), to_root(&root_tree);
   GlobalTreeOptions o;
   o.meganode_bytes = 32 << 10;
-  o.meganodes = 64;
+  // Room for many local splits: remote splits run on the background thread, and a writer that fills meganodes
+  // faster than it is scheduled splits them locally meanwhile (64 ran out once in CI, on a loaded machine).
+  o.meganodes = 1024;
   o.extent_region_bytes = uint64_t{64} << 20;
   o.peers = &to_other;
   auto a = GlobalTree::Open(o);
