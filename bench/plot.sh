@@ -56,11 +56,16 @@ case "$kind" in
         [ -n "${m_label:-}" ] && echo "set label 1 $(quote "$m_label") at $m_start, graph 0.93 offset 0.5,0"
       fi
       echo "set xlabel 'time (s)'"
-      plots=() targets=()
-      for run in "${runs[@]}"; do
-        label=${run%%=*} file=${run#*=}
-        plots+=("$(quote "$file") using 1:4 skip 1 with lines lw 2 title $(quote "$label")")
-      done
+      # series_plots COLUMN: one line per run of that CSV column (or a gnuplot expression of the columns).
+      series_plots() {
+        plots=()
+        local run
+        for run in "${runs[@]}"; do
+          plots+=("$(quote "${run#*=}") using 1:$1 skip 1 with lines lw 2 title $(quote "${run%%=*}")")
+        done
+      }
+      targets=()
+      series_plots 4
       first=${runs[0]#*=}
       # The target rate of an open-loop run (column 11; 0 in a closed loop, then not drawn).
       if awk -F, 'NR > 1 && $11 > 0 { found = 1 } END { exit !found }' "$first"; then
@@ -72,20 +77,12 @@ case "$kind" in
       echo "set ylabel 'p99 latency (us)'"
       echo "set logscale y"
       echo "set yrange [*:*]"
-      plots=()
-      for run in "${runs[@]}"; do
-        label=${run%%=*} file=${run#*=}
-        plots+=("$(quote "$file") using 1:(\$7 > 0 ? \$7 : 1/0) skip 1 with lines lw 2 title $(quote "$label")")
-      done
+      series_plots '($7 > 0 ? $7 : 1/0)'
       (IFS=,; echo "plot ${plots[*]}")
       echo "unset logscale y"
       echo "set ylabel 'server-side fraction'"
       echo "set yrange [0:1.05]"
-      plots=()
-      for run in "${runs[@]}"; do
-        label=${run%%=*} file=${run#*=}
-        plots+=("$(quote "$file") using 1:9 skip 1 with lines lw 2 title $(quote "$label")")
-      done
+      series_plots 9
       (IFS=,; echo "plot ${plots[*]}")
       echo "unset multiplot"
     } >>"$script"
