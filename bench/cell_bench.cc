@@ -169,7 +169,7 @@ struct Errors {
 int main(int argc, char** argv) {
   CLI::App app{"cell-bench: a workload against a running Cell cluster or Redis; a time series to CSV, a JSON summary "
                "last. With --store=redis, the Cell-only fields (server_fraction, retries, node_cache_*, "
-               "explorations, estimates; the CSV's server_fraction and retries) are 0, search is \"none\""};
+               "explorations, load_steps, estimates; the CSV's server_fraction and retries) are 0, search is \"none\""};
   cell::ClientOptions options;
   std::string store_kind = "cell", redis_address = "127.0.0.1:6379";
   std::string transport = "shm", workload_name = "c", distribution_name, shape = "cell", spike_text, csv_path;
@@ -231,17 +231,27 @@ int main(int argc, char** argv) {
                  "cell, adaptive: time the reads of one client-side search in this many")->capture_default_str();
   app.add_option("--selector-window", options.selector.window, "cell, adaptive: latency samples kept per measure")
       ->capture_default_str();
+  int64_t max_age_ms = options.selector.max_age.count();
+  app.add_option("--selector-max-age-ms", max_age_ms,
+                 "cell, adaptive: latency samples older than this leave the window (0: never)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   app.add_option("--outlier-sigmas", options.selector.outlier_sigmas,
                  "cell, adaptive: samples this many standard deviations off the mean are dropped (0: none)")
       ->capture_default_str();
   app.add_option("--steer", options.selector.steer_per_s,
                  "cell, adaptive: how fast the split between the sides follows the rule, per second (0: per get)")
       ->capture_default_str();
+  app.add_option("--load-step", options.selector.load_step,
+                 "cell, adaptive: a step in the client's own load on a server by this factor (50 ms against 1 s) "
+                 "rescales the split so that the server's rate stays the same (0: never)")
+      ->capture_default_str();
   app.add_option("--selector-floor", options.selector.floor,
                  "cell, adaptive: the no-queue cost subtracted from each side's latency: read (the fastest read's "
                  "for both, Cell's rule), per-side (each side's fastest) or none (whole latencies)")
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
+  options.selector.max_age = std::chrono::milliseconds(max_age_ms);
 
   std::vector<std::pair<double, double>> windows;
   for (const std::string& text : window_texts) {
@@ -613,7 +623,7 @@ int main(int argc, char** argv) {
       "\"seconds\":%.2f,\"load_s\":%.2f,\"ops\":%llu,\"gets\":%llu,\"updates\":%llu,\"inserts\":%llu,"
       "\"scans\":%llu,\"rmws\":%llu,\"ops_per_s\":%.0f,\"p50_us\":%.1f,\"p90_us\":%.1f,\"p99_us\":%.1f,"
       "\"server_fraction\":%.3f,\"retries\":%llu,\"node_cache_hits\":%llu,\"node_cache_misses\":%llu,"
-      "\"explorations\":%llu,\"estimates\":[%s],\"not_found\":%llu,\"unissued\":%llu,\"inserts_over_key_space\":%llu,"
+      "\"explorations\":%llu,\"load_steps\":%llu,\"estimates\":[%s],\"not_found\":%llu,\"unissued\":%llu,\"inserts_over_key_space\":%llu,"
       "\"windows\":[%s],\"drain_s\":%.2f,\"errors\":%llu}\n",
       store_kind.c_str(), workload->name.c_str(), search_name.c_str(), transport_name.c_str(), shape.c_str(),
       static_cast<unsigned long long>(keys), key_bytes, value_bytes, threads, depth, rate, seconds, load_seconds,
@@ -625,7 +635,8 @@ int main(int argc, char** argv) {
       static_cast<unsigned long long>(after.retries - before.retries),
       static_cast<unsigned long long>(after.node_cache_hits - before.node_cache_hits),
       static_cast<unsigned long long>(after.node_cache_misses - before.node_cache_misses),
-      static_cast<unsigned long long>(after.explorations - before.explorations), estimates.c_str(),
+      static_cast<unsigned long long>(after.explorations - before.explorations),
+      static_cast<unsigned long long>(after.load_steps - before.load_steps), estimates.c_str(),
       static_cast<unsigned long long>(not_found.load()), static_cast<unsigned long long>(unissued.load()),
       static_cast<unsigned long long>(inserts_over.load()), window_json.c_str(), elapsed - seconds,
       static_cast<unsigned long long>(errors.count.load()));

@@ -41,18 +41,20 @@ StatusOr<std::unique_ptr<Client>> Client::Open(const ClientOptions& options) {
   CELL_RETURN_IF_ERROR(selector::MakeSelector(options.search).status());  // before connecting to anything
   const ClientOptions::Selector& sel = options.selector;
   if (sel.window < 2 || !(sel.outlier_sigmas >= 0) || !(sel.explore >= 0 && sel.explore <= 1) ||
-      sel.idle_reset.count() <= 0 || !(sel.initial_reads >= 1) || sel.sample_one_in < 1 ||
-      !(sel.steer_per_s >= 0 && sel.steer_per_s <= 1000)) {
+      sel.idle_reset.count() <= 0 || sel.max_age.count() < 0 || !(sel.initial_reads >= 1) || sel.sample_one_in < 1 ||
+      !(sel.steer_per_s >= 0 && sel.steer_per_s <= 1000) ||
+      !(sel.load_step == 0 || sel.load_step > 1)) {
     return Status::InvalidArgument(
         "selector options out of range: window >= 2, outlier_sigmas >= 0 (0: keep every sample), explore in 0..1, "
-        "idle_reset > 0, initial_reads >= 1, sample_one_in >= 1, steer_per_s in 0..1000");
+        "idle_reset > 0, max_age >= 0, initial_reads >= 1, sample_one_in >= 1, steer_per_s in 0..1000, load_step 0 (off) or > 1");
   }
   CELL_ASSIGN_OR_RETURN(const selector::SelectorOptions::Floor floor, selector::ParseFloor(sel.floor));
   store_options.sample_one_in = sel.sample_one_in;
   store_options.selector = {.window = sel.window, .outlier_sigmas = sel.outlier_sigmas, .explore = sel.explore,
                             .idle_reset_us = static_cast<uint64_t>(sel.idle_reset.count()) * 1000,
+                            .max_age_us = static_cast<uint64_t>(sel.max_age.count()) * 1000,
                             .initial_reads = sel.initial_reads, .floor = floor,
-                            .steer_per_s = sel.steer_per_s};
+                            .steer_per_s = sel.steer_per_s, .load_step = sel.load_step};
   for (const std::string& t : options.transports) {
     if (t != "tcp" && t != "shm" && t != "verbs") {
       return Status::InvalidArgument(fmt::format("unknown transport '{}' (tcp, shm or verbs)", t));
@@ -100,6 +102,7 @@ Client::Stats Client::stats() const {
   }
   const selector::SelectorStats sel = impl_->store->selector().stats();
   out.explorations = sel.explorations;
+  out.load_steps = sel.load_steps;
   out.reads_per_search = sel.reads_per_search;
   for (const auto& e : sel.servers) {
     out.estimates.push_back({.server = e.server, .server_search_us = e.server_search_us, .read_us = e.read_us,

@@ -9,6 +9,7 @@ namespace cell::selector {
 LatencyWindow::LatencyWindow(const WindowOptions& options) : options_(options) {
   options_.capacity = std::max<size_t>(options_.capacity, 1);
   ring_.resize(options_.capacity);
+  times_.resize(options_.capacity);
 }
 
 double LatencyWindow::stddev() const {
@@ -28,6 +29,13 @@ void LatencyWindow::Expire(uint64_t now_us) {
     Clear();
     has_floor_ = false;  // after a quiet period the floor is measured afresh too (the path may have changed)
     ++resets_;
+  }
+  while (options_.max_age_us > 0 && count_ > 0) {  // the oldest samples, while too old, leave
+    const size_t oldest = (next_ + options_.capacity - count_) % options_.capacity;
+    if (now_us <= times_[oldest] || now_us - times_[oldest] <= options_.max_age_us) break;
+    sum_ -= ring_[oldest];
+    sum_sq_ -= ring_[oldest] * ring_[oldest];
+    if (--count_ == 0) sum_ = sum_sq_ = 0;
   }
 }
 
@@ -61,16 +69,17 @@ bool LatencyWindow::Add(double latency_us, uint64_t now_us) {
     --count_;
   }
   ring_[next_] = latency_us;
+  times_[next_] = now_us;
   next_ = (next_ + 1) % options_.capacity;
   ++count_;
   sum_ += latency_us;
   sum_sq_ += latency_us * latency_us;
-  if (next_ == 0 && count_ == options_.capacity) {
-    // Once per lap, sum afresh, so that rounding left by samples leaving never builds up.
+  if (next_ == 0) {
+    // Once per lap, sum the samples kept afresh, so that rounding left by samples leaving never builds up.
     sum_ = sum_sq_ = 0;
-    for (double s : ring_) {
-      sum_ += s;
-      sum_sq_ += s * s;
+    for (size_t i = options_.capacity - count_; i < options_.capacity; ++i) {
+      sum_ += ring_[i];
+      sum_sq_ += ring_[i] * ring_[i];
     }
   }
   min_ = count_ == 1 ? latency_us : std::min(min_, latency_us);

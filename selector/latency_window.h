@@ -4,7 +4,10 @@
 //     judge; sigma has a floor of 1% of the mean, so a steady stream does not make every new sample an outlier);
 //   - when more than half of the samples offered in one window's span are discarded, the distribution has moved (a
 //     load spike, a step change): the history is dropped, and the window refills from the new samples;
-//   - a window whose last sample is older than the idle limit is dropped too (stale after a quiet period).
+//   - a window whose last sample is older than the idle limit is dropped too (stale after a quiet period);
+//   - a sample older than max_age leaves the window (not in the paper, whose clients sent millions of searches a
+//     second: where the side the rule does not prefer gets only the exploration's 1%, a few dozen samples a second,
+//     n samples would reach back seconds, to a load that is gone).
 // Pure logic: times are passed in; not thread-safe (the selector locks around it).
 #pragma once
 
@@ -18,6 +21,7 @@ struct WindowOptions {
   size_t capacity = 100;        // n: samples kept
   double outlier_sigmas = 3.0;  // K; 0 turns outlier filtering off
   uint64_t idle_reset_us = 3'000'000;
+  uint64_t max_age_us = 1'000'000;  // 0: samples leave only when newer ones push them out
   size_t min_samples_to_judge = 10;  // outliers are judged only once this many samples are kept
 };
 
@@ -28,7 +32,7 @@ class LatencyWindow {
   // Offers a sample taken at `now_us`. Returns false if it was discarded as an outlier (or is not a latency: NaN,
   // infinite or negative).
   bool Add(double latency_us, uint64_t now_us);
-  // Drops the history if it has been idle past the limit at `now_us`.
+  // Drops the history if it has been idle past the limit at `now_us`, and the samples older than max_age.
   void Expire(uint64_t now_us);
   void Clear();
 
@@ -49,6 +53,7 @@ class LatencyWindow {
  private:
   WindowOptions options_;
   std::vector<double> ring_;
+  std::vector<uint64_t> times_;  // when each sample of ring_ was taken
   size_t next_ = 0, count_ = 0;
   double sum_ = 0, sum_sq_ = 0, min_ = 0, floor_ = 0;
   bool has_floor_ = false;

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cmath>
 
 namespace cell::selector {
 
@@ -64,6 +65,7 @@ ModelSelector::ModelSelector(Rule rule, const SelectorOptions& options)
   window_.capacity = rule == Rule::kDex ? 50 : options.window;
   window_.outlier_sigmas = rule == Rule::kDex ? 0 : options.outlier_sigmas;
   window_.idle_reset_us = options.idle_reset_us;
+  window_.max_age_us = rule == Rule::kDex ? 0 : options.max_age_us;
 }
 
 ModelSelector::ServerState& ModelSelector::StateOf(uint64_t server) {
@@ -103,22 +105,70 @@ Side ModelSelector::Preferred(uint64_t server, uint64_t meganode, uint64_t now_u
   return PreferredLocked(server, meganode, now_us, &measured);
 }
 
+void ModelSelector::CountSearch(ServerState& st, uint64_t now_us) const {
+  // Event-rate estimates with exponential decay: each search adds 1/tau, and the estimate decays by e^(-dt/tau).
+  // After a pause longer than load_slow_us they start afresh, as the latency windows do after an idle gap.
+  if (st.rate_timed && now_us > st.rate_at_us && now_us - st.rate_at_us > options_.load_slow_us) {
+    st.rate_timed = st.rate_settled = false;
+    st.fast_per_s = st.slow_per_s = 0;
+  }
+  if (!st.rate_timed) {
+    st.rate_timed = true;
+    st.rate_since_us = st.rate_at_us = now_us;
+  }
+  const double dt = now_us > st.rate_at_us ? static_cast<double>(now_us - st.rate_at_us) : 0.0;
+  st.rate_at_us = std::max(st.rate_at_us, now_us);
+  const double fast = static_cast<double>(options_.load_fast_us), slow = static_cast<double>(options_.load_slow_us);
+  st.fast_per_s = st.fast_per_s * std::exp(-dt / fast) + 1e6 / fast;
+  st.slow_per_s = st.slow_per_s * std::exp(-dt / slow) + 1e6 / slow;
+  if (!st.rate_settled && st.rate_at_us - st.rate_since_us >= options_.load_slow_us) {
+    // Both started from 0, so each is low by e^(-age/tau) until then: correct that once, and trust them from now.
+    const double age = static_cast<double>(st.rate_at_us - st.rate_since_us);
+    st.fast_per_s /= 1 - std::exp(-age / fast);
+    st.slow_per_s /= 1 - std::exp(-age / slow);
+    st.rate_settled = true;
+  }
+}
+
 Side ModelSelector::Choose(uint64_t server, uint64_t meganode, uint64_t now_us) {
   std::lock_guard lock(mu_);
   bool measured = false;
   const Side preferred = PreferredLocked(server, meganode, now_us, &measured);
   Side side = preferred;
-  if (measured && rule_ == Rule::kCell && options_.steer_per_s > 0) {
+  if (rule_ == Rule::kCell && options_.steer_per_s > 0) {
     ServerState& st = StateOf(server);
-    // The split moves toward the preferred side for the time since it last moved (at most 100 ms' worth: a server
-    // not searched for a while starts again from where it was, not from a jump). Threads read the clock before taking the lock, so a call may come with an earlier time
-    // than the last: it moves nothing.
-    const uint64_t since_us = !st.split_timed || now_us < st.split_at_us ? 0 : now_us - st.split_at_us;
-    const double step = options_.steer_per_s * static_cast<double>(std::min<uint64_t>(since_us, 100'000)) / 1e6;
-    st.split = std::clamp(st.split + (preferred == Side::kServer ? step : -step), 0.0, 1.0);
-    st.split_at_us = st.split_timed ? std::max(st.split_at_us, now_us) : now_us;
-    st.split_timed = true;
-    side = std::uniform_real_distribution<double>(0, 1)(rng_) < st.split ? Side::kServer : Side::kClient;
+    CountSearch(st, now_us);
+    if (measured) {
+      // A step in this client's own load on the server (its searches per second over the last ~load_fast_us
+      // against the last ~load_slow_us, by load_step or more either way) rescales the split, for the next
+      // 3 x load_fast_us while the fast estimate settles on the new load, so that the rate of searches sent to the
+      // server stays what it was: the server's capacity has not changed with the client's load, and steering would
+      // take most of a second to move the difference, while the server's queue grows (a load spike) or it idles
+      // (the spike's end). Only once the estimates rest on enough searches to tell a step from noise
+      // (load_min_searches within load_fast_us, and load_slow_us since the first).
+      const double min_per_s = options_.load_min_searches * 1e6 / static_cast<double>(options_.load_fast_us);
+      if (options_.load_step > 1 && st.rate_settled && now_us >= st.load_step_until_us &&
+          st.fast_per_s >= min_per_s && st.slow_per_s >= min_per_s &&
+          (st.fast_per_s >= options_.load_step * st.slow_per_s ||
+           st.fast_per_s * options_.load_step <= st.slow_per_s)) {
+        st.load_step_until_us = now_us + 3 * options_.load_fast_us;
+        st.load_ref_per_s = st.slow_per_s;
+        ++load_steps_;
+      }
+      if (now_us < st.load_step_until_us) {
+        st.split = std::clamp(st.split * st.load_ref_per_s / st.fast_per_s, 0.0, 1.0);
+        st.load_ref_per_s = st.slow_per_s = st.fast_per_s;  // the new load is the reference now
+      }
+      // The split moves toward the preferred side for the time since it last moved (at most 100 ms' worth: a
+      // server not searched for a while starts again from where it was, not from a jump). Threads read the clock
+      // before taking the lock, so a call may come with an earlier time than the last: it moves nothing.
+      const uint64_t since_us = !st.split_timed || now_us < st.split_at_us ? 0 : now_us - st.split_at_us;
+      const double step = options_.steer_per_s * static_cast<double>(std::min<uint64_t>(since_us, 100'000)) / 1e6;
+      st.split = std::clamp(st.split + (preferred == Side::kServer ? step : -step), 0.0, 1.0);
+      st.split_at_us = st.split_timed ? std::max(st.split_at_us, now_us) : now_us;
+      st.split_timed = true;
+      side = std::uniform_real_distribution<double>(0, 1)(rng_) < st.split ? Side::kServer : Side::kClient;
+    }
   }
   if (measured && options_.explore > 0 && std::uniform_real_distribution<double>(0, 1)(rng_) < options_.explore) {
     side = preferred == Side::kServer ? Side::kClient : Side::kServer;  // the side the rule estimates worse
@@ -164,6 +214,7 @@ SelectorStats ModelSelector::stats() const {
   s.server_decisions = server_decisions_;
   s.client_decisions = client_decisions_;
   s.explorations = explorations_;
+  s.load_steps = load_steps_;
   double reads = 0, traversals = 0;
   for (const auto& [meganode, r] : reads_) {
     reads += r.sum;

@@ -45,12 +45,13 @@ struct ClientOptions {
   // Puts and deletes always run on the server.
   std::string search = "adaptive";
   // The adaptive selector's constants (Cell's defaults). "dex" uses its own (50-sample windows, no outlier filter,
-  // per-operation decisions) and ignores floor and steer_per_s.
+  // per-operation decisions) and ignores floor, steer_per_s and load_step.
   struct Selector {
     size_t window = 100;                                 // latency samples kept per server and measure
     double outlier_sigmas = 3.0;                         // samples this many standard deviations off are dropped
     double explore = 0.01;                               // probability of taking the side estimated slower
     std::chrono::milliseconds idle_reset{3000};          // estimates with no sample for this long are dropped
+    std::chrono::milliseconds max_age{1000};             // samples older than this are dropped (0: kept)
     double initial_reads = 4;                            // reads per client-side search before any is measured
     int sample_one_in = 8;  // client-side searches whose reads are timed: one in this many (timing costs CPU)
     // What a search costs with no queue, subtracted from each side's latency before they are compared:
@@ -61,6 +62,10 @@ struct ClientOptions {
     // How fast the fraction of gets searched on each server follows the rule, per second (0: the rule decides each
     // get alone, as the paper; a client's threads then take the same side together, in bursts).
     double steer_per_s = 1.0;
+    // A step in this client's own load on a server (its gets to it per second over the last 50 ms, against the last
+    // second, by this factor or more either way: a load spike, its end) rescales that server's fraction at once so
+    // that the rate of gets searched there stays what it was (0: never; steering alone then follows at steer_per_s).
+    double load_step = 1.5;
   } selector;
   // The transports to reach servers by, in order of preference: the first one a server offers that connects is
   // used. shm works only on the server's own host.
@@ -126,6 +131,7 @@ class Client {
     uint64_t node_cache_forgotten = 0;  // cached copies dropped because they were stale
     uint64_t explorations = 0;  // adaptive: searches sent the side estimated slower, to keep both estimates fresh
     double reads_per_search = 0;  // adaptive and dex: m, the mean one-sided reads of a client-side search
+    uint64_t load_steps = 0;  // adaptive: steps in this client's load that rescaled a server's fraction (load_step)
     // adaptive and dex: what the selector believes of each server (mean latencies over its windows, microseconds).
     struct SearchEstimate {
       uint64_t server = 0;

@@ -6,6 +6,8 @@
 
 #include <cmath>
 #include <limits>
+#include <memory>
+#include <random>
 #include <thread>
 #include <vector>
 
@@ -52,7 +54,7 @@ TEST(LatencyWindow, AStepChangeDropsTheHistoryWithinHalfAWindow) {
 }
 
 TEST(LatencyWindow, AnIdleGapDropsTheHistory) {
-  LatencyWindow w(WindowOptions{.capacity = 100, .idle_reset_us = 3000 * kMs});
+  LatencyWindow w(WindowOptions{.capacity = 100, .idle_reset_us = 3000 * kMs, .max_age_us = 0});
   for (int i = 0; i < 20; ++i) w.Add(10.0, i);
   w.Expire(2000 * kMs);
   EXPECT_EQ(w.size(), 20u) << "2 s idle is not enough";
@@ -61,6 +63,27 @@ TEST(LatencyWindow, AnIdleGapDropsTheHistory) {
   EXPECT_EQ(w.resets(), 1u);
   EXPECT_TRUE(w.Add(500.0, 3200 * kMs)) << "after the gap, any sample starts a new history";
   EXPECT_DOUBLE_EQ(w.mean(), 500.0);
+}
+
+TEST(LatencyWindow, SamplesOlderThanTheMaxAgeLeave) {
+  LatencyWindow w(WindowOptions{.capacity = 100, .outlier_sigmas = 0, .max_age_us = 1000 * kMs});
+  for (int i = 0; i < 10; ++i) w.Add(500.0, i * kMs);            // a busy moment: 10 samples at 500 us
+  for (int i = 0; i < 10; ++i) w.Add(100.0, (500 + i * 50) * kMs);  // then one every 50 ms at 100 us
+  EXPECT_EQ(w.size(), 20u);
+  EXPECT_DOUBLE_EQ(w.mean(), 300.0);
+  w.Expire(1005 * kMs);  // the first 5 are over 1 s old
+  EXPECT_EQ(w.size(), 15u);
+  w.Expire(1100 * kMs);
+  EXPECT_EQ(w.size(), 10u);
+  EXPECT_DOUBLE_EQ(w.mean(), 100.0) << "only the recent samples are left";
+  EXPECT_DOUBLE_EQ(w.floor(), 100.0);
+  w.Expire(2100 * kMs);
+  EXPECT_TRUE(w.empty()) << "a second after the last sample, none is left";
+  EXPECT_EQ(w.resets(), 0u) << "ageing out is not an idle reset";
+  // Wrapping around the ring after samples aged out keeps the sums right.
+  for (int i = 0; i < 250; ++i) w.Add(i % 2 == 0 ? 40.0 : 60.0, (3000 + i) * kMs / 10);
+  EXPECT_EQ(w.size(), 100u);
+  EXPECT_NEAR(w.mean(), 50.0, 1e-9);
 }
 
 // Feeds `count` samples of each measure of server 1, each time stepping `*t` by 10 us.
@@ -193,7 +216,7 @@ TEST(CellSelector, EachSideIsJudgedByWhatItWaitsBeyondItsOwnFloor) {
 
 TEST(CellSelector, SteeringMovesTheSplitAtItsRateAndSettlesWhereTheQueuesMeet) {
   // One-sample windows without outlier filtering: each new sample sets its side's cost exactly.
-  const SelectorOptions steered{.window = 1, .outlier_sigmas = 0, .explore = 0, .seed = 3,
+  const SelectorOptions steered{.window = 1, .outlier_sigmas = 0, .explore = 0, .max_age_us = 0, .seed = 3,
                                 .floor = SelectorOptions::Floor::kPerSide, .steer_per_s = 2.0};
   ModelSelector s(ModelSelector::Rule::kCell, steered);
   uint64_t t = 0;
@@ -240,6 +263,81 @@ TEST(CellSelector, SteeringMovesTheSplitAtItsRateAndSettlesWhereTheQueuesMeet) {
   }
   EXPECT_GT(flip.stats().servers[0].split, 0.45) << "300 ms of drift one way would have taken it to an end";
   EXPECT_LT(flip.stats().servers[0].split, 0.55);
+}
+
+// A selector that prefers the server (cost 2 us against m x 1 us = 4), whose split barely steers (0.01/s): what
+// moves the split in the load-step tests is the client's load alone.
+std::unique_ptr<ModelSelector> LoadStepSelector(double load_step) {
+  auto s = std::make_unique<ModelSelector>(
+      ModelSelector::Rule::kCell, SelectorOptions{.window = 1, .outlier_sigmas = 0, .explore = 0, .max_age_us = 0,
+                                                  .seed = 5,
+                                                  .floor = SelectorOptions::Floor::kPerSide, .steer_per_s = 0.01,
+                                                  .load_step = load_step});
+  s->OnServerSearch(1, 50, 0);
+  s->OnRead(1, 10, 0);
+  s->OnServerSearch(1, 52, 0);
+  s->OnRead(1, 11, 0);
+  return s;
+}
+
+// `n` searches of server 1, `gap_us` apart; returns the split after them.
+double Searches(ModelSelector& s, int n, uint64_t gap_us, uint64_t* t) {
+  for (int i = 0; i < n; ++i) s.Choose(1, 0, *t += gap_us);
+  return s.stats().servers[0].split;
+}
+
+TEST(CellSelector, AStepInTheClientsLoadRescalesTheSplitSoTheServersRateHolds) {
+  auto owner = LoadStepSelector(1.5);
+  ModelSelector& s = *owner;
+  uint64_t t = 0;
+  // 1,000 searches/s for 1.5 s: the estimates settle without a step (their start from zero is not one).
+  const double before = Searches(s, 1500, kMs, &t);
+  EXPECT_NEAR(before, 0.515, 1e-4) << "0.5, then 0.01/s for 1.5 s";
+  EXPECT_EQ(s.stats().load_steps, 0u);
+  // 4,000/s (a spike of x4): the split falls to about a quarter of what it was, so that the server gets about the
+  // 515 searches/s it got.
+  const double spike = Searches(s, 800, 250, &t);  // 200 ms
+  EXPECT_GE(s.stats().load_steps, 1u);
+  EXPECT_GT(spike, 0.1);
+  EXPECT_LT(spike, 0.16) << "expected about 0.515 / 4";
+  // Back to 1,000/s for 300 ms: the split returns to about where it was.
+  const double after = Searches(s, 300, kMs, &t);
+  EXPECT_GT(after, 0.45);
+  EXPECT_LT(after, 0.6);
+
+  // Without load steps, the same spike moves the split only by steering.
+  auto off_owner = LoadStepSelector(0);
+  ModelSelector& off = *off_owner;
+  uint64_t u = 0;
+  Searches(off, 1500, kMs, &u);
+  EXPECT_NEAR(Searches(off, 800, 250, &u), 0.517, 1e-4);
+  EXPECT_EQ(off.stats().load_steps, 0u);
+}
+
+TEST(CellSelector, ASteadyPoissonLoadAndAResumedOneAreNotLoadSteps) {
+  auto owner = LoadStepSelector(1.5);
+  ModelSelector& s = *owner;
+  std::mt19937_64 rng(11);
+  std::exponential_distribution<double> gap(2000.0 / 1e6);  // 2,000 searches/s, Poisson arrivals
+  uint64_t t = 0;
+  for (int i = 0; i < 40'000; ++i) s.Choose(1, 0, t += static_cast<uint64_t>(gap(rng)) + 1);
+  EXPECT_EQ(s.stats().load_steps, 0u) << "20 s of a steady load, noise only";
+  // A pause of 2 s (longer than the slow estimate's second), then the same load: the estimates start afresh.
+  t += 2'000 * kMs;
+  for (int i = 0; i < 6'000; ++i) s.Choose(1, 0, t += static_cast<uint64_t>(gap(rng)) + 1);
+  EXPECT_EQ(s.stats().load_steps, 0u);
+}
+
+TEST(CellSelector, ASideWhoseSamplesAgedOutIsMeasuredAgain) {
+  ModelSelector s(ModelSelector::Rule::kCell, NoExploration());  // max age 1 s
+  uint64_t t = 0;
+  Feed(s, 500, 8, 5, 100, &t);  // a busy server: reads preferred
+  ASSERT_EQ(s.Choose(1, 0, t), Side::kClient);
+  // 1.5 s of client-side searches only: the server's samples age out, and the next search goes there to measure it,
+  // rather than judging the server by a load a second and a half old.
+  for (int i = 0; i < 150; ++i) s.OnRead(1, 8, t += 10 * kMs);
+  EXPECT_EQ(s.Choose(1, 0, t), Side::kServer);
+  EXPECT_EQ(s.stats().servers[0].server_samples, 0u);
 }
 
 TEST(LatencyWindow, WhatIsNotALatencyIsRefused) {
