@@ -25,10 +25,11 @@ void LatencyWindow::Clear() {
 }
 
 void LatencyWindow::Expire(uint64_t now_us) {
-  if (count_ > 0 && now_us > last_us_ && now_us - last_us_ > options_.idle_reset_us) {
+  // (The floor outlives the samples' ageing out, so an idle gap is judged by the last sample, kept or not.)
+  if ((count_ > 0 || has_floor_) && now_us > last_us_ && now_us - last_us_ > options_.idle_reset_us) {
+    if (count_ > 0) ++resets_;
     Clear();
     has_floor_ = false;  // after a quiet period the floor is measured afresh too (the path may have changed)
-    ++resets_;
   }
   while (options_.max_age_us > 0 && count_ > 0) {  // the oldest samples, while too old, leave
     const size_t oldest = (next_ + options_.capacity - count_) % options_.capacity;

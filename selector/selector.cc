@@ -66,6 +66,8 @@ ModelSelector::ModelSelector(Rule rule, const SelectorOptions& options)
   window_.outlier_sigmas = rule == Rule::kDex ? 0 : options.outlier_sigmas;
   window_.idle_reset_us = options.idle_reset_us;
   window_.max_age_us = rule == Rule::kDex ? 0 : options.max_age_us;
+  options_.load_fast_us = std::max<uint64_t>(options_.load_fast_us, 1);  // rates over 0 us would be 0/0
+  options_.load_slow_us = std::max<uint64_t>(options_.load_slow_us, 1);
 }
 
 ModelSelector::ServerState& ModelSelector::StateOf(uint64_t server) {

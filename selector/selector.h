@@ -81,9 +81,10 @@ struct SelectorOptions {
   double steer_per_s = 1.0;
   // Load steps (adaptive, with steering): when this client's rate of searches to a server, over the last
   // ~load_fast_us, is load_step times or more (or 1/load_step or less) its rate over the last ~load_slow_us, the
-  // split is rescaled, for the next 3 x load_fast_us, so that the rate sent to the server stays the same (see
-  // "adaptive" above). 0: never. The
-  // rates are trusted once load_min_searches fall within load_fast_us and load_slow_us has passed since the first.
+  // split is rescaled, for the next 3 x load_fast_us, so that the rate sent to the server stays the same, and the
+  // slow estimate restarts from the fast one (see "adaptive" above). 0: never. The rates are trusted once both
+  // are at least load_min_searches per load_fast_us (400/s by default: below it a 50 ms estimate is too noisy to
+  // tell a step) and load_slow_us has passed since the first search. Both time constants must be > 0.
   double load_step = 1.5;
   uint64_t load_fast_us = 50'000;
   uint64_t load_slow_us = 1'000'000;
@@ -92,7 +93,8 @@ struct SelectorOptions {
 
 enum class Side { kServer, kClient };
 
-// What a selector has decided and believes, for client stats.
+// What a selector has decided and believes, for client stats: the windows as of the last decision or sample (samples
+// past max_age leave them then, not when stats are read).
 struct SelectorStats {
   uint64_t server_decisions = 0;
   uint64_t client_decisions = 0;
@@ -197,7 +199,7 @@ class ModelSelector final : public Selector {
   Side PreferredLocked(uint64_t server, uint64_t meganode, uint64_t now_us, bool* measured);
 
   const Rule rule_;
-  const SelectorOptions options_;
+  SelectorOptions options_;  // as given, with the rates' time constants at least 1 us
   WindowOptions window_;
   mutable std::mutex mu_;
   std::unordered_map<uint64_t, ServerState> servers_;

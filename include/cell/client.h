@@ -45,7 +45,7 @@ struct ClientOptions {
   // Puts and deletes always run on the server.
   std::string search = "adaptive";
   // The adaptive selector's constants (Cell's defaults). "dex" uses its own (50-sample windows, no outlier filter,
-  // per-operation decisions) and ignores floor, steer_per_s and load_step.
+  // per-operation decisions) and ignores floor, max_age, steer_per_s and load_step.
   struct Selector {
     size_t window = 100;                                 // latency samples kept per server and measure
     double outlier_sigmas = 3.0;                         // samples this many standard deviations off are dropped
@@ -65,6 +65,8 @@ struct ClientOptions {
     // A step in this client's own load on a server (its gets to it per second over the last 50 ms, against the last
     // second, by this factor or more either way: a load spike, its end) rescales that server's fraction at once so
     // that the rate of gets searched there stays what it was (0: never; steering alone then follows at steer_per_s).
+    // Only at 400 gets/s to that server or more, before and after: below it, 50 ms of gets are too few to tell a
+    // step from noise.
     double load_step = 1.5;
   } selector;
   // The transports to reach servers by, in order of preference: the first one a server offers that connects is

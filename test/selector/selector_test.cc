@@ -76,14 +76,27 @@ TEST(LatencyWindow, SamplesOlderThanTheMaxAgeLeave) {
   w.Expire(1100 * kMs);
   EXPECT_EQ(w.size(), 10u);
   EXPECT_DOUBLE_EQ(w.mean(), 100.0) << "only the recent samples are left";
-  EXPECT_DOUBLE_EQ(w.floor(), 100.0);
   w.Expire(2100 * kMs);
   EXPECT_TRUE(w.empty()) << "a second after the last sample, none is left";
-  EXPECT_EQ(w.resets(), 0u) << "ageing out is not an idle reset";
-  // Wrapping around the ring after samples aged out keeps the sums right.
-  for (int i = 0; i < 250; ++i) w.Add(i % 2 == 0 ? 40.0 : 60.0, (3000 + i) * kMs / 10);
+  // Wrapping around the ring after samples aged out keeps the sums right: 80 samples from slot 20 reach the end of
+  // the ring, where the sums are made afresh from the kept samples only (not the aged-out 500s and 100s before).
+  for (int i = 0; i < 80; ++i) w.Add(i % 2 == 0 ? 40.0 : 60.0, 2200 * kMs + i);
+  EXPECT_EQ(w.size(), 80u);
+  EXPECT_NEAR(w.mean(), 50.0, 1e-9);
+  EXPECT_NEAR(w.stddev(), 10.0, 1e-9);
+  for (int i = 80; i < 250; ++i) w.Add(i % 2 == 0 ? 40.0 : 60.0, 2200 * kMs + i);
   EXPECT_EQ(w.size(), 100u);
   EXPECT_NEAR(w.mean(), 50.0, 1e-9);
+}
+
+TEST(LatencyWindow, AnIdleGapDropsTheFloorEvenAfterTheSamplesAgedOut) {
+  LatencyWindow w(WindowOptions{.idle_reset_us = 3000 * kMs, .max_age_us = 1000 * kMs});
+  w.Add(10.0, 0);
+  w.Expire(1500 * kMs);  // aged out, not idle yet
+  EXPECT_TRUE(w.empty());
+  EXPECT_DOUBLE_EQ(w.floor(), 10.0);
+  w.Add(50.0, 5000 * kMs);  // after a 5 s gap
+  EXPECT_DOUBLE_EQ(w.floor(), 50.0) << "measured afresh after the idle gap";
 }
 
 // Feeds `count` samples of each measure of server 1, each time stepping `*t` by 10 us.
