@@ -3,6 +3,7 @@
 // fault-injection test does), and can make the next writes or syncs fail. Test-only.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -24,6 +25,11 @@ class FaultEnv final : public Env {
   void FailSyncs(bool fail) {
     std::lock_guard lock(mu_);
     fail_syncs_ = fail;
+  }
+  // Called at the start of every sync, outside the Env's lock (a test can hold a sync there).
+  void SetSyncHook(std::function<void()> hook) {
+    std::lock_guard lock(mu_);
+    sync_hook_ = std::move(hook);
   }
   // A power loss: every file written through this Env loses what was appended after its last sync.
   Status DropUnsyncedData() {
@@ -94,6 +100,12 @@ class FaultEnv final : public Env {
       return Status::OK();
     }
     Status Sync() override {
+      std::function<void()> hook;
+      {
+        std::lock_guard lock(env_->mu_);
+        hook = env_->sync_hook_;
+      }
+      if (hook) hook();
       std::lock_guard lock(env_->mu_);
       if (env_->fail_syncs_) return Status::Unavailable("syncing " + path_ + ": injected failure");
       CELL_RETURN_IF_ERROR(base_->Sync());
@@ -112,6 +124,7 @@ class FaultEnv final : public Env {
   Env* const base_;
   std::mutex mu_;
   bool fail_writes_ = false, fail_syncs_ = false;
+  std::function<void()> sync_hook_;
   std::map<std::string, Tracked> files_;
 };
 

@@ -1,0 +1,318 @@
+// The region log: record encoding, group commit, replay and cutting off damage (see region_log.h).
+#include "logging/region_log.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "common/log.h"
+
+namespace cell::logging {
+namespace {
+
+void PutU32(std::string* out, uint32_t v) {
+  for (int i = 0; i < 4; ++i) out->push_back(static_cast<char>(v >> (8 * i)));
+}
+void PutU64(std::string* out, uint64_t v) {
+  for (int i = 0; i < 8; ++i) out->push_back(static_cast<char>(v >> (8 * i)));
+}
+
+// Reads little-endian fields off the front of a record; false once it runs short.
+struct Cursor {
+  std::string_view rest;
+  bool U8(uint8_t* v) {
+    if (rest.empty()) return false;
+    *v = static_cast<uint8_t>(rest[0]);
+    rest.remove_prefix(1);
+    return true;
+  }
+  template <typename T>
+  bool Fixed(T* v) {
+    if (rest.size() < sizeof(T)) return false;
+    T x = 0;
+    for (size_t i = 0; i < sizeof(T); ++i) x |= static_cast<T>(static_cast<uint8_t>(rest[i])) << (8 * i);
+    *v = x;
+    rest.remove_prefix(sizeof(T));
+    return true;
+  }
+  bool Bytes(size_t n, std::string* out) {
+    if (rest.size() < n) return false;
+    out->assign(rest.substr(0, n));
+    rest.remove_prefix(n);
+    return true;
+  }
+};
+
+std::string FileName(uint64_t number) { return fmt::format("{:08x}.log", number); }
+
+// The numbers of the log files in dir, in order.
+StatusOr<std::vector<uint64_t>> LogFiles(Env* env, const std::string& dir) {
+  std::vector<uint64_t> numbers;
+  if (!env->FileExists(dir)) return numbers;
+  CELL_ASSIGN_OR_RETURN(const std::vector<std::string> names, env->GetChildren(dir));
+  for (const std::string& name : names) {
+    if (name.size() != 12 || name.substr(8) != ".log") continue;
+    const std::string digits = name.substr(0, 8);
+    char* end = nullptr;
+    const uint64_t n = std::strtoull(digits.c_str(), &end, 16);
+    if (end == digits.c_str() + digits.size()) numbers.push_back(n);
+  }
+  std::sort(numbers.begin(), numbers.end());
+  return numbers;
+}
+
+}  // namespace
+
+StatusOr<Durability> ParseDurability(std::string_view name) {
+  if (name == "sync") return Durability::kSync;
+  if (name == "async") return Durability::kAsync;
+  return Status::InvalidArgument(fmt::format(
+      "durability '{}' is not one of sync (a write is acknowledged once on disk) or async (acknowledged at once, on "
+      "disk within the flush interval)",
+      name));
+}
+
+std::string LogRecord::Encode(uint64_t lsn) const {
+  std::string out;
+  size_t size = 8 + 1 + 4 + info.size() + 8;
+  for (const Range& r : ranges) size += 12 + r.bytes.size();
+  out.reserve(size);
+  PutU64(&out, lsn);
+  out.push_back(static_cast<char>(kind));
+  switch (kind) {
+    case Kind::kBytes:
+      PutU32(&out, static_cast<uint32_t>(ranges.size()));
+      for (const Range& r : ranges) {
+        PutU64(&out, r.offset);
+        PutU32(&out, static_cast<uint32_t>(r.bytes.size()));
+        out.append(r.bytes);
+      }
+      break;
+    case Kind::kSplitBegin:
+      PutU64(&out, split);
+      PutU32(&out, static_cast<uint32_t>(info.size()));
+      out.append(info);
+      break;
+    case Kind::kSplitEnd:
+      PutU64(&out, split);
+      break;
+  }
+  return out;
+}
+
+StatusOr<LogRecord> LogRecord::Decode(std::string_view record, uint64_t* lsn) {
+  Cursor c{record};
+  LogRecord r;
+  uint8_t kind = 0;
+  const auto bad = [&](std::string_view what) {
+    return Status::Corruption(fmt::format("log record of {} bytes: {}", record.size(), what));
+  };
+  if (!c.Fixed(lsn) || !c.U8(&kind)) return bad("shorter than its header");
+  switch (kind) {
+    case static_cast<uint8_t>(Kind::kBytes): {
+      r.kind = Kind::kBytes;
+      uint32_t count = 0;
+      if (!c.Fixed(&count)) return bad("no range count");
+      if (count > c.rest.size() / 12) return bad(fmt::format("{} ranges cannot fit", count));
+      r.ranges.resize(count);
+      for (Range& range : r.ranges) {
+        uint32_t length = 0;
+        if (!c.Fixed(&range.offset) || !c.Fixed(&length) || !c.Bytes(length, &range.bytes)) {
+          return bad("a range runs past its end");
+        }
+      }
+      break;
+    }
+    case static_cast<uint8_t>(Kind::kSplitBegin): {
+      r.kind = Kind::kSplitBegin;
+      uint32_t length = 0;
+      if (!c.Fixed(&r.split) || !c.Fixed(&length) || !c.Bytes(length, &r.info)) return bad("a short split start");
+      break;
+    }
+    case static_cast<uint8_t>(Kind::kSplitEnd):
+      r.kind = Kind::kSplitEnd;
+      if (!c.Fixed(&r.split)) return bad("a short split end");
+      break;
+    default:
+      return bad(fmt::format("unknown kind {}", kind));
+  }
+  if (!c.rest.empty()) return bad(fmt::format("{} bytes after its end", c.rest.size()));
+  return r;
+}
+
+StatusOr<ReplayReport> RegionLog::Recover(const std::string& dir, uint64_t after_lsn,
+                                          const std::function<Status(uint64_t, const LogRecord&)>& apply, Env* env) {
+  ReplayReport report;
+  CELL_ASSIGN_OR_RETURN(const std::vector<uint64_t> files, LogFiles(env, dir));
+  for (size_t i = 0; i < files.size(); ++i) {
+    const std::string path = dir + "/" + FileName(files[i]);
+    CELL_ASSIGN_OR_RETURN(std::unique_ptr<SequentialFile> file, env->NewSequentialFile(path));
+    log::Reader reader(file.get());
+    std::string bytes;
+    std::string damage;
+    uint64_t valid_length = 0;
+    while (reader.ReadRecord(&bytes)) {
+      uint64_t lsn = 0;
+      auto record = LogRecord::Decode(bytes, &lsn);
+      if (!record.ok()) {
+        damage = fmt::format("{}: record after offset {}: {}", path, reader.valid_length(), record.status().message());
+        break;
+      }
+      if (report.last_lsn != 0 && lsn != report.last_lsn + 1) {
+        damage = fmt::format("{}: record {} follows record {} (records lost between them)", path, lsn,
+                             report.last_lsn);
+        break;
+      }
+      if (lsn > after_lsn) {
+        CELL_RETURN_IF_ERROR(apply(lsn, *record));
+        ++report.records;
+      }
+      report.last_lsn = lsn;
+      valid_length = reader.valid_length();
+    }
+    if (damage.empty() && reader.end() == log::Reader::End::kClean) continue;
+    // Cut the log at its last whole record: what follows is not read again, and appends come after it.
+    report.end = damage.empty() ? reader.end() : log::Reader::End::kCorrupt;
+    if (damage.empty()) damage = fmt::format("{}: {}", path, reader.status().message());
+    size_t dropped_files = files.size() - i - 1;
+    CELL_RETURN_IF_ERROR(env->Truncate(path, valid_length));
+    for (size_t j = i + 1; j < files.size(); ++j) {
+      CELL_RETURN_IF_ERROR(env->RemoveFile(dir + "/" + FileName(files[j])));
+    }
+    CELL_RETURN_IF_ERROR(env->SyncDir(dir));
+    report.damage = fmt::format("{}; the log was cut at offset {} of that file{}", damage, valid_length,
+                                dropped_files == 0 ? "" : fmt::format(" and {} later files removed", dropped_files));
+    if (report.end == log::Reader::End::kCorrupt) {
+      LogError("region log {}: {}; records after the damage are lost", dir, report.damage);
+    } else {
+      LogInfo("region log {}: {} (a write that was never acknowledged under sync durability)", dir, report.damage);
+    }
+    break;
+  }
+  return report;
+}
+
+RegionLog::RegionLog(std::string dir, uint64_t next_lsn, const RegionLogOptions& options)
+    : dir_(std::move(dir)), options_(options), next_lsn_(next_lsn) {
+  appended_lsn_ = durable_lsn_ = next_lsn - 1;
+}
+
+StatusOr<std::unique_ptr<RegionLog>> RegionLog::Open(const std::string& dir, uint64_t next_lsn,
+                                                     const RegionLogOptions& options) {
+  if (next_lsn == 0) return Status::InvalidArgument("log sequence numbers start at 1");
+  Env* env = options.env;
+  CELL_RETURN_IF_ERROR(env->CreateDirs(dir));
+  CELL_ASSIGN_OR_RETURN(const std::vector<uint64_t> files, LogFiles(env, dir));
+  std::unique_ptr<RegionLog> log(new RegionLog(dir, next_lsn, options));
+  {
+    std::lock_guard lock(log->mu_);
+    CELL_RETURN_IF_ERROR(log->OpenFile(files.empty() ? 1 : files.back() + 1));
+  }
+  if (options.durability == Durability::kAsync) log->flusher_ = std::thread([l = log.get()] { l->FlushLoop(); });
+  return log;
+}
+
+RegionLog::~RegionLog() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  stop_cv_.notify_all();
+  if (flusher_.joinable()) flusher_.join();
+  if (Status s = Flush(); !s.ok()) LogError("region log {}: closing: {}", dir_, s.ToString());
+  std::lock_guard lock(mu_);
+  if (file_ != nullptr) (void)file_->Close();
+}
+
+Status RegionLog::OpenFile(uint64_t number) {
+  CELL_ASSIGN_OR_RETURN(file_, options_.env->NewWritableFile(dir_ + "/" + FileName(number)));
+  writer_ = std::make_unique<log::Writer>(file_.get());
+  file_number_ = number;
+  return options_.env->SyncDir(dir_);  // the new file's name survives a power loss
+}
+
+Status RegionLog::Fail(const Status& s) {
+  if (failed_.ok()) {
+    failed_ = Status::FromCode(s.code(), fmt::format("region log {} failed, no write is taken: {}", dir_, s.message()));
+    LogError("{}", failed_.ToString());
+  }
+  synced_cv_.notify_all();
+  return failed_;
+}
+
+StatusOr<uint64_t> RegionLog::Append(const LogRecord& record) {
+  std::string bytes = record.Encode(0);
+  std::unique_lock lock(mu_);
+  if (!failed_.ok()) return failed_;
+  const uint64_t lsn = next_lsn_;
+  for (int i = 0; i < 8; ++i) bytes[i] = static_cast<char>(lsn >> (8 * i));
+  if (writer_->size() >= options_.max_file_bytes) {
+    // A new file: everything in the old one is synced first, so durable_lsn_ never counts an unsynced file.
+    while (syncing_) synced_cv_.wait(lock);
+    if (!failed_.ok()) return failed_;
+    if (durable_lsn_ < appended_lsn_) {
+      if (Status s = file_->Sync(); !s.ok()) return Fail(s);
+      ++syncs_;
+      durable_lsn_ = appended_lsn_;
+    }
+    if (Status s = file_->Close(); !s.ok()) return Fail(s);
+    if (Status s = OpenFile(file_number_ + 1); !s.ok()) return Fail(s);
+  }
+  if (Status s = writer_->AddRecord(bytes); !s.ok()) return Fail(s);
+  ++next_lsn_;
+  appended_lsn_ = lsn;
+  if (options_.durability == Durability::kSync) CELL_RETURN_IF_ERROR(SyncUpTo(lsn, lock));
+  return lsn;
+}
+
+Status RegionLog::SyncUpTo(uint64_t lsn, std::unique_lock<std::mutex>& lock) {
+  while (durable_lsn_ < lsn && failed_.ok()) {
+    if (syncing_) {  // another thread's fdatasync may cover this record: wait for it
+      synced_cv_.wait(lock);
+      continue;
+    }
+    // This thread syncs everything appended so far, for itself and whoever appended meanwhile (group commit).
+    syncing_ = true;
+    const uint64_t target = appended_lsn_;
+    WritableFile* file = file_.get();
+    lock.unlock();
+    const Status s = file->Sync();
+    lock.lock();
+    syncing_ = false;
+    if (!s.ok()) return Fail(s);
+    ++syncs_;
+    durable_lsn_ = std::max(durable_lsn_, target);
+    synced_cv_.notify_all();
+  }
+  return failed_;
+}
+
+Status RegionLog::Flush() {
+  std::unique_lock lock(mu_);
+  return SyncUpTo(appended_lsn_, lock);
+}
+
+void RegionLog::FlushLoop() {
+  std::unique_lock lock(mu_);
+  while (!stopping_) {
+    stop_cv_.wait_for(lock, options_.async_flush_interval);  // a timer, not a synchronisation
+    if (stopping_ || !failed_.ok()) break;
+    (void)SyncUpTo(appended_lsn_, lock);  // a failure is kept in failed_ and returned by the next Append
+  }
+}
+
+uint64_t RegionLog::appended_lsn() const {
+  std::lock_guard lock(mu_);
+  return appended_lsn_;
+}
+uint64_t RegionLog::durable_lsn() const {
+  std::lock_guard lock(mu_);
+  return durable_lsn_;
+}
+uint64_t RegionLog::syncs() const {
+  std::lock_guard lock(mu_);
+  return syncs_;
+}
+
+}  // namespace cell::logging

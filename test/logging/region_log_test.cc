@@ -1,0 +1,282 @@
+// The region log (logging/region_log.h): records round-trip; sync appends survive a power loss and share their
+// fdatasyncs; async appends are on disk after the flush interval; a failed write or sync fails the log for good;
+// recovery replays in order, skips what a checkpoint holds, and cuts off a torn tail or corruption so that later
+// appends are read.
+#include "logging/region_log.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <latch>
+#include <thread>
+#include <vector>
+
+#include "test/logging/fault_env.h"
+
+namespace cell::logging {
+namespace {
+
+LogRecord BytesRecord(uint64_t offset, std::string bytes) {
+  LogRecord r;
+  r.ranges.push_back({offset, std::move(bytes)});
+  return r;
+}
+
+class RegionLogTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("cell_region_log_test_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  // Recovers dir_, returning the records replayed (by lsn order) and the report.
+  std::vector<std::pair<uint64_t, LogRecord>> Replay(ReplayReport* report = nullptr, uint64_t after = 0) {
+    std::vector<std::pair<uint64_t, LogRecord>> out;
+    auto r = RegionLog::Recover(dir_, after, [&](uint64_t lsn, const LogRecord& rec) {
+      out.emplace_back(lsn, rec);
+      return Status::OK();
+    }, &env_);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    if (report != nullptr && r.ok()) *report = *r;
+    return out;
+  }
+
+  // Waits for a condition another thread makes true (bounded: a hang fails the test, it does not stall it).
+  template <typename F>
+  static bool WaitFor(F done) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (!done()) {
+      if (std::chrono::steady_clock::now() > deadline) return false;
+      std::this_thread::yield();
+    }
+    return true;
+  }
+
+  std::string dir_;
+  FaultEnv env_;
+};
+
+TEST(LogRecord, RoundTripsAndRefusesWhatDoesNotParse) {
+  LogRecord bytes;
+  bytes.ranges = {{0, "abc"}, {1 << 20, std::string(3000, 'x')}, {7, ""}};
+  LogRecord begin;
+  begin.kind = LogRecord::Kind::kSplitBegin;
+  begin.split = 42;
+  begin.info = "meganode 3 -> 9";
+  LogRecord end;
+  end.kind = LogRecord::Kind::kSplitEnd;
+  end.split = 42;
+  for (const LogRecord& r : {bytes, begin, end}) {
+    const std::string encoded = r.Encode(99);
+    uint64_t lsn = 0;
+    auto decoded = LogRecord::Decode(encoded, &lsn);
+    ASSERT_TRUE(decoded.ok()) << decoded.status().ToString();
+    EXPECT_EQ(lsn, 99u);
+    EXPECT_EQ(decoded->kind, r.kind);
+    EXPECT_EQ(decoded->split, r.split);
+    EXPECT_EQ(decoded->info, r.info);
+    ASSERT_EQ(decoded->ranges.size(), r.ranges.size());
+    for (size_t i = 0; i < r.ranges.size(); ++i) {
+      EXPECT_EQ(decoded->ranges[i].offset, r.ranges[i].offset);
+      EXPECT_EQ(decoded->ranges[i].bytes, r.ranges[i].bytes);
+    }
+    // Every proper prefix, and anything with bytes after the end, is refused.
+    for (size_t n = 0; n < encoded.size(); ++n) {
+      EXPECT_TRUE(LogRecord::Decode(encoded.substr(0, n), &lsn).status().IsCorruption()) << n;
+    }
+    EXPECT_TRUE(LogRecord::Decode(encoded + "x", &lsn).status().IsCorruption());
+  }
+  std::string unknown = end.Encode(1);
+  unknown[8] = 9;
+  uint64_t lsn = 0;
+  EXPECT_TRUE(LogRecord::Decode(unknown, &lsn).status().IsCorruption());
+  std::string huge_count = LogRecord().Encode(1);
+  huge_count[9] = huge_count[10] = huge_count[11] = huge_count[12] = '\xff';
+  EXPECT_TRUE(LogRecord::Decode(huge_count, &lsn).status().IsCorruption());
+}
+
+TEST(Durability, ParsesItsTwoNames) {
+  EXPECT_EQ(*ParseDurability("sync"), Durability::kSync);
+  EXPECT_EQ(*ParseDurability("async"), Durability::kAsync);
+  EXPECT_TRUE(ParseDurability("fsync").status().IsInvalidArgument());
+}
+
+TEST_F(RegionLogTest, SyncAppendsFromManyThreadsSurviveAPowerLoss) {
+  constexpr int kThreads = 8, kEach = 100;
+  {
+    auto log = RegionLog::Open(dir_, 1, {.durability = Durability::kSync, .env = &env_});
+    ASSERT_TRUE(log.ok()) << log.status().ToString();
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; ++t) {
+      threads.emplace_back([&, t] {
+        for (int i = 0; i < kEach; ++i) {
+          auto lsn = (*log)->Append(BytesRecord(t * 1'000'000 + i, std::string(1 + i, static_cast<char>('a' + t))));
+          ASSERT_TRUE(lsn.ok());
+          ASSERT_GE((*log)->durable_lsn(), *lsn) << "acknowledged before it was on disk";
+        }
+      });
+    }
+    for (auto& th : threads) th.join();
+    EXPECT_LE((*log)->syncs(), static_cast<uint64_t>(kThreads * kEach));
+    // The power goes before the log is closed (closing would flush).
+    ASSERT_TRUE(env_.DropUnsyncedData().ok());
+  }
+  const auto records = Replay();
+  ASSERT_EQ(records.size(), static_cast<size_t>(kThreads * kEach));
+  std::vector<int> per_thread(kThreads, 0);
+  for (size_t i = 0; i < records.size(); ++i) {
+    EXPECT_EQ(records[i].first, i + 1) << "lsns are dense and in order";
+    const auto& range = records[i].second.ranges.at(0);
+    const int t = static_cast<int>(range.offset / 1'000'000), n = static_cast<int>(range.offset % 1'000'000);
+    EXPECT_EQ(n, per_thread[t]++) << "each thread's appends in its order";
+    EXPECT_EQ(range.bytes, std::string(1 + n, static_cast<char>('a' + t)));
+  }
+}
+
+TEST_F(RegionLogTest, AppendsWaitingOnOneSyncShareTheNext) {
+  std::latch in_sync(1), release(1);
+  std::atomic<int> syncs_seen{0};
+  env_.SetSyncHook([&] {
+    if (syncs_seen++ == 0) {  // hold the first sync until four more appends are waiting
+      in_sync.count_down();
+      release.wait();
+    }
+  });
+  auto log = RegionLog::Open(dir_, 1, {.durability = Durability::kSync, .env = &env_});
+  ASSERT_TRUE(log.ok());
+  std::thread first([&] { ASSERT_TRUE((*log)->Append(BytesRecord(0, "first")).ok()); });
+  in_sync.wait();
+  std::vector<std::thread> waiters;
+  for (int i = 0; i < 4; ++i) waiters.emplace_back([&, i] { ASSERT_TRUE((*log)->Append(BytesRecord(i + 1, "w")).ok()); });
+  ASSERT_TRUE(WaitFor([&] { return (*log)->appended_lsn() == 5; }));
+  release.count_down();
+  first.join();
+  for (auto& th : waiters) th.join();
+  EXPECT_EQ((*log)->durable_lsn(), 5u);
+  EXPECT_EQ((*log)->syncs(), 2u) << "one sync for the first append, one shared by the four that waited";
+}
+
+TEST_F(RegionLogTest, AsyncAppendsAreOnDiskAfterTheFlushInterval) {
+  auto log = RegionLog::Open(dir_, 1,
+                             {.durability = Durability::kAsync, .async_flush_interval = std::chrono::milliseconds(5),
+                              .env = &env_});
+  ASSERT_TRUE(log.ok());
+  for (int i = 0; i < 200; ++i) ASSERT_TRUE((*log)->Append(BytesRecord(i, "async")).ok());
+  // No append waited for a sync; the flusher makes them durable within its interval.
+  ASSERT_TRUE(WaitFor([&] { return (*log)->durable_lsn() == 200; }));
+  ASSERT_TRUE(env_.DropUnsyncedData().ok());
+  EXPECT_EQ(Replay().size(), 200u);
+}
+
+TEST_F(RegionLogTest, AFailedSyncFailsTheLogForGood) {
+  auto log = RegionLog::Open(dir_, 1, {.durability = Durability::kSync, .env = &env_});
+  ASSERT_TRUE(log.ok());
+  ASSERT_TRUE((*log)->Append(BytesRecord(0, "ok")).ok());
+  env_.FailSyncs(true);
+  auto failed = (*log)->Append(BytesRecord(1, "not acknowledged"));
+  ASSERT_TRUE(failed.status().IsUnavailable()) << failed.status().ToString();
+  EXPECT_NE(failed.status().message().find("injected"), std::string::npos) << "the cause reaches the caller";
+  env_.FailSyncs(false);
+  auto after = (*log)->Append(BytesRecord(2, "after"));
+  EXPECT_FALSE(after.ok()) << "no write is acknowledged on top of one whose sync failed";
+  EXPECT_NE(after.status().message().find("failed"), std::string::npos) << after.status().ToString();
+  EXPECT_EQ((*log)->durable_lsn(), 1u);
+
+  // The same in async mode: appends return at once, and once the flusher's sync fails, every later one fails.
+  std::filesystem::remove_all(dir_);
+  auto async_log = RegionLog::Open(dir_, 1, {.durability = Durability::kAsync,
+                                             .async_flush_interval = std::chrono::milliseconds(1), .env = &env_});
+  ASSERT_TRUE(async_log.ok());
+  env_.FailSyncs(true);
+  ASSERT_TRUE((*async_log)->Append(BytesRecord(0, "x")).ok());
+  ASSERT_TRUE(WaitFor([&] { return !(*async_log)->Append(BytesRecord(0, "y")).ok(); }));
+  env_.FailSyncs(false);
+}
+
+TEST_F(RegionLogTest, AFailedWriteReachesTheCaller) {
+  auto log = RegionLog::Open(dir_, 1, {.durability = Durability::kSync, .env = &env_});
+  ASSERT_TRUE(log.ok());
+  env_.FailWrites(true);
+  EXPECT_TRUE((*log)->Append(BytesRecord(0, "x")).status().IsUnavailable());
+  env_.FailWrites(false);
+  EXPECT_FALSE((*log)->Append(BytesRecord(0, "y")).ok());
+}
+
+TEST_F(RegionLogTest, RecoveryCutsATornTailAndReadsWhatIsAppendedAfterIt) {
+  {
+    auto log = RegionLog::Open(dir_, 1, {.env = &env_});
+    ASSERT_TRUE(log.ok());
+    for (int i = 0; i < 10; ++i) ASSERT_TRUE((*log)->Append(BytesRecord(i, std::string(5000, 'a' + i))).ok());
+  }
+  const std::string file = dir_ + "/00000001.log";
+  const uint64_t size = Env::Posix()->FileSize(file).value();
+  ASSERT_TRUE(Env::Posix()->Truncate(file, size - 1000).ok());  // the last record is torn
+  ReplayReport report;
+  auto records = Replay(&report);
+  EXPECT_EQ(records.size(), 9u);
+  EXPECT_EQ(report.end, log::Reader::End::kTornTail);
+  EXPECT_EQ(report.last_lsn, 9u);
+  EXPECT_NE(report.damage.find("00000001.log"), std::string::npos) << report.damage;
+  {
+    auto log = RegionLog::Open(dir_, report.last_lsn + 1, {.env = &env_});
+    ASSERT_TRUE(log.ok());
+    auto lsn = (*log)->Append(BytesRecord(99, "after the crash"));
+    ASSERT_TRUE(lsn.ok());
+    EXPECT_EQ(*lsn, 10u);
+  }
+  records = Replay(&report);
+  ASSERT_EQ(records.size(), 10u);
+  EXPECT_EQ(report.end, log::Reader::End::kClean) << report.damage;
+  EXPECT_EQ(records.back().second.ranges[0].bytes, "after the crash");
+  // Records at or below a checkpoint's lsn are read past, not replayed.
+  EXPECT_EQ(Replay(nullptr, 7).size(), 3u);
+}
+
+TEST_F(RegionLogTest, CorruptionInOneFileDropsTheRestAndSaysSo) {
+  {
+    auto log = RegionLog::Open(dir_, 1, {.max_file_bytes = 20'000, .env = &env_});
+    ASSERT_TRUE(log.ok());
+    for (int i = 0; i < 40; ++i) ASSERT_TRUE((*log)->Append(BytesRecord(i, std::string(3000, 'a' + i % 26))).ok());
+  }
+  auto files = Env::Posix()->GetChildren(dir_);
+  ASSERT_TRUE(files.ok());
+  ASSERT_GE(files->size(), 5u) << "the log rolled over to new files";
+  ReplayReport report;
+  ASSERT_EQ(Replay(&report).size(), 40u);
+  EXPECT_EQ(report.end, log::Reader::End::kClean);
+
+  // A flipped bit in the second file's second record.
+  const std::string second = dir_ + "/00000002.log";
+  std::string bytes = ReadFileToString(Env::Posix(), second).value();
+  bytes[3100] ^= 0x10;
+  ASSERT_TRUE(WriteFileAtomically(Env::Posix(), second, bytes).ok());
+  const auto records = Replay(&report);
+  EXPECT_EQ(report.end, log::Reader::End::kCorrupt);
+  EXPECT_NE(report.damage.find("00000002.log"), std::string::npos) << report.damage;
+  EXPECT_NE(report.damage.find("removed"), std::string::npos) << report.damage;
+  ASSERT_GE(records.size(), 7u);
+  ASSERT_LE(records.size(), 8u);
+  for (size_t i = 0; i < records.size(); ++i) {
+    EXPECT_EQ(records[i].second.ranges[0].bytes, std::string(3000, static_cast<char>('a' + i % 26)));
+  }
+  EXPECT_EQ(Env::Posix()->GetChildren(dir_)->size(), 2u) << "the files after the damage are gone";
+  // Replaying again finds a clean log of the records before the damage.
+  EXPECT_EQ(Replay(&report).size(), records.size());
+  EXPECT_EQ(report.end, log::Reader::End::kClean);
+}
+
+TEST_F(RegionLogTest, AMissingDirectoryIsAnEmptyLog) {
+  ReplayReport report;
+  EXPECT_TRUE(Replay(&report).empty());
+  EXPECT_EQ(report.last_lsn, 0u);
+  EXPECT_TRUE(RegionLog::Open(dir_, 0, {.env = &env_}).status().IsInvalidArgument());
+}
+
+}  // namespace
+}  // namespace cell::logging
