@@ -44,16 +44,17 @@ struct Cursor {
   }
 };
 
-std::string FileName(uint64_t number) { return fmt::format("{:08x}.log", number); }
+std::string FileName(uint64_t first_lsn) { return fmt::format("{:016x}.log", first_lsn); }
 
-// The numbers of the log files in dir, in order.
-StatusOr<std::vector<uint64_t>> LogFiles(Env* env, const std::string& dir) {
+}  // namespace
+
+StatusOr<std::vector<uint64_t>> RegionLog::Files(const std::string& dir, Env* env) {
   std::vector<uint64_t> numbers;
   if (!env->FileExists(dir)) return numbers;
   CELL_ASSIGN_OR_RETURN(const std::vector<std::string> names, env->GetChildren(dir));
   for (const std::string& name : names) {
-    if (name.size() != 12 || name.substr(8) != ".log") continue;
-    const std::string digits = name.substr(0, 8);
+    if (name.size() != 20 || name.substr(16) != ".log") continue;
+    const std::string digits = name.substr(0, 16);
     char* end = nullptr;
     const uint64_t n = std::strtoull(digits.c_str(), &end, 16);
     if (end == digits.c_str() + digits.size()) numbers.push_back(n);
@@ -62,7 +63,17 @@ StatusOr<std::vector<uint64_t>> LogFiles(Env* env, const std::string& dir) {
   return numbers;
 }
 
-}  // namespace
+std::string RegionLog::FilePath(const std::string& dir, uint64_t first_lsn) { return dir + "/" + FileName(first_lsn); }
+
+Status RegionLog::RemoveFilesBefore(const std::string& dir, uint64_t lsn, Env* env) {
+  CELL_ASSIGN_OR_RETURN(const std::vector<uint64_t> files, Files(dir, env));
+  bool removed = false;
+  for (size_t i = 0; i + 1 < files.size() && files[i + 1] <= lsn + 1; ++i) {  // file i ends before file i+1 begins
+    CELL_RETURN_IF_ERROR(env->RemoveFile(FilePath(dir, files[i])));
+    removed = true;
+  }
+  return removed ? env->SyncDir(dir) : Status::OK();
+}
 
 StatusOr<Durability> ParseDurability(std::string_view name) {
   if (name == "sync") return Durability::kSync;
@@ -144,9 +155,15 @@ StatusOr<LogRecord> LogRecord::Decode(std::string_view record, uint64_t* lsn) {
 StatusOr<ReplayReport> RegionLog::Recover(const std::string& dir, uint64_t after_lsn,
                                           const std::function<Status(uint64_t, const LogRecord&)>& apply, Env* env) {
   ReplayReport report;
-  CELL_ASSIGN_OR_RETURN(const std::vector<uint64_t> files, LogFiles(env, dir));
+  CELL_ASSIGN_OR_RETURN(const std::vector<uint64_t> files, Files(dir, env));
+  if (!files.empty() && files.front() > after_lsn + 1) {
+    return Status::Corruption(fmt::format(
+        "region log {} begins at record {}, but records from {} on are needed (after the checkpoint's); a log file "
+        "or a newer checkpoint is missing, and the region cannot be rebuilt from what is left",
+        dir, files.front(), after_lsn + 1));
+  }
   for (size_t i = 0; i < files.size(); ++i) {
-    const std::string path = dir + "/" + FileName(files[i]);
+    const std::string path = FilePath(dir, files[i]);
     CELL_ASSIGN_OR_RETURN(std::unique_ptr<SequentialFile> file, env->NewSequentialFile(path));
     log::Reader reader(file.get());
     std::string bytes;
@@ -178,7 +195,7 @@ StatusOr<ReplayReport> RegionLog::Recover(const std::string& dir, uint64_t after
     size_t dropped_files = files.size() - i - 1;
     CELL_RETURN_IF_ERROR(env->Truncate(path, valid_length));
     for (size_t j = i + 1; j < files.size(); ++j) {
-      CELL_RETURN_IF_ERROR(env->RemoveFile(dir + "/" + FileName(files[j])));
+      CELL_RETURN_IF_ERROR(env->RemoveFile(FilePath(dir, files[j])));
     }
     CELL_RETURN_IF_ERROR(env->SyncDir(dir));
     report.damage = fmt::format("{}; the log was cut at offset {} of that file{}", damage, valid_length,
@@ -203,11 +220,16 @@ StatusOr<std::unique_ptr<RegionLog>> RegionLog::Open(const std::string& dir, uin
   if (next_lsn == 0) return Status::InvalidArgument("log sequence numbers start at 1");
   Env* env = options.env;
   CELL_RETURN_IF_ERROR(env->CreateDirs(dir));
-  CELL_ASSIGN_OR_RETURN(const std::vector<uint64_t> files, LogFiles(env, dir));
+  CELL_ASSIGN_OR_RETURN(const std::vector<uint64_t> files, Files(dir, env));
   std::unique_ptr<RegionLog> log(new RegionLog(dir, next_lsn, options));
   {
     std::lock_guard lock(log->mu_);
-    CELL_RETURN_IF_ERROR(log->OpenFile(files.empty() ? 1 : files.back() + 1));
+    if (!files.empty() && files.back() > next_lsn) {
+      return Status::FailedPrecondition(fmt::format(
+          "region log {} already holds records from {} on; it must be recovered before appending from {}", dir,
+          files.back(), next_lsn));
+    }
+    CELL_RETURN_IF_ERROR(log->OpenFile(next_lsn));
   }
   if (options.durability == Durability::kAsync) log->flusher_ = std::thread([l = log.get()] { l->FlushLoop(); });
   return log;
@@ -225,10 +247,9 @@ RegionLog::~RegionLog() {
   if (file_ != nullptr) (void)file_->Close();
 }
 
-Status RegionLog::OpenFile(uint64_t number) {
-  CELL_ASSIGN_OR_RETURN(file_, options_.env->NewWritableFile(dir_ + "/" + FileName(number)));
+Status RegionLog::OpenFile(uint64_t first_lsn) {
+  CELL_ASSIGN_OR_RETURN(file_, options_.env->NewWritableFile(FilePath(dir_, first_lsn)));
   writer_ = std::make_unique<log::Writer>(file_.get());
-  file_number_ = number;
   return options_.env->SyncDir(dir_);  // the new file's name survives a power loss
 }
 
@@ -257,7 +278,7 @@ StatusOr<uint64_t> RegionLog::Append(const LogRecord& record) {
       durable_lsn_ = appended_lsn_;
     }
     if (Status s = file_->Close(); !s.ok()) return Fail(s);
-    if (Status s = OpenFile(file_number_ + 1); !s.ok()) return Fail(s);
+    if (Status s = OpenFile(lsn); !s.ok()) return Fail(s);
   }
   if (Status s = writer_->AddRecord(bytes); !s.ok()) return Fail(s);
   ++next_lsn_;

@@ -1,8 +1,10 @@
 // A region's write-ahead log: the changes to one region's bytes, appended in order, made durable by group commit,
 // and replayed after a crash. logging/ knows regions and bytes; what the bytes mean is the server's business.
 //
-// Files: a directory per region holding log files named NNNNNNNN.log (hex, in order). A log is only appended to;
-// each Open starts a new file after the existing ones. Records use the framing of log_format.h; each record is
+// Files: a directory per region holding log files named by the lsn of their first record (16 hex digits, .log). A
+// log is only appended to; each Open starts a new file, and so does a file that reaches max_file_bytes. Once a
+// checkpoint holds every record of a file, the file is removed (RemoveFilesBefore). Records use the framing of
+// log_format.h; each record is
 //
 //   lsn: u64 | kind: u8 | body                                   (little-endian)
 //     kind 1, bytes:        count: u32, then count x (offset: u64, length: u32, bytes[length])
@@ -80,7 +82,8 @@ struct ReplayReport {
 
 class RegionLog {
  public:
-  // Replays the logs in `dir` in order: calls `apply` for each record whose lsn is above `after_lsn`, and stops at
+  // Replays the logs in `dir` in order: calls `apply` for each record whose lsn is above `after_lsn` (Corruption if
+  // the files left begin after after_lsn + 1: records are missing), and stops at
   // the first damage, or at the first record `apply` refuses (its error is returned). Damage is then cut off (the
   // damaged file truncated to its last whole record, later files removed), so that appends after it are read
   // next time; the report says what was dropped. A missing directory is an empty log.
@@ -89,7 +92,8 @@ class RegionLog {
                                         Env* env = Env::Posix());
 
   // Starts appending to `dir` (created if missing) in a new file, numbering records from `next_lsn` (one past the
-  // last one Recover read, or past the checkpoint's).
+  // last one Recover read, or past the checkpoint's). FailedPrecondition if the log holds later records.
+  // (Recover first: appends after unrecovered damage would never be read.)
   static StatusOr<std::unique_ptr<RegionLog>> Open(const std::string& dir, uint64_t next_lsn,
                                                    const RegionLogOptions& options = {});
   ~RegionLog();
@@ -99,13 +103,19 @@ class RegionLog {
   // Makes every record appended so far durable.
   Status Flush();
 
+  // The first lsns of the log files in dir, in order (each file's name).
+  static StatusOr<std::vector<uint64_t>> Files(const std::string& dir, Env* env = Env::Posix());
+  static std::string FilePath(const std::string& dir, uint64_t first_lsn);
+  // Removes the files whose records are all at or below `lsn` (a checkpoint holds them); never the last file.
+  static Status RemoveFilesBefore(const std::string& dir, uint64_t lsn, Env* env = Env::Posix());
+
   uint64_t appended_lsn() const;
   uint64_t durable_lsn() const;  // every record up to this one is on disk
   uint64_t syncs() const;        // fdatasyncs done (group commit shares them)
 
  private:
   RegionLog(std::string dir, uint64_t next_lsn, const RegionLogOptions& options);
-  Status OpenFile(uint64_t number);                        // under mu_
+  Status OpenFile(uint64_t first_lsn);                     // under mu_
   Status SyncUpTo(uint64_t lsn, std::unique_lock<std::mutex>& lock);  // waits until lsn is durable
   Status Fail(const Status& s);                            // under mu_
   void FlushLoop();
@@ -117,7 +127,6 @@ class RegionLog {
   std::condition_variable stop_cv_;
   std::unique_ptr<WritableFile> file_;
   std::unique_ptr<log::Writer> writer_;
-  uint64_t file_number_ = 0;
   uint64_t next_lsn_;
   uint64_t appended_lsn_ = 0, durable_lsn_ = 0;
   bool syncing_ = false, stopping_ = false;
