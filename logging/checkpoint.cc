@@ -152,6 +152,9 @@ Status LoadCheckpoint(const std::string& dir, uint64_t lsn, uint64_t size, const
 StatusOr<uint64_t> TakeCheckpoint(const std::string& dir, RegionLog* log, uint64_t size, const RegionReadFn& read,
                                   Env* env) {
   const uint64_t lsn = log->appended_lsn();
+  // The log is made durable up to the checkpoint first: a log that ended below it after a power loss would leave
+  // a gap between its last record and the next one appended (numbered after the checkpoint).
+  CELL_RETURN_IF_ERROR(log->Flush());
   CELL_RETURN_IF_ERROR(WriteCheckpoint(dir, lsn, size, read, env));
   CELL_ASSIGN_OR_RETURN(const std::vector<uint64_t> kept, ListCheckpoints(dir, env));
   for (size_t i = 0; i + 2 < kept.size(); ++i) CELL_RETURN_IF_ERROR(env->RemoveFile(CheckpointPath(dir, kept[i])));
@@ -170,9 +173,13 @@ StatusOr<RegionRecovery> RecoverRegion(const std::string& dir, uint64_t size, co
     if (Status s = LoadCheckpoint(dir, *it, size, write, env); s.ok()) {
       out.checkpoint_lsn = *it;
       loaded = true;
-    } else {
-      LogError("region {}: {}; trying an older checkpoint", dir, s.ToString());
+    } else if (s.IsCorruption()) {
+      // Set aside (kept for inspection, no longer counted among the two newest), so that pruning keeps a good one.
+      LogError("region {}: {}; set aside as .bad, trying an older checkpoint", dir, s.ToString());
       out.problems.push_back(s.message());
+      CELL_RETURN_IF_ERROR(env->RenameFile(CheckpointPath(dir, *it), CheckpointPath(dir, *it) + ".bad"));
+    } else {
+      return s;  // could not be read (an I/O error): nothing is known to be damaged
     }
   }
   if (!loaded) {
@@ -184,9 +191,10 @@ StatusOr<RegionRecovery> RecoverRegion(const std::string& dir, uint64_t size, co
   }
   auto replay = RegionLog::Recover(dir, out.checkpoint_lsn, apply, env);
   if (!replay.ok()) {
-    std::string found = out.problems.empty() ? "" : fmt::format(" (checkpoints passed over: {})",
-                                                                fmt::join(out.problems, "; "));
-    return Status::Corruption(fmt::format("{}{}", replay.status().message(), found));
+    if (out.problems.empty()) return replay.status();
+    return Status::FromCode(replay.status().code(),
+                            fmt::format("{} (checkpoints set aside: {})", replay.status().message(),
+                                        fmt::join(out.problems, "; ")));
   }
   out.replay = *replay;
   return out;

@@ -45,7 +45,8 @@ Status LoadCheckpoint(const std::string& dir, uint64_t lsn, uint64_t size, const
 
 // Takes a checkpoint of a live region: its lsn is what `log` has appended now (so every write made before is at or
 // below it), the image is copied with `read`, then all but the two newest checkpoints are removed, and the log
-// files that the older kept one holds. Returns the checkpoint's lsn.
+// files that the older kept one holds. The log is flushed first (the checkpoint never runs ahead of the durable
+// log). Returns the checkpoint's lsn.
 StatusOr<uint64_t> TakeCheckpoint(const std::string& dir, RegionLog* log, uint64_t size, const RegionReadFn& read,
                                   Env* env = Env::Posix());
 
@@ -57,8 +58,8 @@ struct RegionRecovery {
   uint64_t next_lsn() const { return std::max(checkpoint_lsn, replay.last_lsn) + 1; }
 };
 
-// Rebuilds a region of `size` bytes: loads the newest checkpoint that passes its checks (through `write`; with
-// none, the region is zeroed through `write`), then replays the log's later records through `apply`, cutting off a
+// Rebuilds a region of `size` bytes: loads the newest checkpoint that passes its checks (through `write`; one that
+// fails them is renamed aside to .bad; with none, the region is zeroed through `write`), then replays the log's later records through `apply`, cutting off a
 // torn or damaged tail (RegionLog::Recover). Corruption, with what was found, if the checkpoints and logs left
 // cannot rebuild it (records missing between the checkpoint and the log).
 StatusOr<RegionRecovery> RecoverRegion(const std::string& dir, uint64_t size, const RegionWriteFn& write,

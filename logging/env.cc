@@ -108,8 +108,14 @@ class PosixEnv final : public Env {
   Status CreateDirs(const std::string& dir) override {
     for (size_t slash = dir.find('/', 1);; slash = dir.find('/', slash + 1)) {
       const std::string prefix = dir.substr(0, slash);
-      if (!prefix.empty() && ::mkdir(prefix.c_str(), 0755) != 0 && errno != EEXIST) {
-        return ErrnoStatus("creating directory", prefix, errno);
+      if (!prefix.empty()) {
+        if (::mkdir(prefix.c_str(), 0755) == 0) {
+          // The new directory's name survives a power loss once its parent is synced.
+          const size_t up = prefix.rfind('/');
+          CELL_RETURN_IF_ERROR(SyncDir(up == std::string::npos ? "." : up == 0 ? "/" : prefix.substr(0, up)));
+        } else if (errno != EEXIST) {
+          return ErrnoStatus("creating directory", prefix, errno);
+        }
       }
       if (slash == std::string::npos) return Status::OK();
     }

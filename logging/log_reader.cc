@@ -78,6 +78,11 @@ Reader::Fragment Reader::ReadFragment(RecordType* type, std::string_view* payloa
       }
       return Fragment::kEnd;
     }
+    if (kHeaderSize + length > kBlockSize - pos_) {  // the writer never lets a fragment cross a block's end
+      Stop(End::kCorrupt,
+           fmt::format("log damaged at offset {}: a fragment of {} bytes crosses its block's end", offset, length));
+      return Fragment::kEnd;
+    }
     if (kHeaderSize + length > block_.size() - pos_) {
       if (eof_) {
         Stop(End::kTornTail, fmt::format("log ends inside a record at offset {} ({} of {} payload bytes)", offset,
@@ -96,6 +101,11 @@ Reader::Fragment Reader::ReadFragment(RecordType* type, std::string_view* payloa
     const uint32_t actual = crc32c::Extend(
         crc32c::Value(std::string_view(reinterpret_cast<const char*>(&type_byte), 1)), body);
     if (crc32c::Unmask(stored) != actual) {
+      if (eof_ && pos_ + kHeaderSize + length == block_.size()) {
+        // The file's very last fragment: a write the crash cut short (its pages reached the disk in part).
+        Stop(End::kTornTail, fmt::format("log ends in a fragment that fails its checksum at offset {}", offset));
+        return Fragment::kEnd;
+      }
       Stop(End::kCorrupt, fmt::format("log damaged at offset {}: checksum mismatch in a fragment of {} bytes", offset,
                                       length));
       return Fragment::kEnd;

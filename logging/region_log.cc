@@ -176,7 +176,8 @@ StatusOr<ReplayReport> RegionLog::Recover(const std::string& dir, uint64_t after
         damage = fmt::format("{}: record after offset {}: {}", path, reader.valid_length(), record.status().message());
         break;
       }
-      if (report.last_lsn != 0 && lsn != report.last_lsn + 1) {
+      // Records follow one another without gaps, except where a checkpoint holds the records skipped.
+      if (lsn > after_lsn + 1 && lsn != std::max(report.last_lsn, after_lsn) + 1) {
         damage = fmt::format("{}: record {} follows record {} (records lost between them)", path, lsn,
                              report.last_lsn);
         break;
@@ -189,11 +190,26 @@ StatusOr<ReplayReport> RegionLog::Recover(const std::string& dir, uint64_t after
       valid_length = reader.valid_length();
     }
     if (damage.empty() && reader.end() == log::Reader::End::kClean) continue;
-    // Cut the log at its last whole record: what follows is not read again, and appends come after it.
-    report.end = damage.empty() ? reader.end() : log::Reader::End::kCorrupt;
+    if (damage.empty() && !reader.status().IsCorruption()) {
+      return reader.status();  // the file could not be read (an I/O error): nothing is known to be damaged
+    }
+    const bool torn = damage.empty() && reader.end() == log::Reader::End::kTornTail;
     if (damage.empty()) damage = fmt::format("{}: {}", path, reader.status().message());
-    size_t dropped_files = files.size() - i - 1;
+    if (i + 1 < files.size() && files[i + 1] <= after_lsn + 1) {
+      // The damage is in records the checkpoint holds (the next file starts at or below the first one needed).
+      LogWarning("region log {}: {}; the checkpoint holds those records, so the log is read on", dir, damage);
+      report.last_lsn = files[i + 1] - 1;
+      continue;
+    }
+    // Cut the log at its last whole record: what follows is not read again, and appends come after it.
+    report.end = torn ? log::Reader::End::kTornTail : log::Reader::End::kCorrupt;
+    const size_t dropped_files = files.size() - i - 1;
     CELL_RETURN_IF_ERROR(env->Truncate(path, valid_length));
+    {
+      CELL_ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> cut, env->NewAppendableFile(path));
+      CELL_RETURN_IF_ERROR(cut->Sync());  // the file's new length survives a power loss
+      CELL_RETURN_IF_ERROR(cut->Close());
+    }
     for (size_t j = i + 1; j < files.size(); ++j) {
       CELL_RETURN_IF_ERROR(env->RemoveFile(FilePath(dir, files[j])));
     }
@@ -224,7 +240,9 @@ StatusOr<std::unique_ptr<RegionLog>> RegionLog::Open(const std::string& dir, uin
   std::unique_ptr<RegionLog> log(new RegionLog(dir, next_lsn, options));
   {
     std::lock_guard lock(log->mu_);
-    if (!files.empty() && files.back() > next_lsn) {
+    const auto last_size = files.empty() ? StatusOr<uint64_t>(uint64_t{0}) : env->FileSize(FilePath(dir, files.back()));
+    if (!files.empty() && (files.back() > next_lsn ||
+                           (files.back() == next_lsn && (!last_size.ok() || *last_size > 0)))) {
       return Status::FailedPrecondition(fmt::format(
           "region log {} already holds records from {} on; it must be recovered before appending from {}", dir,
           files.back(), next_lsn));
@@ -266,20 +284,25 @@ StatusOr<uint64_t> RegionLog::Append(const LogRecord& record) {
   std::string bytes = record.Encode(0);
   std::unique_lock lock(mu_);
   if (!failed_.ok()) return failed_;
-  const uint64_t lsn = next_lsn_;
-  for (int i = 0; i < 8; ++i) bytes[i] = static_cast<char>(lsn >> (8 * i));
-  if (writer_->size() >= options_.max_file_bytes) {
-    // A new file: everything in the old one is synced first, so durable_lsn_ never counts an unsynced file.
-    while (syncing_) synced_cv_.wait(lock);
-    if (!failed_.ok()) return failed_;
+  while (writer_->size() >= options_.max_file_bytes) {
+    // A new file: everything in the old one is synced first, so durable_lsn_ never counts an unsynced file. One
+    // thread rolls over; the others, waking, find the new file short and go on.
+    if (syncing_) {
+      synced_cv_.wait(lock);
+      if (!failed_.ok()) return failed_;
+      continue;
+    }
     if (durable_lsn_ < appended_lsn_) {
       if (Status s = file_->Sync(); !s.ok()) return Fail(s);
       ++syncs_;
       durable_lsn_ = appended_lsn_;
+      synced_cv_.notify_all();
     }
     if (Status s = file_->Close(); !s.ok()) return Fail(s);
-    if (Status s = OpenFile(lsn); !s.ok()) return Fail(s);
+    if (Status s = OpenFile(next_lsn_); !s.ok()) return Fail(s);
   }
+  const uint64_t lsn = next_lsn_;
+  for (int i = 0; i < 8; ++i) bytes[i] = static_cast<char>(lsn >> (8 * i));
   if (Status s = writer_->AddRecord(bytes); !s.ok()) return Fail(s);
   ++next_lsn_;
   appended_lsn_ = lsn;
@@ -317,7 +340,9 @@ Status RegionLog::Flush() {
 void RegionLog::FlushLoop() {
   std::unique_lock lock(mu_);
   while (!stopping_) {
-    stop_cv_.wait_for(lock, options_.async_flush_interval);  // a timer, not a synchronisation
+    // A timer, not a synchronisation: sleep the interval (or until stopped), whatever wakes the thread early.
+    const auto due = std::chrono::steady_clock::now() + options_.async_flush_interval;
+    stop_cv_.wait_until(lock, due, [&] { return stopping_; });
     if (stopping_ || !failed_.ok()) break;
     (void)SyncUpTo(appended_lsn_, lock);  // a failure is kept in failed_ and returned by the next Append
   }

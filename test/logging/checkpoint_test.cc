@@ -154,9 +154,12 @@ TEST_F(CheckpointTest, RecoveryLoadsTheNewestGoodCheckpointAndReplaysTheLogAfter
   ASSERT_EQ(recovery->problems.size(), 1u);
   EXPECT_TRUE(again == region_);
 
-  // Both checkpoints gone: the log no longer reaches back to record 1, and recovery says so rather than guess.
+  EXPECT_EQ(ListCheckpoints(dir_).value(), std::vector<uint64_t>{checkpoints.front()})
+      << "the damaged one is set aside (as .bad), so pruning never counts it among the two newest";
+  EXPECT_TRUE(Env::Posix()->FileExists(CheckpointPath(dir_, checkpoints.back()) + ".bad"));
+
+  // No checkpoint left: the log no longer reaches back to record 1, and recovery says so rather than guess.
   ASSERT_TRUE(Env::Posix()->RemoveFile(CheckpointPath(dir_, checkpoints.front())).ok());
-  ASSERT_TRUE(Env::Posix()->RemoveFile(CheckpointPath(dir_, checkpoints.back())).ok());
   std::string none(kSize, '\0');
   auto refused = RecoverRegion(dir_, kSize, Writer(&none), Apply(&none), &env_);
   ASSERT_TRUE(refused.status().IsCorruption());

@@ -107,10 +107,13 @@ TEST(Durability, ParsesItsTwoNames) {
   EXPECT_TRUE(ParseDurability("fsync").status().IsInvalidArgument());
 }
 
-TEST_F(RegionLogTest, SyncAppendsFromManyThreadsSurviveAPowerLoss) {
+class RegionLogFilesTest : public RegionLogTest, public ::testing::WithParamInterface<uint64_t> {};
+
+// With files of the default size, and with files that roll over every few records while threads append.
+TEST_P(RegionLogFilesTest, SyncAppendsFromManyThreadsSurviveAPowerLoss) {
   constexpr int kThreads = 8, kEach = 100;
   {
-    auto log = RegionLog::Open(dir_, 1, {.durability = Durability::kSync, .env = &env_});
+    auto log = RegionLog::Open(dir_, 1, {.durability = Durability::kSync, .max_file_bytes = GetParam(), .env = &env_});
     ASSERT_TRUE(log.ok()) << log.status().ToString();
     std::vector<std::thread> threads;
     for (int t = 0; t < kThreads; ++t) {
@@ -123,7 +126,6 @@ TEST_F(RegionLogTest, SyncAppendsFromManyThreadsSurviveAPowerLoss) {
       });
     }
     for (auto& th : threads) th.join();
-    EXPECT_LE((*log)->syncs(), static_cast<uint64_t>(kThreads * kEach));
     // The power goes before the log is closed (closing would flush).
     ASSERT_TRUE(env_.DropUnsyncedData().ok());
   }
@@ -138,6 +140,7 @@ TEST_F(RegionLogTest, SyncAppendsFromManyThreadsSurviveAPowerLoss) {
     EXPECT_EQ(range.bytes, std::string(1 + n, static_cast<char>('a' + t)));
   }
 }
+INSTANTIATE_TEST_SUITE_P(FileSizes, RegionLogFilesTest, ::testing::Values(uint64_t{64} << 20, uint64_t{4096}));
 
 TEST_F(RegionLogTest, AppendsWaitingOnOneSyncShareTheNext) {
   std::latch in_sync(1), release(1);
@@ -172,6 +175,35 @@ TEST_F(RegionLogTest, AsyncAppendsAreOnDiskAfterTheFlushInterval) {
   ASSERT_TRUE(WaitFor([&] { return (*log)->durable_lsn() == 200; }));
   ASSERT_TRUE(env_.DropUnsyncedData().ok());
   EXPECT_EQ(Replay().size(), 200u);
+}
+
+TEST_F(RegionLogTest, AsyncAppendsDoNotWaitForASync) {
+  auto log = RegionLog::Open(dir_, 1, {.durability = Durability::kAsync,
+                                       .async_flush_interval = std::chrono::hours(1), .env = &env_});
+  ASSERT_TRUE(log.ok());
+  for (int i = 0; i < 100; ++i) ASSERT_TRUE((*log)->Append(BytesRecord(i, "async")).ok());
+  EXPECT_EQ((*log)->syncs(), 0u) << "the flusher's hour has not passed";
+  EXPECT_EQ((*log)->durable_lsn(), 0u);
+  ASSERT_TRUE((*log)->Flush().ok());
+  EXPECT_EQ((*log)->durable_lsn(), 100u);
+}
+
+TEST_F(RegionLogTest, DamageInRecordsACheckpointHoldsIsReadPast) {
+  {
+    auto log = RegionLog::Open(dir_, 1, {.max_file_bytes = 10'000, .env = &env_});
+    ASSERT_TRUE(log.ok());
+    for (int i = 0; i < 40; ++i) ASSERT_TRUE((*log)->Append(BytesRecord(i, std::string(3000, 'x'))).ok());
+  }
+  const auto files = RegionLog::Files(dir_).value();
+  ASSERT_GE(files.size(), 3u);
+  std::string bytes = ReadFileToString(Env::Posix(), RegionLog::FilePath(dir_, files[0])).value();
+  bytes[100] ^= 1;
+  ASSERT_TRUE(WriteFileAtomically(Env::Posix(), RegionLog::FilePath(dir_, files[0]), bytes).ok());
+  ReplayReport report;
+  const auto records = Replay(&report, files[1] - 1);  // a checkpoint holds the first file's records
+  EXPECT_EQ(records.size(), 40 - (files[1] - 1));
+  EXPECT_EQ(report.end, log::Reader::End::kClean);
+  EXPECT_EQ(RegionLog::Files(dir_)->size(), files.size()) << "nothing cut";
 }
 
 TEST_F(RegionLogTest, AFailedSyncFailsTheLogForGood) {
