@@ -69,11 +69,9 @@ Status BLinkTree::Format(NodeStore* store, const MeganodeInfo& info) {
   uint8_t flags = kFlagValid | (info.level > 0 ? kFlagInternalMeganode : 0);
   // The local root covers every key: the meganode's range is kept (and checked) in its header.
   image.Build(NodeHeader{store->meganode(), root, 0, flags, GlobalPtr()}, "", "", nullptr, 0);
-  uint64_t* w = store->SlotWords(root);
-  PublishAndUnlock(w, &image, LockNode(w));
+  store->Publish(root, &image, LockNode(store->SlotWords(root)));
   image.BuildMeganodeHeader(store->meganode(), root, 0, info);
-  uint64_t* hw = store->SlotWords(0);
-  PublishAndUnlock(hw, &image, LockNode(hw));
+  store->Publish(0, &image, LockNode(store->SlotWords(0)));
   store->OnRootLevel(0);
   return Status::OK();
 }
@@ -88,12 +86,12 @@ BLinkTree::BLinkTree(NodeStore* store, NodeSource* local) : store_(store), local
   }
 }
 
-void BLinkTree::Publish(uint32_t slot, uint64_t* words, uint64_t locked, NodeImage* image) {
+void BLinkTree::Publish(uint32_t slot, uint64_t locked, NodeImage* image) {
   if (store_->publish_observer()) {
     image->Seal(locked + 1);
     store_->publish_observer()(slot, *image);
   }
-  PublishAndUnlock(words, image, locked);
+  store_->Publish(slot, image, locked);
 }
 
 Status BLinkTree::LockCovering(const SearchKey& k, int level, uint32_t slot, bool have_hint, Path* path,
@@ -203,7 +201,7 @@ Status BLinkTree::Split(Locked* node, std::vector<NodeEntry> entries, Path* path
       return Status::Internal("a split piece does not fit its node");
     }
     uint64_t* w = store_->SlotWords(h.slot);
-    Publish(h.slot, w, LockNode(w), &image);
+    Publish(h.slot, LockNode(w), &image);
   }
   NodeHeader left = header;
   left.right = store_->SlotPtr(slots[0]);
@@ -270,9 +268,9 @@ Status BLinkTree::GrowRoot(int level, const std::string& separator, uint32_t chi
   NodeImage root;
   root.Build(NodeHeader{store_->meganode(), slot, level, node_flags_, GlobalPtr()}, "", "", entries, 2);
   uint64_t* w = store_->SlotWords(slot);
-  Publish(slot, w, LockNode(w), &root);
+  Publish(slot, LockNode(w), &root);
   header.SetRoot(slot, level);
-  Publish(0, hw, locked, &header);
+  Publish(0, locked, &header);
   store_->OnRootLevel(level);
   stats_.root_splits.fetch_add(1, std::memory_order_relaxed);
   *grown = true;

@@ -81,8 +81,8 @@ class BLinkTree {
   void InsertSeparator(int level, const std::string& separator, uint32_t child, Path* path);
   // Makes a new root at `level` over the old root and `child`, unless the tree already has that level.
   Status GrowRoot(int level, const std::string& separator, uint32_t child, bool* grown);
-  void Publish(uint32_t slot, uint64_t* words, uint64_t locked, NodeImage* image);
-  void Publish(Locked* node) { Publish(node->slot, node->words, node->version, &node->image); }
+  void Publish(uint32_t slot, uint64_t locked, NodeImage* image);
+  void Publish(Locked* node) { Publish(node->slot, node->version, &node->image); }
   void Unlock(Locked* node) { UnlockUnchanged(node->words, node->version); }
 
   NodeStore* store_;

@@ -8,6 +8,8 @@
 #include <functional>
 
 #include "btree/node_format.h"
+#include "btree/node_lock.h"
+#include "btree/write_sink.h"
 #include "cell/status.h"
 #include "common/global_ptr.h"
 
@@ -40,6 +42,16 @@ class NodeStore {
     return true;
   }
 
+  // Publishes `image` as the node in `slot` and releases the lock taken as `locked` (PublishAndUnlock), then reports
+  // the image to the write sink. Every node write goes through here.
+  void Publish(uint32_t slot, NodeImage* image, uint64_t locked) {
+    PublishAndUnlock(SlotWords(slot), image, locked);
+    if (write_sink_ != nullptr) write_sink_->NodeWritten(SlotPtr(slot), *image);
+  }
+  // Where Publish reports node writes (null: nowhere). Set before the store is written.
+  void set_write_sink(WriteSink* sink) { write_sink_ = sink; }
+  WriteSink* write_sink() const { return write_sink_; }
+
   // Test seam: called with every image a writer publishes, while it still holds the node's lock.
   using PublishObserver = std::function<void(uint32_t slot, const NodeImage& image)>;
   void set_publish_observer(PublishObserver o) { publish_observer_ = std::move(o); }
@@ -47,6 +59,7 @@ class NodeStore {
 
  private:
   PublishObserver publish_observer_;
+  WriteSink* write_sink_ = nullptr;
 };
 
 }  // namespace cell::btree

@@ -39,6 +39,7 @@ StatusOr<std::unique_ptr<GlobalTree>> GlobalTree::Open(const GlobalTreeOptions& 
   t->megas_.resize(options.meganodes);
   const uint32_t here = t->node_region_->id();
   t->peers_ = options.peers;
+  t->write_sink_ = options.write_sink;
   if (options.root) {
     // The first meganode: a leaf meganode over every key, and the root.
     t->first_ = GlobalPtr{here, 0};
@@ -122,9 +123,16 @@ StatusOr<GlobalTree::Mega*> GlobalTree::NewMeganode(const btree::MeganodeInfo& i
   }
   Mega* m = megas_[index].get();
   CELL_ASSIGN_OR_RETURN(m->store, Meganode::Create(node_region_.get(), index * meganode_bytes_, meganode_bytes_));
+  m->store->set_write_sink(write_sink_);
   CELL_RETURN_IF_ERROR(btree::BLinkTree::Format(m->store.get(), info));
   m->tree = std::make_unique<btree::BLinkTree>(m->store.get(), source_.get());
   return m;
+}
+
+void GlobalTree::WriteRecord(GlobalPtr extent, const std::vector<uint64_t>& record) {
+  std::atomic_thread_fence(std::memory_order_release);  // the extent writer's fence (LocalStore::Put explains it)
+  CopyToShared(regions_.Resolve(extent, record.size() * 8), record.data(), record.size());
+  if (write_sink_ != nullptr) write_sink_->BytesWritten(extent, record.data(), record.size());
 }
 
 namespace {
@@ -284,7 +292,7 @@ void CutNodes(Meganode& store, uint32_t root_slot, int root_level, const std::st
       v.CopyMaxKey(&max);
       if (!min.empty() && btree::CompareKeys(min, sep) >= 0) {
         image.MarkFree();  // wholly at or above the cut: invalid from now on
-        btree::PublishAndUnlock(w, &image, locked);
+        store.Publish(s, &image, locked);
         freed.push_back(s);
       } else if (max.empty() || btree::CompareKeys(max, sep) > 0) {
         std::vector<btree::NodeEntry> entries = image.Entries();
@@ -295,10 +303,10 @@ void CutNodes(Meganode& store, uint32_t root_slot, int root_level, const std::st
         btree::NodeHeader header = image.Header();
         header.right = GlobalPtr();
         image.Build(header, min, sep, entries.data(), keep);  // fewer entries than before: always fits
-        btree::PublishAndUnlock(w, &image, locked);
+        store.Publish(s, &image, locked);
       } else if (btree::CompareKeys(max, sep) == 0 && !v.right().is_null()) {
         image.SetRight(GlobalPtr());
-        btree::PublishAndUnlock(w, &image, locked);
+        store.Publish(s, &image, locked);
       } else {
         btree::UnlockUnchanged(w, locked);
       }
@@ -342,8 +350,7 @@ Status GlobalTree::Put(std::string_view key, std::string_view value, GlobalPtr s
   const uint64_t checksum = btree::EncodeRecord(key, value, &record);
   auto extent = extents_->Allocate(record.size() * 8);
   if (!extent.ok()) return extent.status();
-  std::atomic_thread_fence(std::memory_order_release);  // the extent writer's fence (LocalStore::Put explains it)
-  CopyToShared(regions_.Resolve(*extent, record.size() * 8), record.data(), record.size());
+  WriteRecord(*extent, record);
   const LeafValue entry{*extent, static_cast<uint32_t>(btree::RecordLength(key.size(), value.size())), checksum};
   std::optional<LeafValue> replaced;
   Status s = Write(0, key, [&](btree::BLinkTree& tree) { return tree.Put(key, entry, &replaced); }, start, elsewhere,
@@ -425,8 +432,7 @@ Status GlobalTree::Fill(const RemoteMeganode& meganode, const std::vector<MovedE
       thread_local std::vector<uint64_t> record;
       const uint64_t checksum = btree::EncodeRecord(e.key, e.value, &record);
       CELL_ASSIGN_OR_RETURN(GlobalPtr extent, extents_->Allocate(record.size() * 8));
-      std::atomic_thread_fence(std::memory_order_release);  // the extent writer's fence (LocalStore::Put explains it)
-      CopyToShared(regions_.Resolve(extent, record.size() * 8), record.data(), record.size());
+      WriteRecord(extent, record);
       entry = LeafValue{extent, static_cast<uint32_t>(btree::RecordLength(e.key.size(), e.value.size())), checksum};
     } else if (e.child.is_null()) {
       return Status::InvalidArgument("an internal meganode's entry needs a child pointer");
@@ -600,7 +606,7 @@ Status GlobalTree::Split(Mega* m, int level, uint64_t seen_splits, bool may_go_r
     info.right = right_half;
     info.cluster_root = header.view().cluster_root();
     header.BuildMeganodeHeader(store.meganode(), root_slot, root_level, info);
-    btree::PublishAndUnlock(hw, &header, locked);
+    store.Publish(0, &header, locked);
 
     if (split_observer_) split_observer_(sep);
     CutNodes(store, root_slot, root_level, sep);
@@ -622,12 +628,13 @@ Status GlobalTree::Split(Mega* m, int level, uint64_t seen_splits, bool may_go_r
 }
 
 void GlobalTree::SetClusterRoot(GlobalPtr root) {
-  uint64_t* hw = At(first_)->store->SlotWords(0);
+  Meganode& store = *At(first_)->store;
+  uint64_t* hw = store.SlotWords(0);
   const uint64_t locked = btree::LockNode(hw);
   NodeImage header;
   btree::LoadLocked(hw, &header);
   header.SetClusterRoot(root);
-  btree::PublishAndUnlock(hw, &header, locked);
+  store.Publish(0, &header, locked);
 }
 
 void GlobalTree::UnsealRemote(const RemoteMeganode& meganode, int attempt) {

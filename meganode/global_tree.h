@@ -55,6 +55,7 @@
 #include "btree/blink_tree.h"
 #include "btree/global_reader.h"
 #include "btree/node_source.h"
+#include "btree/write_sink.h"
 #include "meganode/extent_allocator.h"
 #include "meganode/meganode.h"
 #include "meganode/region.h"
@@ -105,6 +106,8 @@ struct GlobalTreeOptions {
   bool root = true;
   GlobalPtr first_meganode;
   Peers* peers = nullptr;  // null: every meganode stays here
+  // Told of every write to the tree's regions, from any thread (btree/write_sink.h); null: no one. Not owned.
+  btree::WriteSink* write_sink = nullptr;
 };
 
 // A meganode's split lock: shared by its writers, exclusive for a split. A waiting split holds back new writers (a
@@ -223,6 +226,9 @@ class GlobalTree {
   GlobalTree() = default;
   Mega* At(GlobalPtr meganode) const;
   StatusOr<Mega*> NewMeganode(const btree::MeganodeInfo& info);
+  // Copies a record into its freshly allocated extent block (after the release fence readers rely on) and tells
+  // the write sink.
+  void WriteRecord(GlobalPtr extent, const std::vector<uint64_t>& record);
   // The sealed meganode `r` names, locked (split_mu), or an error if it is gone, abandoned or another generation.
   StatusOr<Mega*> LockSealed(const RemoteMeganode& r, std::unique_lock<SplitLock>* lock);
   // Called with m's split lock held (`lock`, shared or exclusive) while m is splitting: releases it, then waits for the
@@ -252,6 +258,7 @@ class GlobalTree {
   std::unique_ptr<Region> node_region_, extent_region_;
   GlobalPtr first_;
   Peers* peers_ = nullptr;
+  btree::WriteSink* write_sink_ = nullptr;
   std::atomic<uint64_t> placed_remotely_{0};  // meganodes this tree's splits put on other servers
   std::atomic<bool> peers_hint_{true};        // HavePeers, as the background thread last saw it
   RegionSet regions_;

@@ -1,0 +1,29 @@
+// WriteSink: where writers report each change they make to region memory, right after making it, so that the
+// server can log it (logging/region_log.h) and a restarted server rebuild its regions byte for byte. Two kinds of
+// change, and no other, ever write region memory:
+//   - a node's new image, published under the node's lock (NodeStore::Publish); images of one slot are ordered by
+//     their version word (word 0, even once published), not by the order the sink hears of them, since the lock is
+//     released before the report;
+//   - a record's bytes, copied into a freshly allocated extent block before any node points to it; reports of one
+//     block are in the order the writes were made (an allocation follows the free of the block's last use).
+// Lock words taken and released unchanged are not changes. Called from many threads at once.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "btree/node_format.h"
+#include "common/global_ptr.h"
+
+namespace cell::btree {
+
+class WriteSink {
+ public:
+  virtual ~WriteSink() = default;
+  // The node at `node` now holds `image` (sealed: its version is even).
+  virtual void NodeWritten(GlobalPtr node, const NodeImage& image) = 0;
+  // `words` now hold the n words at `at`.
+  virtual void BytesWritten(GlobalPtr at, const uint64_t* words, size_t n) = 0;
+};
+
+}  // namespace cell::btree
