@@ -12,6 +12,7 @@
 #include <string>
 
 #include "test/logging/fault_env.h"
+#include "test/logging/test_dir.h"
 
 namespace cell::logging {
 namespace {
@@ -19,10 +20,7 @@ namespace {
 class CheckpointTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("cell_checkpoint_test_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::remove_all(dir_);
+    dir_ = FreshTestDir("cell_checkpoint_test");
     std::mt19937_64 rng(1);
     region_.resize(kSize);
     for (char& c : region_) c = static_cast<char>(rng());

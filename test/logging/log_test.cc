@@ -14,6 +14,7 @@
 #include "logging/log_reader.h"
 #include "logging/log_writer.h"
 #include "test/logging/fault_env.h"
+#include "test/logging/test_dir.h"
 
 namespace cell::logging {
 namespace {
@@ -25,10 +26,7 @@ using log::Reader;
 class LogTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("cell_log_test_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::remove_all(dir_);
+    dir_ = FreshTestDir("cell_log_test");
     ASSERT_TRUE(Env::Posix()->CreateDirs(dir_).ok());
     path_ = dir_ + "/log";
   }

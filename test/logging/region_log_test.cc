@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "test/logging/fault_env.h"
+#include "test/logging/test_dir.h"
 
 namespace cell::logging {
 namespace {
@@ -28,10 +29,7 @@ LogRecord BytesRecord(uint64_t offset, std::string bytes) {
 class RegionLogTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("cell_region_log_test_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::remove_all(dir_);
+    dir_ = FreshTestDir("cell_region_log_test");
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
 
