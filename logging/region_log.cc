@@ -281,6 +281,18 @@ Status RegionLog::Fail(const Status& s) {
 }
 
 StatusOr<uint64_t> RegionLog::Append(const LogRecord& record) {
+  CELL_ASSIGN_OR_RETURN(const uint64_t lsn, Add(record));
+  CELL_RETURN_IF_ERROR(Commit(lsn));
+  return lsn;
+}
+
+Status RegionLog::Commit(uint64_t lsn) {
+  std::unique_lock lock(mu_);
+  if (options_.durability == Durability::kAsync) return failed_;
+  return SyncUpTo(std::min(lsn, appended_lsn_), lock);
+}
+
+StatusOr<uint64_t> RegionLog::Add(const LogRecord& record) {
   std::string bytes = record.Encode(0);
   std::unique_lock lock(mu_);
   if (!failed_.ok()) return failed_;
@@ -306,7 +318,6 @@ StatusOr<uint64_t> RegionLog::Append(const LogRecord& record) {
   if (Status s = writer_->AddRecord(bytes); !s.ok()) return Fail(s);
   ++next_lsn_;
   appended_lsn_ = lsn;
-  if (options_.durability == Durability::kSync) CELL_RETURN_IF_ERROR(SyncUpTo(lsn, lock));
   return lsn;
 }
 

@@ -98,7 +98,13 @@ class RegionLog {
                                                    const RegionLogOptions& options = {});
   ~RegionLog();
 
-  // Appends `record`; returns its lsn once it is as durable as the options ask (see above). Thread-safe.
+  // Appends `record` and returns its lsn, without waiting for it to be durable (see Commit). Thread-safe.
+  StatusOr<uint64_t> Add(const LogRecord& record);
+  // Returns once the record `lsn` (and every one before it) is as durable as the options ask: on disk under sync,
+  // at once under async. A request adds its records, then commits the last before it is acknowledged, so that
+  // records added together share one fdatasync.
+  Status Commit(uint64_t lsn);
+  // Add, then Commit.
   StatusOr<uint64_t> Append(const LogRecord& record);
   // Makes every record appended so far durable.
   Status Flush();
