@@ -12,6 +12,8 @@
 //                  [--dir=/tmp/cell-log-bench] [--async-flush-ms=10]
 // The last line of stdout is one JSON object.
 #include <CLI/CLI.hpp>
+#include <fcntl.h>
+#include <unistd.h>
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -46,12 +48,12 @@ struct Flags {
   int async_flush_ms = 10;
 };
 
-std::string Key(std::mt19937_64& rng, uint64_t space) {
-  const uint64_t k = rng() % space;
+std::string KeyOf(uint64_t k) {
   std::string key = fmt::format("k{:016x}", k * 0x9e3779b97f4a7c15ull);
   key.resize(8 + k % 57, 'x');  // 8..64 bytes
   return key;
 }
+std::string Key(std::mt19937_64& rng, uint64_t space) { return KeyOf(rng() % space); }
 
 // A tree whose writes go to logs under `dir` (mode "off": no logs).
 struct Logged {
@@ -92,12 +94,28 @@ std::unique_ptr<Logged> Open(const Flags& f, const std::string& mode, const std:
   return l;
 }
 
-// Puts for `seconds` from `threads` threads; ops/s. *syncs: the fdatasyncs the logs made meanwhile.
+// Puts every key of the space once (logged, committed once at the end), so that every mode's timed puts are
+// overwrites of a tree of the same size.
+void Preload(const Flags& f, Logged& l, bool logged, size_t min_value, size_t max_value) {
+  std::mt19937_64 rng(7);
+  for (uint64_t k = 0; k < f.keys; ++k) {
+    const std::string key = KeyOf(k);
+    Status s = l.tree->Put(key, std::string(min_value + rng() % (max_value - min_value + 1), 'p'));
+    if (!s.ok()) {
+      std::fprintf(stderr, "cell-log-bench: preload: %s\n", s.ToString().c_str());
+      std::exit(1);
+    }
+  }
+  if (logged && !l.logger.Commit().ok()) std::exit(1);
+}
+
+// Puts for `seconds` from `threads` threads; ops/s. *syncs: the fdatasyncs the logs made meanwhile; *ops: the puts.
 double Puts(const Flags& f, Logged& l, bool logged, size_t min_value, size_t max_value, uint64_t seed,
-            uint64_t* syncs) {
+            uint64_t* syncs, uint64_t* puts) {
   std::atomic<uint64_t> ops{0};
   std::atomic<bool> stop{false};
   std::vector<std::thread> threads;
+  const uint64_t syncs_before = l.nodes == nullptr ? 0 : l.nodes->syncs() + l.extents->syncs();
   const auto start = Clock::now();
   for (int t = 0; t < f.threads; ++t) {
     threads.emplace_back([&, t] {
@@ -120,7 +138,8 @@ double Puts(const Flags& f, Logged& l, bool logged, size_t min_value, size_t max
   std::this_thread::sleep_for(std::chrono::duration<double>(f.seconds));  // the run's length, not a synchronisation
   stop = true;
   for (auto& th : threads) th.join();
-  *syncs = l.nodes == nullptr ? 0 : l.nodes->syncs() + l.extents->syncs();
+  *syncs = (l.nodes == nullptr ? 0 : l.nodes->syncs() + l.extents->syncs()) - syncs_before;
+  *puts = ops.load();
   return static_cast<double>(ops.load()) / std::chrono::duration<double>(Clock::now() - start).count();
 }
 
@@ -143,7 +162,8 @@ std::vector<double> AsyncLagsMs(const Flags& f) {
   std::vector<double> lags;
   std::thread watcher([&] {
     uint64_t seen = 0;
-    while (!stop.load() || seen < last.load()) {
+    const auto give_up = Clock::now() + std::chrono::seconds(3) + std::chrono::milliseconds(f.async_flush_ms);
+    while ((!stop.load() || seen < last.load()) && Clock::now() < give_up) {
       const uint64_t durable = (*log)->durable_lsn();
       const auto now = Clock::now();
       const uint64_t upto = std::min(durable, last.load(std::memory_order_acquire));
@@ -161,8 +181,7 @@ std::vector<double> AsyncLagsMs(const Flags& f) {
     last.store(*lsn, std::memory_order_release);
     std::this_thread::sleep_for(std::chrono::microseconds(200));
   }
-  stop = true;
-  (void)(*log)->Flush();
+  stop = true;  // the watcher waits for the flusher to pass the last record (or gives up)
   watcher.join();
   return lags;
 }
@@ -173,10 +192,24 @@ double Percentile(std::vector<double> v, double p) {
   return v[std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size())))];
 }
 
-// Rebuilds a region from dir into a fresh buffer; seconds.
+// Asks the kernel to drop dir's files from the page cache (they are synced), so recovery reads them from the disk.
+void DropCache(const std::string& dir) {
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir)) {
+    if (!e.is_regular_file()) continue;
+    const int fd = ::open(e.path().c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) continue;
+    ::fdatasync(fd);
+    ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+    ::close(fd);
+  }
+}
+
+// Rebuilds a region from dir into a fresh buffer, its files read from the disk; seconds (the buffer's page faults
+// included).
 double Recover(const std::string& dir, uint64_t size, bool nodes, uint64_t* records) {
-  std::vector<uint64_t> copy(size / 8, 0);
+  DropCache(dir);
   const auto start = Clock::now();
+  std::vector<uint64_t> copy(size / 8, 0);
   auto r = logging::RecoverRegion(
       dir, size,
       [&](uint64_t offset, std::string_view bytes) {
@@ -230,10 +263,11 @@ int main(int argc, char** argv) {
     for (const auto& [shape, lo, hi] : shapes) {
       for (const std::string& mode : modes) {
         auto l = Open(f, mode, f.dir + "/run", f.keys);
-        uint64_t syncs = 0;
-        const double r = Puts(f, *l, mode != "off", lo, hi, round + 1, &syncs);
+        uint64_t syncs = 0, puts = 0;
+        Preload(f, *l, mode != "off", lo, hi);
+        const double r = Puts(f, *l, mode != "off", lo, hi, round + 1, &syncs, &puts);
         rates[shape + "/" + mode].push_back(r);
-        if (mode == "sync") sync_ratio[shape].push_back(static_cast<double>(syncs) / (r * f.seconds));
+        if (mode == "sync") sync_ratio[shape].push_back(static_cast<double>(syncs) / static_cast<double>(puts));
         std::fprintf(stderr, "round %d %s %s: %.0f puts/s\n", round + 1, shape.c_str(), mode.c_str(), r);
       }
     }
@@ -275,8 +309,8 @@ int main(int argc, char** argv) {
     const auto cp_start = Clock::now();
     auto n = logging::TakeCheckpoint(f.dir + "/recovery/nodes", l->nodes.get(), node_size,
                                      [&](uint64_t offset, size_t len, char* out) {
-                                       cell::server::CopyNodeRegion(nodes.Resolve(0, node_size), offset, len, out);
-                                       return Status::OK();
+                                       return cell::server::CopyNodeRegion(nodes.Resolve(0, node_size), offset, len,
+                                                                           out);
                                      });
     auto e = logging::TakeCheckpoint(f.dir + "/recovery/extents", l->extents.get(), extent_size,
                                      [&](uint64_t offset, size_t len, char* out) {

@@ -1,6 +1,7 @@
 // WriteSink: where writers report each change they make to region memory, right after making it, so that the
 // server can log it (logging/region_log.h) and a restarted server rebuild its regions byte for byte. Two kinds of
-// change, and no other, ever write region memory:
+// change, and no other, write a GlobalTree's region memory (meganode::LocalStore, for demos and benchmarks, has no
+// sink):
 //   - a node's new image, published under the node's lock (NodeStore::Publish); images of one slot are ordered by
 //     their version word (word 0, even once published), not by the order the sink hears of them, since the lock is
 //     released before the report;

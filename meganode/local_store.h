@@ -2,7 +2,8 @@
 //
 // The building block a Cell server serves from, and what the local benchmark and demo use: keys live in the
 // meganode's B-link tree, each leaf entry pointing to an extent record (key, value, checksum) in the extent region.
-// Thread-safe: any number of threads may read and write at once.
+// Thread-safe: any number of threads may read and write at once. Not logged: it has no write sink
+// (btree/write_sink.h); the server's store is GlobalTree, whose writes are.
 #pragma once
 
 #include <memory>

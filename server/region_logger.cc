@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <atomic>
 #include <cstring>
 #include <vector>
 
@@ -18,12 +19,16 @@ struct Pending {
   std::vector<std::pair<logging::RegionLog*, uint64_t>> lsns;
   Status error;
 };
-thread_local std::unordered_map<const RegionLogger*, Pending> pending;
+// Keyed by the logger's id, never reused, so that a logger made where a destroyed one was finds nothing of it.
+thread_local std::unordered_map<uint64_t, Pending> pending;
+std::atomic<uint64_t> next_logger_id{1};
 
 }  // namespace
 
+RegionLogger::RegionLogger() : id_(next_logger_id.fetch_add(1)) {}
+
 void RegionLogger::Add(GlobalPtr at, const void* bytes, size_t n) {
-  Pending& p = pending[this];
+  Pending& p = pending[id_];
   auto it = logs_.find(at.region);
   if (it == logs_.end()) {
     if (p.error.ok()) p.error = Status::Internal(fmt::format("a write to region {}, which has no log", at.region));
@@ -52,7 +57,7 @@ void RegionLogger::NodeWritten(GlobalPtr node, const btree::NodeImage& image) {
 void RegionLogger::BytesWritten(GlobalPtr at, const uint64_t* words, size_t n) { Add(at, words, n * 8); }
 
 Status RegionLogger::Commit() {
-  Pending& p = pending[this];
+  Pending& p = pending[id_];
   Status result = p.error;
   for (const auto& [log, lsn] : p.lsns) {
     if (Status s = log->Commit(lsn); !s.ok() && result.ok()) result = s;
@@ -93,7 +98,11 @@ Status ApplyToExtentRegion(uint64_t* words, uint64_t size, const logging::LogRec
   return Status::OK();
 }
 
-void CopyNodeRegion(const uint64_t* words, uint64_t offset, size_t n, char* out) {
+Status CopyNodeRegion(const uint64_t* words, uint64_t offset, size_t n, char* out) {
+  if (offset % btree::kNodeSize != 0 || n % btree::kNodeSize != 0) {
+    return Status::InvalidArgument(fmt::format("a node region is copied in whole nodes, not {} bytes at offset {}", n,
+                                               offset));
+  }
   uint64_t image[btree::kNodeWords];
   for (size_t at = 0; at < n; at += btree::kNodeSize) {
     const uint64_t* node = words + (offset + at) / 8;
@@ -103,8 +112,9 @@ void CopyNodeRegion(const uint64_t* words, uint64_t offset, size_t n, char* out)
       std::atomic_thread_fence(std::memory_order_acquire);
       if (LoadSharedWord(node) == before && image[0] == before) break;
     }
-    std::memcpy(out + at, image, std::min<size_t>(btree::kNodeSize, n - at));
+    std::memcpy(out + at, image, btree::kNodeSize);
   }
+  return Status::OK();
 }
 
 }  // namespace cell::server

@@ -8,6 +8,8 @@
 
 #include <cstring>
 #include <filesystem>
+#include <atomic>
+#include <chrono>
 #include <random>
 #include <string>
 #include <thread>
@@ -84,29 +86,48 @@ class RegionLoggerTest : public ::testing::Test {
 };
 
 TEST_F(RegionLoggerTest, ACheckpointTakenDuringWritesAndTheLogAfterItRebuildTheRegions) {
-  std::atomic<int> done{0};
+  // Each writer makes 500 writes before the checkpoints start, writes on while they are copied, and makes 100 more
+  // after they end (and 2,500 in all at least).
+  std::atomic<int> done{0}, started{0};
+  std::atomic<bool> checkpoints_done{false};
   std::vector<std::thread> writers;
   for (int t = 0; t < 4; ++t) {
     writers.emplace_back([&, t] {
       std::mt19937_64 rng(20 + t);
-      for (int i = 0; i < 2500; ++i) {
+      int after = 0;
+      for (int i = 0;; ++i) {
         const uint64_t k = rng() % 4000;
         const Status s = rng() % 6 == 0 ? tree_->Delete(Key(k))
                                         : tree_->Put(Key(k), std::string(1 + rng() % 300, static_cast<char>('a' + t)));
         ASSERT_TRUE(s.ok() || s.IsNotFound()) << s.ToString();
         ASSERT_TRUE(logger_.Commit().ok());
+        if (i == 500) started.fetch_add(1);
+        if (checkpoints_done.load() && ++after >= 100 && i >= 2500) break;
       }
       done.fetch_add(1);
     });
   }
+  // However the test ends, the writers are told to finish and are joined (a failed assertion returns early).
+  struct JoinAtEnd {
+    std::atomic<bool>& stop;
+    std::vector<std::thread>& threads;
+    ~JoinAtEnd() {
+      stop = true;
+      for (auto& w : threads) {
+        if (w.joinable()) w.join();
+      }
+    }
+  } join_at_end{checkpoints_done, writers};
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (started.load() < 4 && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+  ASSERT_EQ(started.load(), 4);
   // Checkpoints of both regions while the writers run (nodes copied stable, extents as they are).
   const meganode::Region& nodes = tree_->node_region();
   const meganode::Region& extents = tree_->extent_region();
   for (int round = 0; round < 2; ++round) {
     auto n = logging::TakeCheckpoint(dir_ + "/nodes", node_log_.get(), nodes.size(),
                                      [&](uint64_t offset, size_t len, char* out) {
-                                       CopyNodeRegion(nodes.Resolve(0, nodes.size()), offset, len, out);
-                                       return Status::OK();
+                                       return CopyNodeRegion(nodes.Resolve(0, nodes.size()), offset, len, out);
                                      },
                                      &env_);
     ASSERT_TRUE(n.ok()) << n.status().ToString();
@@ -120,8 +141,9 @@ TEST_F(RegionLoggerTest, ACheckpointTakenDuringWritesAndTheLogAfterItRebuildTheR
                                      &env_);
     ASSERT_TRUE(e.ok()) << e.status().ToString();
   }
+  checkpoints_done = true;
   for (auto& w : writers) w.join();
-  ASSERT_EQ(done.load(), 4);
+  ASSERT_EQ(done.load(), 4) << "a writer failed";
   EXPECT_GT(tree_->stats().splits.load(), 10u);
   // Every request committed: a power loss now loses nothing the regions hold.
   ASSERT_TRUE(env_.DropUnsyncedData().ok());
