@@ -43,11 +43,16 @@ inline uint64_t LockNode(uint64_t* node) {
 // Releases a lock taken by LockNode without changing the node.
 inline void UnlockUnchanged(uint64_t* node, uint64_t locked) { __atomic_store_n(node, locked - 1, __ATOMIC_RELEASE); }
 
+// Publishes `image`, already sealed with version locked + 1, as the node's new state and releases the lock.
+inline void PublishSealedAndUnlock(uint64_t* node, const NodeImage& image, uint64_t locked) {
+  CopyToShared(node + 1, image.w + 1, kNodeWords - 1);
+  __atomic_store_n(node, locked + 1, __ATOMIC_RELEASE);
+}
+
 // Publishes `image` as the node's new state and releases the lock (the version becomes locked + 1).
 inline void PublishAndUnlock(uint64_t* node, NodeImage* image, uint64_t locked) {
   image->Seal(locked + 1);
-  CopyToShared(node + 1, image->w + 1, kNodeWords - 1);
-  __atomic_store_n(node, locked + 1, __ATOMIC_RELEASE);
+  PublishSealedAndUnlock(node, *image, locked);
 }
 
 // Copies a locked node into a private image (the lock keeps writers out; readers do not write).

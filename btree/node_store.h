@@ -42,11 +42,13 @@ class NodeStore {
     return true;
   }
 
-  // Publishes `image` as the node in `slot` and releases the lock taken as `locked` (PublishAndUnlock), then reports
-  // the image to the write sink. Every node write goes through here.
+  // Publishes `image` as the node in `slot` and releases the lock taken as `locked`, having first reported the
+  // sealed image to the write sink (while the lock is held: before any reader or writer can see it, so the log
+  // never lacks a write that anything may have seen or built on). Every node write goes through here.
   void Publish(uint32_t slot, NodeImage* image, uint64_t locked) {
-    PublishAndUnlock(SlotWords(slot), image, locked);
+    image->Seal(locked + 1);
     if (write_sink_ != nullptr) write_sink_->NodeWritten(SlotPtr(slot), *image);
+    PublishSealedAndUnlock(SlotWords(slot), *image, locked);
   }
   // Where Publish reports node writes (null: nowhere). Set before the store is written.
   void set_write_sink(WriteSink* sink) { write_sink_ = sink; }

@@ -1,12 +1,13 @@
-// WriteSink: where writers report each change they make to region memory, right after making it, so that the
+// WriteSink: where writers report each change they make to region memory, just before making it, so that the
 // server can log it (logging/region_log.h) and a restarted server rebuild its regions byte for byte. Two kinds of
 // change, and no other, write a GlobalTree's region memory (meganode::LocalStore, for demos and benchmarks, has no
 // sink):
-//   - a node's new image, published under the node's lock (NodeStore::Publish); images of one slot are ordered by
-//     their version word (word 0, even once published), not by the order the sink hears of them, since the lock is
-//     released before the report;
-//   - a record's bytes, copied into a freshly allocated extent block before any node points to it; reports of one
-//     block are in the order the writes were made (an allocation follows the free of the block's last use).
+//   - a node's new image, reported under the node's lock before it is published (NodeStore::Publish), so images
+//     of one slot reach the sink in version order (word 0, even);
+//   - a record's bytes, reported before they are copied into a freshly allocated extent block, and so before any
+//     node points to them; reports of one block are in the order the writes were made (an allocation follows the
+//     free of the block's last use).
+// Reported before visible: whatever a reader or writer can see or build on, the sink has heard of first.
 // Lock words taken and released unchanged are not changes. Called from many threads at once.
 #pragma once
 

@@ -69,7 +69,7 @@ StatusOr<std::vector<uint64_t>> ListCheckpoints(const std::string& dir, Env* env
 }
 
 Status WriteCheckpoint(const std::string& dir, uint64_t lsn, uint64_t size, const RegionReadFn& read, Env* env,
-                       uint32_t chunk) {
+                       uint32_t chunk, const std::function<Status()>& before_rename) {
   if (chunk == 0) return Status::InvalidArgument("checkpoint chunks must be at least 1 byte");
   const std::string path = CheckpointPath(dir, lsn), tmp = path + ".tmp";
   CELL_RETURN_IF_ERROR(env->CreateDirs(dir));
@@ -98,6 +98,7 @@ Status WriteCheckpoint(const std::string& dir, uint64_t lsn, uint64_t size, cons
   CELL_RETURN_IF_ERROR(file->Append(trailer));
   CELL_RETURN_IF_ERROR(file->Sync());
   CELL_RETURN_IF_ERROR(file->Close());
+  if (before_rename) CELL_RETURN_IF_ERROR(before_rename());
   CELL_RETURN_IF_ERROR(env->RenameFile(tmp, path));
   return env->SyncDir(dir);
 }
@@ -152,10 +153,10 @@ Status LoadCheckpoint(const std::string& dir, uint64_t lsn, uint64_t size, const
 StatusOr<uint64_t> TakeCheckpoint(const std::string& dir, RegionLog* log, uint64_t size, const RegionReadFn& read,
                                   Env* env) {
   const uint64_t lsn = log->appended_lsn();
-  // The log is made durable up to the checkpoint first: a log that ended below it after a power loss would leave
-  // a gap between its last record and the next one appended (numbered after the checkpoint).
-  CELL_RETURN_IF_ERROR(log->Flush());
-  CELL_RETURN_IF_ERROR(WriteCheckpoint(dir, lsn, size, read, env));
+  // The log is made durable through everything appended by the end of the copy before the checkpoint takes its
+  // name: the copy may hold those writes, and a log ending below the checkpoint after a power loss would also
+  // leave a gap before the next record appended (numbered after the checkpoint).
+  CELL_RETURN_IF_ERROR(WriteCheckpoint(dir, lsn, size, read, env, 1u << 20, [log] { return log->Flush(); }));
   CELL_ASSIGN_OR_RETURN(const std::vector<uint64_t> kept, ListCheckpoints(dir, env));
   for (size_t i = 0; i + 2 < kept.size(); ++i) CELL_RETURN_IF_ERROR(env->RemoveFile(CheckpointPath(dir, kept[i])));
   // The log is kept back to the older of the two: if the newer fails its checks, the older and the log rebuild it.

@@ -35,8 +35,11 @@ std::string CheckpointPath(const std::string& dir, uint64_t lsn);
 // The lsns of the complete checkpoints in dir (not .tmp leftovers), oldest first.
 StatusOr<std::vector<uint64_t>> ListCheckpoints(const std::string& dir, Env* env = Env::Posix());
 // Writes the checkpoint of a region of `size` bytes at `lsn`, reading it with `read` a chunk at a time.
+// `before_rename`, if given, runs after the copy and before the checkpoint takes its name (TakeCheckpoint flushes
+// the log there); its error abandons the checkpoint.
 Status WriteCheckpoint(const std::string& dir, uint64_t lsn, uint64_t size, const RegionReadFn& read,
-                       Env* env = Env::Posix(), uint32_t chunk = 1u << 20);
+                       Env* env = Env::Posix(), uint32_t chunk = 1u << 20,
+                       const std::function<Status()>& before_rename = nullptr);
 // Loads checkpoint `lsn` of a region of `size` bytes through `write`, a chunk at a time, each checked before it is
 // written. Corruption (saying where) if any part fails its check or the sizes differ; chunks before the damage may
 // have been written.
@@ -45,8 +48,9 @@ Status LoadCheckpoint(const std::string& dir, uint64_t lsn, uint64_t size, const
 
 // Takes a checkpoint of a live region: its lsn is what `log` has appended now (so every write made before is at or
 // below it), the image is copied with `read`, then all but the two newest checkpoints are removed, and the log
-// files that the older kept one holds. The log is flushed first (the checkpoint never runs ahead of the durable
-// log). Returns the checkpoint's lsn.
+// files that the older kept one holds. The log is flushed after the copy and before the checkpoint takes its name:
+// every write the copy may hold was reported to the log before it was made (btree/write_sink.h), so a checkpoint
+// never holds a write the durable log lacks. Returns the checkpoint's lsn.
 StatusOr<uint64_t> TakeCheckpoint(const std::string& dir, RegionLog* log, uint64_t size, const RegionReadFn& read,
                                   Env* env = Env::Posix());
 

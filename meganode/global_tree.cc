@@ -130,9 +130,10 @@ StatusOr<GlobalTree::Mega*> GlobalTree::NewMeganode(const btree::MeganodeInfo& i
 }
 
 void GlobalTree::WriteRecord(GlobalPtr extent, const std::vector<uint64_t>& record) {
+  // Reported before it is written, so the log has it before any node can point to it.
+  if (write_sink_ != nullptr) write_sink_->BytesWritten(extent, record.data(), record.size());
   std::atomic_thread_fence(std::memory_order_release);  // the extent writer's fence (LocalStore::Put explains it)
   CopyToShared(regions_.Resolve(extent, record.size() * 8), record.data(), record.size());
-  if (write_sink_ != nullptr) write_sink_->BytesWritten(extent, record.data(), record.size());
 }
 
 namespace {

@@ -226,8 +226,8 @@ class GlobalTree {
   GlobalTree() = default;
   Mega* At(GlobalPtr meganode) const;
   StatusOr<Mega*> NewMeganode(const btree::MeganodeInfo& info);
-  // Copies a record into its freshly allocated extent block (after the release fence readers rely on) and tells
-  // the write sink.
+  // Tells the write sink of a record, then copies it into its freshly allocated extent block (after the release
+  // fence readers rely on).
   void WriteRecord(GlobalPtr extent, const std::vector<uint64_t>& record);
   // The sealed meganode `r` names, locked (split_mu), or an error if it is gone, abandoned or another generation.
   StatusOr<Mega*> LockSealed(const RemoteMeganode& r, std::unique_lock<SplitLock>* lock);

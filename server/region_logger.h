@@ -3,19 +3,16 @@
 // last lsn it added to each log; Commit() waits until they are durable, and a request is acknowledged only after
 // it. Writes made off any request (the tree's background thread) become durable with the next commit or flush.
 //
-// NOT YET CRASH-CONSISTENT (the next step of issue 7; docs/DESIGN.md, "Durability"). Two gaps a review found:
-//   - Two logs (node region, extent region) are synced independently: a leaf image can become durable before the
-//     record it points to, and a reused block's new bytes before the leaf that stopped pointing to it. One log per
-//     tree, with the region in each record, orders them.
-//   - The sink hears of a write after it is visible, so a fuzzy checkpoint can hold a write the log does not have
-//     yet. Reporting before the write is published, and flushing the log after the copy and before the
-//     checkpoint's rename, closes it.
-// What holds now, and is tested: replaying everything logged, over a checkpoint, rebuilds the regions exactly.
+// NOT YET CRASH-CONSISTENT (the next step of issue 7; docs/DESIGN.md, "Durability"): two logs (node region,
+// extent region) are synced independently, so a leaf image can become durable before the record it points to, and
+// a reused block's new bytes before the leaf that stopped pointing to it. One log per tree, with the region in each
+// record, orders them. What holds now, and is tested: replaying everything logged, over a checkpoint, rebuilds the
+// regions exactly; and since writes are reported before they are visible and a checkpoint flushes the log before
+// it is named, a checkpoint never holds a write the durable log lacks.
 //
 // Recovery's side: ApplyToNodeRegion lays a logged node image over the slot's node only if its version is at least
-// the one there (the sink hears of an image after the node's lock is released, so two images of one slot may reach
-// the log out of order; an equal version is the same image, and replaying it mends a checkpoint that copied the
-// node while it was being published). ApplyToExtentRegion lays record bytes in log order. CopyNodeRegion copies node
+// the one there (a checkpoint may hold a newer image than a record replayed over it; an equal version is the same
+// image). ApplyToExtentRegion lays record bytes in log order. CopyNodeRegion copies node
 // memory for a checkpoint with the readers' protocol, so no node in a checkpoint is torn: a node locked mid-write
 // whose image never reached the log (a crash) would otherwise be lost with the image before it.
 #pragma once
