@@ -44,14 +44,13 @@ Status Writer::AddFragment(RecordType type, std::string_view payload) {
   header[4] = static_cast<char>(payload.size() & 0xff);
   header[5] = static_cast<char>(payload.size() >> 8);
   header[6] = type_byte;
-  // One append per fragment: the header and its payload reach the file together.
-  std::string fragment;
-  fragment.reserve(kHeaderSize + payload.size());
-  fragment.append(header, kHeaderSize);
-  fragment.append(payload);
-  CELL_RETURN_IF_ERROR(file_->Append(fragment));
-  block_offset_ += fragment.size();
-  size_ += fragment.size();
+  // One append per fragment: the header and its payload reach the file together (fragment_ is reused, so a record
+  // costs no allocation once the buffer has grown).
+  fragment_.assign(header, kHeaderSize);
+  fragment_.append(payload);
+  CELL_RETURN_IF_ERROR(file_->Append(fragment_));
+  block_offset_ += fragment_.size();
+  size_ += fragment_.size();
   return Status::OK();
 }
 

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <string_view>
 
 #include "cell/status.h"
@@ -27,6 +28,7 @@ class Writer {
   WritableFile* const file_;
   uint64_t size_;
   size_t block_offset_;  // where the next fragment starts, in its block
+  std::string fragment_;  // the fragment being appended: its header and payload
 };
 
 }  // namespace cell::logging::log
