@@ -57,8 +57,8 @@ std::string Key(std::mt19937_64& rng, uint64_t space) { return KeyOf(rng() % spa
 
 // A tree whose writes go to logs under `dir` (mode "off": no logs).
 struct Logged {
-  std::unique_ptr<logging::RegionLog> nodes, extents;
-  cell::server::RegionLogger logger;
+  std::unique_ptr<logging::RegionLog> log;
+  std::unique_ptr<cell::server::RegionLogger> logger;
   std::unique_ptr<cell::meganode::GlobalTree> tree;
 };
 
@@ -73,17 +73,15 @@ std::unique_ptr<Logged> Open(const Flags& f, const std::string& mode, const std:
     const logging::RegionLogOptions lo{
         .durability = mode == "sync" ? logging::Durability::kSync : logging::Durability::kAsync,
         .async_flush_interval = std::chrono::milliseconds(f.async_flush_ms)};
-    auto n = logging::RegionLog::Open(dir + "/nodes", 1, lo);
-    auto e = logging::RegionLog::Open(dir + "/extents", 1, lo);
-    if (!n.ok() || !e.ok()) {
-      std::fprintf(stderr, "cell-log-bench: %s\n", (n.ok() ? e.status() : n.status()).ToString().c_str());
+    auto log = logging::RegionLog::Open(dir, 1, lo);
+    if (!log.ok()) {
+      std::fprintf(stderr, "cell-log-bench: %s\n", log.status().ToString().c_str());
       std::exit(1);
     }
-    l->nodes = std::move(*n);
-    l->extents = std::move(*e);
-    l->logger.AddRegion(o.node_region_id, l->nodes.get());
-    l->logger.AddRegion(o.extent_region_id, l->extents.get());
-    o.write_sink = &l->logger;
+    l->log = std::move(*log);
+    l->logger = std::make_unique<cell::server::RegionLogger>(
+        l->log.get(), std::vector<uint32_t>{o.node_region_id, o.extent_region_id});
+    o.write_sink = l->logger.get();
   }
   auto t = cell::meganode::GlobalTree::Open(o);
   if (!t.ok()) {
@@ -106,7 +104,7 @@ void Preload(const Flags& f, Logged& l, bool logged, size_t min_value, size_t ma
       std::exit(1);
     }
   }
-  if (logged && !l.logger.Commit().ok()) std::exit(1);
+  if (logged && !l.logger->Commit().ok()) std::exit(1);
 }
 
 // Puts for `seconds` from `threads` threads; ops/s. *syncs: the fdatasyncs the logs made meanwhile; *ops: the puts.
@@ -115,7 +113,7 @@ double Puts(const Flags& f, Logged& l, bool logged, size_t min_value, size_t max
   std::atomic<uint64_t> ops{0};
   std::atomic<bool> stop{false};
   std::vector<std::thread> threads;
-  const uint64_t syncs_before = l.nodes == nullptr ? 0 : l.nodes->syncs() + l.extents->syncs();
+  const uint64_t syncs_before = l.log == nullptr ? 0 : l.log->syncs();
   const auto start = Clock::now();
   for (int t = 0; t < f.threads; ++t) {
     threads.emplace_back([&, t] {
@@ -125,7 +123,7 @@ double Puts(const Flags& f, Logged& l, bool logged, size_t min_value, size_t max
         const std::string key = Key(rng, f.keys);
         const size_t len = min_value + rng() % (max_value - min_value + 1);
         Status s = l.tree->Put(key, std::string(len, static_cast<char>('a' + rng() % 26)));
-        if (s.ok() && logged) s = l.logger.Commit();
+        if (s.ok() && logged) s = l.logger->Commit();
         if (!s.ok()) {
           std::fprintf(stderr, "cell-log-bench: put: %s\n", s.ToString().c_str());
           std::exit(1);
@@ -138,7 +136,7 @@ double Puts(const Flags& f, Logged& l, bool logged, size_t min_value, size_t max
   std::this_thread::sleep_for(std::chrono::duration<double>(f.seconds));  // the run's length, not a synchronisation
   stop = true;
   for (auto& th : threads) th.join();
-  *syncs = (l.nodes == nullptr ? 0 : l.nodes->syncs() + l.extents->syncs()) - syncs_before;
+  *syncs = (l.log == nullptr ? 0 : l.log->syncs()) - syncs_before;
   *puts = ops.load();
   return static_cast<double>(ops.load()) / std::chrono::duration<double>(Clock::now() - start).count();
 }
@@ -204,22 +202,20 @@ void DropCache(const std::string& dir) {
   }
 }
 
-// Rebuilds a region from dir into a fresh buffer, its files read from the disk; seconds (the buffer's page faults
-// included).
-double Recover(const std::string& dir, uint64_t size, bool nodes, uint64_t* records) {
+// Rebuilds a tree's regions from dir into fresh regions, its files read from the disk; seconds (the regions' page
+// faults included).
+double Recover(const std::string& dir, uint64_t node_size, uint64_t extent_size, uint64_t* records) {
   DropCache(dir);
   const auto start = Clock::now();
-  std::vector<uint64_t> copy(size / 8, 0);
-  auto r = logging::RecoverRegion(
-      dir, size,
-      [&](uint64_t offset, std::string_view bytes) {
-        std::memcpy(reinterpret_cast<char*>(copy.data()) + offset, bytes.data(), bytes.size());
-        return Status::OK();
-      },
-      [&](uint64_t, const logging::LogRecord& rec) {
-        return nodes ? cell::server::ApplyToNodeRegion(copy.data(), size, rec)
-                     : cell::server::ApplyToExtentRegion(copy.data(), size, rec);
-      });
+  auto nodes = cell::meganode::Region::Create(1, node_size, cell::meganode::RegionBacking::kMemfd);
+  auto extents = cell::meganode::Region::Create(2, extent_size, cell::meganode::RegionBacking::kMemfd);
+  if (!nodes.ok() || !extents.ok()) std::exit(1);
+  const cell::server::RegionMemory n{1, (*nodes)->Resolve(0, node_size), node_size};
+  const cell::server::RegionMemory e{2, (*extents)->Resolve(0, extent_size), extent_size};
+  auto r = logging::Recover(dir, cell::server::TreeCheckpointRegions(**nodes, **extents),
+                            [&](uint64_t, const logging::LogRecord& rec) {
+                              return cell::server::ApplyLogRecord(rec, n, e);
+                            });
   const double s = std::chrono::duration<double>(Clock::now() - start).count();
   if (!r.ok()) {
     std::fprintf(stderr, "cell-log-bench: recovery: %s\n", r.status().ToString().c_str());
@@ -296,40 +292,30 @@ int main(int argc, char** argv) {
         return 1;
       }
     }
-    (void)l->nodes->Flush();
-    (void)l->extents->Flush();
+    (void)l->log->Flush();
     const uint64_t node_size = l->tree->node_region().size(), extent_size = l->tree->extent_region().size();
     const uint64_t log_bytes = DirBytes(f.dir + "/recovery");
     uint64_t records = 0;
-    const double from_log = Recover(f.dir + "/recovery/nodes", node_size, true, &records) +
-                            Recover(f.dir + "/recovery/extents", extent_size, false, &records);
+    const double from_log = Recover(f.dir + "/recovery", node_size, extent_size, &records);
     const uint64_t log_records = records;
-    const auto& nodes = l->tree->node_region();
-    const auto& extents = l->tree->extent_region();
     const auto cp_start = Clock::now();
-    auto n = logging::TakeCheckpoint(f.dir + "/recovery/nodes", l->nodes.get(), node_size,
-                                     [&](uint64_t offset, size_t len, char* out) {
-                                       return cell::server::CopyNodeRegion(nodes.Resolve(0, node_size), offset, len,
-                                                                           out);
-                                     });
-    auto e = logging::TakeCheckpoint(f.dir + "/recovery/extents", l->extents.get(), extent_size,
-                                     [&](uint64_t offset, size_t len, char* out) {
-                                       cell::CopyBytesFromShared(
-                                           out, reinterpret_cast<const char*>(extents.Resolve(0, extent_size)) + offset, len);
-                                       return Status::OK();
-                                     });
+    auto cp = logging::TakeCheckpoint(f.dir + "/recovery", l->log.get(),
+                                      cell::server::TreeCheckpointRegions(l->tree->node_region(),
+                                                                          l->tree->extent_region()));
     const double checkpoint_s = std::chrono::duration<double>(Clock::now() - cp_start).count();
-    if (!n.ok() || !e.ok()) {
-      std::fprintf(stderr, "cell-log-bench: checkpoint: %s\n", (n.ok() ? e.status() : n.status()).ToString().c_str());
+    if (!cp.ok()) {
+      std::fprintf(stderr, "cell-log-bench: checkpoint: %s\n", cp.status().ToString().c_str());
       return 1;
     }
+    const uint64_t checkpoint_bytes = logging::ListCheckpoints(f.dir + "/recovery")->empty()
+                                          ? 0
+                                          : std::filesystem::file_size(logging::CheckpointPath(f.dir + "/recovery", *cp));
     records = 0;
-    const double from_checkpoint = Recover(f.dir + "/recovery/nodes", node_size, true, &records) +
-                                   Recover(f.dir + "/recovery/extents", extent_size, false, &records);
+    const double from_checkpoint = Recover(f.dir + "/recovery", node_size, extent_size, &records);
     recovery = fmt::format(
         "{{\"keys\":{},\"log_bytes\":{},\"log_records\":{},\"from_log_s\":{:.2f},\"checkpoint_s\":{:.2f},"
         "\"checkpoint_bytes\":{},\"from_checkpoint_s\":{:.2f}}}",
-        f.recovery_keys, log_bytes, log_records, from_log, checkpoint_s, node_size + extent_size, from_checkpoint);
+        f.recovery_keys, log_bytes, log_records, from_log, checkpoint_s, checkpoint_bytes, from_checkpoint);
   }
   std::filesystem::remove_all(f.dir);
   std::printf(

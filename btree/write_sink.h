@@ -13,6 +13,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string_view>
 
 #include "btree/node_format.h"
 #include "common/global_ptr.h"
@@ -26,6 +27,9 @@ class WriteSink {
   virtual void NodeWritten(GlobalPtr node, const NodeImage& image) = 0;
   // `words` now hold the n words at `at`.
   virtual void BytesWritten(GlobalPtr at, const uint64_t* words, size_t n) = 0;
+  // A meganode split `split` begins (with what the split is, for whoever reads the log) or ends. Recovery decides
+  // from the nodes' bytes (meganode/global_tree.h, "Recovery"); these mark the splits in the log for its report.
+  virtual void SplitMarked(bool /*begin*/, uint64_t /*split*/, std::string_view /*info*/) {}
 };
 
 }  // namespace cell::btree

@@ -13,9 +13,11 @@
 namespace cell::logging {
 namespace {
 
-constexpr std::string_view kHeaderMagic = "CELLCKP1";
-constexpr std::string_view kTrailerMagic = "CELLEND1";
-constexpr size_t kHeaderSize = 8 + 8 + 8 + 4 + 4;
+constexpr std::string_view kHeaderMagic = "CELLCKP2";
+constexpr std::string_view kTrailerMagic = "CELLEND2";
+constexpr size_t kHeaderFixed = 8 + 8 + 4 + 4;  // before the region list
+constexpr size_t kRegionEntry = 4 + 8;
+constexpr uint32_t kMaxRegions = 1024;
 constexpr size_t kTrailerSize = 8 + 4;
 constexpr std::string_view kPrefix = "checkpoint-";
 constexpr std::string_view kSuffix = ".img";
@@ -68,30 +70,54 @@ StatusOr<std::vector<uint64_t>> ListCheckpoints(const std::string& dir, Env* env
   return lsns;
 }
 
-Status WriteCheckpoint(const std::string& dir, uint64_t lsn, uint64_t size, const RegionReadFn& read, Env* env,
+namespace {
+bool AllZero(const char* p, size_t n) {
+  static const char kZeros[4096] = {};
+  for (size_t at = 0; at < n; at += sizeof(kZeros)) {
+    const size_t len = std::min(sizeof(kZeros), n - at);
+    if (std::memcmp(p + at, kZeros, len) != 0) return false;
+  }
+  return true;
+}
+}  // namespace
+
+Status WriteCheckpoint(const std::string& dir, uint64_t lsn, const std::vector<CheckpointRegion>& regions, Env* env,
                        uint32_t chunk, const std::function<Status()>& before_rename) {
   if (chunk == 0) return Status::InvalidArgument("checkpoint chunks must be at least 1 byte");
+  if (regions.empty() || regions.size() > kMaxRegions) {
+    return Status::InvalidArgument(fmt::format("a checkpoint holds 1 to {} regions, not {}", kMaxRegions,
+                                               regions.size()));
+  }
   const std::string path = CheckpointPath(dir, lsn), tmp = path + ".tmp";
   CELL_RETURN_IF_ERROR(env->CreateDirs(dir));
   CELL_ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> file, env->NewWritableFile(tmp));
   std::string header(kHeaderMagic);
   PutU64(&header, lsn);
-  PutU64(&header, size);
   PutU32(&header, chunk);
+  PutU32(&header, static_cast<uint32_t>(regions.size()));
+  for (const CheckpointRegion& r : regions) {
+    PutU32(&header, r.id);
+    PutU64(&header, r.size);
+  }
   const uint32_t header_crc = crc32c::Mask(crc32c::Value(header));
   PutU32(&header, header_crc);
   CELL_RETURN_IF_ERROR(file->Append(header));
   std::string crcs;  // every crc so far, for the trailer's
   PutU32(&crcs, header_crc);
   std::string buffer;
-  for (uint64_t offset = 0; offset < size; offset += chunk) {
-    const size_t n = static_cast<size_t>(std::min<uint64_t>(chunk, size - offset));
-    buffer.resize(n);
-    CELL_RETURN_IF_ERROR(read(offset, n, buffer.data()));
-    const uint32_t crc = crc32c::Mask(crc32c::Value(buffer));
-    PutU32(&buffer, crc);
-    PutU32(&crcs, crc);
-    CELL_RETURN_IF_ERROR(file->Append(buffer));
+  for (const CheckpointRegion& r : regions) {
+    for (uint64_t offset = 0; offset < r.size; offset += chunk) {
+      const size_t n = static_cast<size_t>(std::min<uint64_t>(chunk, r.size - offset));
+      buffer.resize(4 + n);
+      CELL_RETURN_IF_ERROR(r.read(offset, n, buffer.data() + 4));
+      const uint32_t stored = AllZero(buffer.data() + 4, n) ? 0 : static_cast<uint32_t>(n);
+      buffer.resize(4 + stored);
+      for (int i = 0; i < 4; ++i) buffer[i] = static_cast<char>(stored >> (8 * i));
+      const uint32_t crc = crc32c::Mask(crc32c::Value(buffer));
+      PutU32(&buffer, crc);
+      PutU32(&crcs, crc);
+      CELL_RETURN_IF_ERROR(file->Append(buffer));
+    }
   }
   std::string trailer(kTrailerMagic);
   PutU32(&trailer, crc32c::Mask(crc32c::Value(crcs)));
@@ -103,40 +129,71 @@ Status WriteCheckpoint(const std::string& dir, uint64_t lsn, uint64_t size, cons
   return env->SyncDir(dir);
 }
 
-Status LoadCheckpoint(const std::string& dir, uint64_t lsn, uint64_t size, const RegionWriteFn& write, Env* env) {
+Status LoadCheckpoint(const std::string& dir, uint64_t lsn, const std::vector<CheckpointRegion>& regions, bool zero,
+                      Env* env) {
   const std::string path = CheckpointPath(dir, lsn);
   CELL_ASSIGN_OR_RETURN(std::unique_ptr<SequentialFile> file, env->NewSequentialFile(path));
   std::string header;
-  CELL_RETURN_IF_ERROR(ReadExactly(file.get(), path, 0, kHeaderSize, &header));
-  const uint32_t header_crc = Get<uint32_t>(header, kHeaderSize - 4);
-  if (header.substr(0, 8) != kHeaderMagic ||
-      crc32c::Unmask(header_crc) != crc32c::Value(std::string_view(header).substr(0, kHeaderSize - 4))) {
+  CELL_RETURN_IF_ERROR(ReadExactly(file.get(), path, 0, kHeaderFixed, &header));
+  if (header.substr(0, 8) != kHeaderMagic) {
+    return Status::Corruption(fmt::format("checkpoint {}: not a checkpoint (its header's magic is wrong)", path));
+  }
+  const uint64_t file_lsn = Get<uint64_t>(header, 8);
+  const uint32_t chunk = Get<uint32_t>(header, 16), count = Get<uint32_t>(header, 20);
+  if (count == 0 || count > kMaxRegions) {
+    return Status::Corruption(fmt::format("checkpoint {}: its header counts {} regions", path, count));
+  }
+  std::string list;
+  CELL_RETURN_IF_ERROR(ReadExactly(file.get(), path, kHeaderFixed, count * kRegionEntry + 4, &list));
+  header += list;
+  const size_t header_size = header.size();
+  const uint32_t header_crc = Get<uint32_t>(header, header_size - 4);
+  if (crc32c::Unmask(header_crc) != crc32c::Value(std::string_view(header).substr(0, header_size - 4))) {
     return Status::Corruption(fmt::format("checkpoint {}: its header fails its check", path));
   }
-  const uint64_t file_lsn = Get<uint64_t>(header, 8), file_size = Get<uint64_t>(header, 16);
-  const uint32_t chunk = Get<uint32_t>(header, 24);
-  if (file_lsn != lsn || file_size != size || chunk == 0) {
+  std::string expected, found;
+  for (const CheckpointRegion& r : regions) expected += fmt::format(" {}:{}B", r.id, r.size);
+  for (uint32_t i = 0; i < count; ++i) {
+    found += fmt::format(" {}:{}B", Get<uint32_t>(header, kHeaderFixed + i * kRegionEntry),
+                         Get<uint64_t>(header, kHeaderFixed + i * kRegionEntry + 4));
+  }
+  if (file_lsn != lsn || chunk == 0 || expected != found) {
     return Status::Corruption(fmt::format(
-        "checkpoint {} holds lsn {} of a {}-byte region in {}-byte chunks; lsn {} of a {}-byte region was expected",
-        path, file_lsn, file_size, chunk, lsn, size));
+        "checkpoint {} holds lsn {} of regions{} in {}-byte chunks; lsn {} of regions{} was expected", path, file_lsn,
+        found, chunk, lsn, expected));
   }
   std::string crcs;
   PutU32(&crcs, header_crc);
   std::string buffer;
-  uint64_t at = kHeaderSize;
-  for (uint64_t offset = 0; offset < size; offset += chunk) {
-    const size_t n = static_cast<size_t>(std::min<uint64_t>(chunk, size - offset));
-    CELL_RETURN_IF_ERROR(ReadExactly(file.get(), path, at, n + 4, &buffer));
-    const uint32_t crc = Get<uint32_t>(buffer, n);
-    const std::string_view bytes = std::string_view(buffer).substr(0, n);
-    if (crc32c::Unmask(crc) != crc32c::Value(bytes)) {
-      return Status::Corruption(fmt::format("checkpoint {}: the chunk of region offset {} (file offset {}) fails its "
-                                            "check",
-                                            path, offset, at));
+  const std::string zeros(zero ? 0 : chunk, '\0');
+  uint64_t at = header_size;
+  for (const CheckpointRegion& r : regions) {
+    for (uint64_t offset = 0; offset < r.size; offset += chunk) {
+      const size_t n = static_cast<size_t>(std::min<uint64_t>(chunk, r.size - offset));
+      CELL_RETURN_IF_ERROR(ReadExactly(file.get(), path, at, 4, &buffer));
+      const uint32_t stored = Get<uint32_t>(buffer, 0);
+      if (stored != 0 && stored != n) {
+        return Status::Corruption(fmt::format("checkpoint {}: the chunk of region {} offset {} (file offset {}) "
+                                              "says it holds {} bytes, not 0 or {}",
+                                              path, r.id, offset, at, stored, n));
+      }
+      std::string rest;
+      CELL_RETURN_IF_ERROR(ReadExactly(file.get(), path, at + 4, stored + 4, &rest));
+      buffer.append(rest, 0, stored);
+      const uint32_t crc = Get<uint32_t>(rest, stored);
+      if (crc32c::Unmask(crc) != crc32c::Value(buffer)) {
+        return Status::Corruption(fmt::format("checkpoint {}: the chunk of region {} offset {} (file offset {}) fails "
+                                              "its check",
+                                              path, r.id, offset, at));
+      }
+      if (stored != 0) {
+        CELL_RETURN_IF_ERROR(r.write(offset, std::string_view(buffer).substr(4)));
+      } else if (!zero) {
+        CELL_RETURN_IF_ERROR(r.write(offset, std::string_view(zeros).substr(0, n)));
+      }
+      PutU32(&crcs, crc);
+      at += 4 + stored + 4;
     }
-    CELL_RETURN_IF_ERROR(write(offset, bytes));
-    PutU32(&crcs, crc);
-    at += n + 4;
   }
   std::string trailer;
   CELL_RETURN_IF_ERROR(ReadExactly(file.get(), path, at, kTrailerSize, &trailer));
@@ -150,13 +207,13 @@ Status LoadCheckpoint(const std::string& dir, uint64_t lsn, uint64_t size, const
   return Status::OK();
 }
 
-StatusOr<uint64_t> TakeCheckpoint(const std::string& dir, RegionLog* log, uint64_t size, const RegionReadFn& read,
+StatusOr<uint64_t> TakeCheckpoint(const std::string& dir, RegionLog* log, const std::vector<CheckpointRegion>& regions,
                                   Env* env) {
   const uint64_t lsn = log->appended_lsn();
   // The log is made durable through everything appended by the end of the copy before the checkpoint takes its
   // name: the copy may hold those writes, and a log ending below the checkpoint after a power loss would also
   // leave a gap before the next record appended (numbered after the checkpoint).
-  CELL_RETURN_IF_ERROR(WriteCheckpoint(dir, lsn, size, read, env, 1u << 20, [log] { return log->Flush(); }));
+  CELL_RETURN_IF_ERROR(WriteCheckpoint(dir, lsn, regions, env, 1u << 20, [log] { return log->Flush(); }));
   CELL_ASSIGN_OR_RETURN(const std::vector<uint64_t> kept, ListCheckpoints(dir, env));
   for (size_t i = 0; i + 2 < kept.size(); ++i) CELL_RETURN_IF_ERROR(env->RemoveFile(CheckpointPath(dir, kept[i])));
   // The log is kept back to the older of the two: if the newer fails its checks, the older and the log rebuild it.
@@ -165,29 +222,33 @@ StatusOr<uint64_t> TakeCheckpoint(const std::string& dir, RegionLog* log, uint64
   return lsn;
 }
 
-StatusOr<RegionRecovery> RecoverRegion(const std::string& dir, uint64_t size, const RegionWriteFn& write,
-                                       const std::function<Status(uint64_t, const LogRecord&)>& apply, Env* env) {
-  RegionRecovery out;
+StatusOr<Recovery> Recover(const std::string& dir, const std::vector<CheckpointRegion>& regions,
+                           const std::function<Status(uint64_t, const LogRecord&)>& apply, Env* env) {
+  Recovery out;
   CELL_ASSIGN_OR_RETURN(const std::vector<uint64_t> checkpoints, ListCheckpoints(dir, env));
-  bool loaded = false;
+  bool loaded = false, zero = true;
   for (auto it = checkpoints.rbegin(); it != checkpoints.rend() && !loaded; ++it) {
-    if (Status s = LoadCheckpoint(dir, *it, size, write, env); s.ok()) {
+    if (Status s = LoadCheckpoint(dir, *it, regions, zero, env); s.ok()) {
       out.checkpoint_lsn = *it;
       loaded = true;
     } else if (s.IsCorruption()) {
       // Set aside (kept for inspection, no longer counted among the two newest), so that pruning keeps a good one.
-      LogError("region {}: {}; set aside as .bad, trying an older checkpoint", dir, s.ToString());
+      LogError("log {}: {}; set aside as .bad, trying an older checkpoint", dir, s.ToString());
       out.problems.push_back(s.message());
+      zero = false;  // the failed load may have written some chunks
       CELL_RETURN_IF_ERROR(env->RenameFile(CheckpointPath(dir, *it), CheckpointPath(dir, *it) + ".bad"));
     } else {
       return s;  // could not be read (an I/O error): nothing is known to be damaged
     }
   }
-  if (!loaded) {
-    // From zeros, as the region began (a load that failed part way may have written some chunks).
-    const std::string zeros(std::min<uint64_t>(size, 1u << 20), '\0');
-    for (uint64_t offset = 0; offset < size; offset += zeros.size()) {
-      CELL_RETURN_IF_ERROR(write(offset, std::string_view(zeros).substr(0, std::min<uint64_t>(zeros.size(), size - offset))));
+  if (!loaded && !zero) {
+    // From zeros, as the regions began (a load that failed part way may have written some chunks).
+    for (const CheckpointRegion& r : regions) {
+      const std::string zeros(std::min<uint64_t>(r.size, 1u << 20), '\0');
+      for (uint64_t offset = 0; offset < r.size; offset += zeros.size()) {
+        CELL_RETURN_IF_ERROR(
+            r.write(offset, std::string_view(zeros).substr(0, std::min<uint64_t>(zeros.size(), r.size - offset))));
+      }
     }
   }
   auto replay = RegionLog::Recover(dir, out.checkpoint_lsn, apply, env);

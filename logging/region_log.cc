@@ -87,7 +87,7 @@ StatusOr<Durability> ParseDurability(std::string_view name) {
 std::string LogRecord::Encode(uint64_t lsn) const {
   std::string out;
   size_t size = 8 + 1 + 4 + info.size() + 8;
-  for (const Range& r : ranges) size += 12 + r.bytes.size();
+  for (const Range& r : ranges) size += 16 + r.bytes.size();
   out.reserve(size);
   PutU64(&out, lsn);
   out.push_back(static_cast<char>(kind));
@@ -95,6 +95,7 @@ std::string LogRecord::Encode(uint64_t lsn) const {
     case Kind::kBytes:
       PutU32(&out, static_cast<uint32_t>(ranges.size()));
       for (const Range& r : ranges) {
+        PutU32(&out, r.region);
         PutU64(&out, r.offset);
         PutU32(&out, static_cast<uint32_t>(r.bytes.size()));
         out.append(r.bytes);
@@ -125,11 +126,11 @@ StatusOr<LogRecord> LogRecord::Decode(std::string_view record, uint64_t* lsn) {
       r.kind = Kind::kBytes;
       uint32_t count = 0;
       if (!c.Fixed(&count)) return bad("no range count");
-      if (count > c.rest.size() / 12) return bad(fmt::format("{} ranges cannot fit", count));
+      if (count > c.rest.size() / 16) return bad(fmt::format("{} ranges cannot fit", count));
       r.ranges.resize(count);
       for (Range& range : r.ranges) {
         uint32_t length = 0;
-        if (!c.Fixed(&range.offset) || !c.Fixed(&length) || !c.Bytes(length, &range.bytes)) {
+        if (!c.Fixed(&range.region) || !c.Fixed(&range.offset) || !c.Fixed(&length) || !c.Bytes(length, &range.bytes)) {
           return bad("a range runs past its end");
         }
       }

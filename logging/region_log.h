@@ -1,17 +1,19 @@
-// A region's write-ahead log: the changes to one region's bytes, appended in order, made durable by group commit,
-// and replayed after a crash. logging/ knows regions and bytes; what the bytes mean is the server's business.
+// The write-ahead log of a group of regions (a server's node and extent regions share one, so that the order of
+// their writes is the log's order: a leaf is never durable before the record it points to): the changes to the
+// regions' bytes, appended in order, made durable by group commit, and replayed after a crash. logging/ knows regions
+// and bytes; what the bytes mean is the server's business.
 //
-// Files: a directory per region holding log files named by the lsn of their first record (16 hex digits, .log). A
+// Files: a directory per log holding log files named by the lsn of their first record (16 hex digits, .log). A
 // log is only appended to; each Open starts a new file, and so does a file that reaches max_file_bytes. Once a
 // checkpoint holds every record of a file, the file is removed (RemoveFilesBefore). Records use the framing of
 // log_format.h; each record is
 //
 //   lsn: u64 | kind: u8 | body                                   (little-endian)
-//     kind 1, bytes:        count: u32, then count x (offset: u64, length: u32, bytes[length])
+//     kind 1, bytes:        count: u32, then count x (region: u32, offset: u64, length: u32, bytes[length])
 //     kind 2, split begin:  split: u64, length: u32, info[length]   (what the server needs to finish or undo it)
 //     kind 3, split end:    split: u64
 //
-// lsn numbers the region's records from 1 without gaps; a checkpoint says which lsn it includes, and replay skips
+// lsn numbers the log's records from 1 without gaps; a checkpoint says which lsn it includes, and replay skips
 // the records at or below it.
 //
 // Durability (RegionLogOptions::durability):
@@ -61,6 +63,7 @@ struct LogRecord {
   struct Range {
     uint64_t offset = 0;
     std::string bytes;
+    uint32_t region = 0;
   };
   Kind kind = Kind::kBytes;
   std::vector<Range> ranges;  // kBytes: the bytes written, at their offsets in the region

@@ -3,8 +3,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <unordered_map>
 #include <vector>
 
 #include "btree/node_lock.h"
@@ -14,9 +16,9 @@
 namespace cell::server {
 namespace {
 
-// What this thread added since its last Commit, per logger.
+// What this thread added since its last Commit, per logger: the last lsn (every one before it is committed with it).
 struct Pending {
-  std::vector<std::pair<logging::RegionLog*, uint64_t>> lsns;
+  uint64_t lsn = 0;
   Status error;
 };
 // Keyed by the logger's id, never reused, so that a logger made where a destroyed one was finds nothing of it.
@@ -25,49 +27,71 @@ std::atomic<uint64_t> next_logger_id{1};
 
 }  // namespace
 
-RegionLogger::RegionLogger() : id_(next_logger_id.fetch_add(1)) {}
+RegionLogger::RegionLogger(logging::RegionLog* log, std::vector<uint32_t> regions)
+    : id_(next_logger_id.fetch_add(1)), log_(log), regions_(std::move(regions)) {}
 
-void RegionLogger::Add(GlobalPtr at, const void* bytes, size_t n) {
+void RegionLogger::Add(logging::LogRecord&& record) {
   Pending& p = pending[id_];
-  auto it = logs_.find(at.region);
-  if (it == logs_.end()) {
-    if (p.error.ok()) p.error = Status::Internal(fmt::format("a write to region {}, which has no log", at.region));
-    return;
-  }
-  logging::LogRecord record;
-  record.ranges.push_back({at.offset, std::string(static_cast<const char*>(bytes), n)});
-  auto lsn = it->second->Add(record);
+  auto lsn = log_->Add(record);
   if (!lsn.ok()) {
     if (p.error.ok()) p.error = lsn.status();
     return;
   }
-  for (auto& [log, last] : p.lsns) {
-    if (log == it->second) {
-      last = *lsn;
-      return;
-    }
+  p.lsn = *lsn;
+}
+
+void RegionLogger::AddBytes(GlobalPtr at, const void* bytes, size_t n) {
+  if (std::find(regions_.begin(), regions_.end(), at.region) == regions_.end()) {
+    Pending& p = pending[id_];
+    if (p.error.ok()) p.error = Status::Internal(fmt::format("a write to region {}, which this log does not hold", at.region));
+    return;
   }
-  p.lsns.emplace_back(it->second, *lsn);
+  logging::LogRecord record;
+  record.ranges.push_back({at.offset, std::string(static_cast<const char*>(bytes), n), at.region});
+  Add(std::move(record));
 }
 
 void RegionLogger::NodeWritten(GlobalPtr node, const btree::NodeImage& image) {
-  Add(node, image.w, btree::kNodeSize);
+  AddBytes(node, image.w, btree::kNodeSize);
 }
 
-void RegionLogger::BytesWritten(GlobalPtr at, const uint64_t* words, size_t n) { Add(at, words, n * 8); }
+void RegionLogger::BytesWritten(GlobalPtr at, const uint64_t* words, size_t n) { AddBytes(at, words, n * 8); }
+
+void RegionLogger::SplitMarked(bool begin, uint64_t split, std::string_view info) {
+  logging::LogRecord record;
+  record.kind = begin ? logging::LogRecord::Kind::kSplitBegin : logging::LogRecord::Kind::kSplitEnd;
+  record.split = split;
+  if (begin) record.info = std::string(info);
+  Add(std::move(record));
+}
 
 Status RegionLogger::Commit() {
   Pending& p = pending[id_];
   Status result = p.error;
-  for (const auto& [log, lsn] : p.lsns) {
-    if (Status s = log->Commit(lsn); !s.ok() && result.ok()) result = s;
+  if (p.lsn != 0) {
+    if (Status s = log_->Commit(p.lsn); !s.ok() && result.ok()) result = s;
   }
   p = Pending();
   return result;
 }
 
-Status ApplyToNodeRegion(uint64_t* words, uint64_t size, const logging::LogRecord& record) {
+Status ApplyLogRecord(const logging::LogRecord& record, const RegionMemory& nodes, const RegionMemory& extents) {
   for (const auto& r : record.ranges) {
+    if (r.region == nodes.id) {
+      CELL_RETURN_IF_ERROR(ApplyToNodeRegion(nodes.words, nodes.size, r));
+    } else if (r.region == extents.id) {
+      CELL_RETURN_IF_ERROR(ApplyToExtentRegion(extents.words, extents.size, r));
+    } else {
+      return Status::Corruption(fmt::format("a log record writes region {}, which is neither this log's node region "
+                                            "{} nor its extent region {}",
+                                            r.region, nodes.id, extents.id));
+    }
+  }
+  return Status::OK();
+}
+
+Status ApplyToNodeRegion(uint64_t* words, uint64_t size, const logging::LogRecord::Range& r) {
+  {
     if (r.offset % btree::kNodeSize != 0 || r.bytes.size() % btree::kNodeSize != 0 || r.offset > size ||
         r.bytes.size() > size - r.offset) {
       return Status::Corruption(fmt::format("a node region's log record of {} bytes at offset {}: not whole nodes "
@@ -84,8 +108,8 @@ Status ApplyToNodeRegion(uint64_t* words, uint64_t size, const logging::LogRecor
   return Status::OK();
 }
 
-Status ApplyToExtentRegion(uint64_t* words, uint64_t size, const logging::LogRecord& record) {
-  for (const auto& r : record.ranges) {
+Status ApplyToExtentRegion(uint64_t* words, uint64_t size, const logging::LogRecord::Range& r) {
+  {
     if (r.offset % 8 != 0 || r.bytes.size() % 8 != 0 || r.offset > size || r.bytes.size() > size - r.offset) {
       return Status::Corruption(fmt::format("an extent region's log record of {} bytes at offset {}: outside the "
                                             "{}-byte region or not whole words",
@@ -115,6 +139,35 @@ Status CopyNodeRegion(const uint64_t* words, uint64_t offset, size_t n, char* ou
     std::memcpy(out + at, image, btree::kNodeSize);
   }
   return Status::OK();
+}
+
+std::vector<logging::CheckpointRegion> TreeCheckpointRegions(const meganode::Region& nodes,
+                                                             const meganode::Region& extents) {
+  const auto write = [](const meganode::Region* r) {
+    return [r](uint64_t offset, std::string_view bytes) {
+      if (offset > r->size() || bytes.size() > r->size() - offset) {
+        return Status::Corruption(fmt::format("{} bytes at offset {} of region {} ({} bytes)", bytes.size(), offset,
+                                              r->id(), r->size()));
+      }
+      std::memcpy(r->base() + offset, bytes.data(), bytes.size());
+      return Status::OK();
+    };
+  };
+  return {
+      {.id = nodes.id(),
+       .size = nodes.size(),
+       .read = [&nodes](uint64_t offset, size_t n, char* out) {
+         return CopyNodeRegion(nodes.Resolve(0, nodes.size()), offset, n, out);
+       },
+       .write = write(&nodes)},
+      {.id = extents.id(),
+       .size = extents.size(),
+       .read = [&extents](uint64_t offset, size_t n, char* out) {
+         CopyBytesFromShared(out, extents.base() + offset, n);
+         return Status::OK();
+       },
+       .write = write(&extents)},
+  };
 }
 
 }  // namespace cell::server

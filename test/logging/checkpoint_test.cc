@@ -1,6 +1,7 @@
-// Region checkpoints (logging/checkpoint.h): an image round-trips; damage anywhere is found and said where; a crash
-// while one is written leaves nothing under its name; recovery loads the newest good one (falling back to the
-// older), replays the log after it, and refuses with a clear error when records are missing.
+// Checkpoints (logging/checkpoint.h): an image of two regions round-trips, all-zero chunks left out of the file;
+// damage anywhere is found and said where; a crash while one is written leaves nothing under its name; recovery
+// loads the newest good one (falling back to the older, zeros included), replays the log after it, and refuses with a
+// clear error when records are missing.
 #include "logging/checkpoint.h"
 
 #include <gtest/gtest.h>
@@ -24,12 +25,14 @@ class CheckpointTest : public ::testing::Test {
     std::mt19937_64 rng(1);
     region_.resize(kSize);
     for (char& c : region_) c = static_cast<char>(rng());
+    other_.assign(kOtherSize, '\0');  // its first chunk stays all zeros
+    for (size_t i = 1 << 20; i < kOtherSize; ++i) other_[i] = static_cast<char>(rng());
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
 
-  RegionReadFn Reader(const std::string& region) {
-    return [&region](uint64_t offset, size_t n, char* out) {
-      std::memcpy(out, region.data() + offset, n);
+  static RegionReadFn Reader(const std::string* region) {
+    return [region](uint64_t offset, size_t n, char* out) {
+      std::memcpy(out, region->data() + offset, n);
       return Status::OK();
     };
   }
@@ -39,63 +42,80 @@ class CheckpointTest : public ::testing::Test {
       return Status::OK();
     };
   }
-  // Applies a log record's byte ranges to `region`.
-  static std::function<Status(uint64_t, const LogRecord&)> Apply(std::string* region) {
-    return [region](uint64_t, const LogRecord& r) {
-      for (const auto& range : r.ranges) region->replace(range.offset, range.bytes.size(), range.bytes);
+  // Region 1 is `a`, region 2 is `b`: read from and written to.
+  static std::vector<CheckpointRegion> Regions(std::string* a, std::string* b) {
+    return {{.id = 1, .size = a->size(), .read = Reader(a), .write = Writer(a)},
+            {.id = 2, .size = b->size(), .read = Reader(b), .write = Writer(b)}};
+  }
+  std::vector<CheckpointRegion> Live() { return Regions(&region_, &other_); }
+  // Applies a log record's byte ranges to the regions they name.
+  static std::function<Status(uint64_t, const LogRecord&)> Apply(std::string* a, std::string* b) {
+    return [a, b](uint64_t, const LogRecord& r) {
+      for (const auto& range : r.ranges) (range.region == 1 ? a : b)->replace(range.offset, range.bytes.size(), range.bytes);
       return Status::OK();
     };
   }
-  // Writes `bytes` at `offset` in region_, and logs it (after the write, as the server does).
-  void WriteAndLog(RegionLog* log, uint64_t offset, const std::string& bytes) {
-    region_.replace(offset, bytes.size(), bytes);
+  // Writes `bytes` at `offset` in region 1 (or 2) and logs it.
+  void WriteAndLog(RegionLog* log, uint64_t offset, const std::string& bytes, uint32_t region = 1) {
+    (region == 1 ? region_ : other_).replace(offset, bytes.size(), bytes);
     LogRecord r;
-    r.ranges.push_back({offset, bytes});
+    r.ranges.push_back({offset, bytes, region});
     ASSERT_TRUE(log->Append(r).ok());
   }
 
   static constexpr uint64_t kSize = 3 * (1 << 20) + 12345;  // three whole chunks and a short one
+  static constexpr uint64_t kOtherSize = 2 * (1 << 20) + 8;
+  static constexpr uint64_t kHeader = 24 + 2 * 12 + 4;  // with two regions
   std::string dir_;
-  std::string region_;
+  std::string region_, other_;
   FaultEnv env_;
 };
 
-TEST_F(CheckpointTest, AnImageRoundTrips) {
-  ASSERT_TRUE(WriteCheckpoint(dir_, 7, kSize, Reader(region_)).ok());
+TEST_F(CheckpointTest, AnImageRoundTripsWithoutItsZeroChunks) {
+  ASSERT_TRUE(WriteCheckpoint(dir_, 7, Live()).ok());
   EXPECT_EQ(ListCheckpoints(dir_).value(), std::vector<uint64_t>{7});
-  std::string loaded(kSize, '\0');
-  ASSERT_TRUE(LoadCheckpoint(dir_, 7, kSize, Writer(&loaded)).ok());
+  EXPECT_EQ(std::filesystem::file_size(CheckpointPath(dir_, 7)), kHeader + kSize + 4 * 8 + (kOtherSize - (1 << 20)) +
+                                                                     3 * 8 + 12)
+      << "the all-zero chunk is 8 bytes in the file";
+  std::string loaded(kSize, '\0'), loaded_other(kOtherSize, '\0');
+  ASSERT_TRUE(LoadCheckpoint(dir_, 7, Regions(&loaded, &loaded_other), /*zero=*/true).ok());
   EXPECT_TRUE(loaded == region_);
-  EXPECT_TRUE(LoadCheckpoint(dir_, 7, kSize + 1, Writer(&loaded)).IsCorruption()) << "a region of another size";
-  EXPECT_TRUE(LoadCheckpoint(dir_, 8, kSize, Writer(&loaded)).IsNotFound());
+  EXPECT_TRUE(loaded_other == other_);
+  std::string longer(kSize + 1, '\0');
+  EXPECT_TRUE(LoadCheckpoint(dir_, 7, Regions(&longer, &loaded_other), true).IsCorruption()) << "another size";
+  auto swapped = Regions(&loaded, &loaded_other);
+  std::swap(swapped[0].id, swapped[1].id);
+  EXPECT_TRUE(LoadCheckpoint(dir_, 7, swapped, true).IsCorruption()) << "other region ids";
+  EXPECT_TRUE(LoadCheckpoint(dir_, 8, Regions(&loaded, &loaded_other), true).IsNotFound());
 }
 
 TEST_F(CheckpointTest, DamageAnywhereIsFoundAndLocated) {
-  ASSERT_TRUE(WriteCheckpoint(dir_, 7, kSize, Reader(region_)).ok());
+  ASSERT_TRUE(WriteCheckpoint(dir_, 7, Live()).ok());
   const std::string path = CheckpointPath(dir_, 7);
   const std::string good = ReadFileToString(Env::Posix(), path).value();
-  std::string loaded(kSize, '\0');
-  // A flipped bit in the header, in a chunk, in a chunk's crc, in the trailer; a truncation; bytes after the end.
-  for (uint64_t at : {uint64_t{3}, uint64_t{12}, uint64_t{32 + 100}, uint64_t{32 + (1 << 20) + 4 + 77},
-                      uint64_t{32 + (1 << 20) + 1}, good.size() - 2}) {
+  std::string loaded(kSize, '\0'), loaded_other(kOtherSize, '\0');
+  // A flipped bit in the header, in the region list, in a chunk's length, in a chunk, in a chunk's crc, in the
+  // zero chunk's crc, in the trailer.
+  for (uint64_t at : {uint64_t{3}, uint64_t{12}, uint64_t{30}, kHeader + 1, kHeader + 4 + 100,
+                      kHeader + 4 + (1 << 20) + 1, kHeader + 4 * 8 + kSize + 5, good.size() - 2}) {
     std::string bad = good;
     bad[at] ^= 0x04;
     ASSERT_TRUE(WriteFileAtomically(Env::Posix(), path, bad).ok());
-    const Status s = LoadCheckpoint(dir_, 7, kSize, Writer(&loaded));
+    const Status s = LoadCheckpoint(dir_, 7, Regions(&loaded, &loaded_other), true);
     EXPECT_TRUE(s.IsCorruption()) << "flip at " << at << ": " << s.ToString();
     EXPECT_NE(s.message().find(path), std::string::npos) << s.ToString();
   }
   ASSERT_TRUE(WriteFileAtomically(Env::Posix(), path, good.substr(0, good.size() - 5)).ok());
-  EXPECT_TRUE(LoadCheckpoint(dir_, 7, kSize, Writer(&loaded)).IsCorruption());
+  EXPECT_TRUE(LoadCheckpoint(dir_, 7, Regions(&loaded, &loaded_other), true).IsCorruption());
   ASSERT_TRUE(WriteFileAtomically(Env::Posix(), path, good + "x").ok());
-  EXPECT_TRUE(LoadCheckpoint(dir_, 7, kSize, Writer(&loaded)).IsCorruption());
+  EXPECT_TRUE(LoadCheckpoint(dir_, 7, Regions(&loaded, &loaded_other), true).IsCorruption());
   const Status chunk = [&] {
     std::string bad = good;
-    bad[32 + 2 * ((1 << 20) + 4) + 5] ^= 1;  // the third chunk
+    bad[kHeader + 2 * ((1 << 20) + 8) + 4 + 5] ^= 1;  // the third chunk
     EXPECT_TRUE(WriteFileAtomically(Env::Posix(), path, bad).ok());
-    return LoadCheckpoint(dir_, 7, kSize, Writer(&loaded));
+    return LoadCheckpoint(dir_, 7, Regions(&loaded, &loaded_other), true);
   }();
-  EXPECT_NE(chunk.message().find("region offset 2097152"), std::string::npos) << chunk.ToString();
+  EXPECT_NE(chunk.message().find("region 1 offset 2097152"), std::string::npos) << chunk.ToString();
 }
 
 TEST_F(CheckpointTest, ACrashWhileWritingLeavesNothingUnderItsName) {
@@ -105,13 +125,15 @@ TEST_F(CheckpointTest, ACrashWhileWritingLeavesNothingUnderItsName) {
     std::memcpy(out, region_.data() + offset, n);
     return Status::OK();
   };
-  EXPECT_FALSE(WriteCheckpoint(dir_, 9, kSize, failing, &env_).ok());
+  auto regions = Live();
+  regions[0].read = failing;
+  EXPECT_FALSE(WriteCheckpoint(dir_, 9, regions, &env_).ok());
   EXPECT_TRUE(ListCheckpoints(dir_).value().empty()) << "only a .tmp, which is not a checkpoint";
   // A power loss after a completed checkpoint keeps it whole: it was synced before its rename.
-  ASSERT_TRUE(WriteCheckpoint(dir_, 9, kSize, Reader(region_), &env_).ok());
+  ASSERT_TRUE(WriteCheckpoint(dir_, 9, Live(), &env_).ok());
   ASSERT_TRUE(env_.DropUnsyncedData().ok());
-  std::string loaded(kSize, '\0');
-  EXPECT_TRUE(LoadCheckpoint(dir_, 9, kSize, Writer(&loaded)).ok());
+  std::string loaded(kSize, '\0'), loaded_other(kOtherSize, '\0');
+  EXPECT_TRUE(LoadCheckpoint(dir_, 9, Regions(&loaded, &loaded_other), true).ok());
 }
 
 TEST_F(CheckpointTest, RecoveryLoadsTheNewestGoodCheckpointAndReplaysTheLogAfterIt) {
@@ -120,13 +142,18 @@ TEST_F(CheckpointTest, RecoveryLoadsTheNewestGoodCheckpointAndReplaysTheLogAfter
     ASSERT_TRUE(log.ok());
     std::mt19937_64 rng(2);
     for (int round = 0; round < 3; ++round) {
-      for (int i = 0; i < 50; ++i) WriteAndLog(log->get(), rng() % (kSize - 600), std::string(500, 'a' + i % 26));
+      for (int i = 0; i < 50; ++i) {
+        WriteAndLog(log->get(), rng() % (kSize - 600), std::string(500, 'a' + i % 26));
+        WriteAndLog(log->get(), (1 << 20) + rng() % (kOtherSize - (1 << 20) - 600), std::string(400, 'o'), 2);
+      }
       // A fuzzy copy: writes go on between the checkpoint's lsn and the copy (the copy sees some of them).
-      auto lsn = TakeCheckpoint(dir_, log->get(), kSize, [&](uint64_t offset, size_t n, char* out) {
+      auto regions = Live();
+      regions[0].read = [&](uint64_t offset, size_t n, char* out) {
         WriteAndLog(log->get(), rng() % (kSize - 600), std::string(500, 'Z'));
         std::memcpy(out, region_.data() + offset, n);
         return Status::OK();
-      }, &env_);
+      };
+      auto lsn = TakeCheckpoint(dir_, log->get(), regions, &env_);
       ASSERT_TRUE(lsn.ok()) << lsn.status().ToString();
     }
     for (int i = 0; i < 20; ++i) WriteAndLog(log->get(), rng() % (kSize - 600), std::string(300, '0' + i % 10));
@@ -134,23 +161,25 @@ TEST_F(CheckpointTest, RecoveryLoadsTheNewestGoodCheckpointAndReplaysTheLogAfter
   const auto checkpoints = ListCheckpoints(dir_).value();
   ASSERT_EQ(checkpoints.size(), 2u) << "the two newest are kept";
 
-  std::string rebuilt(kSize, '\0');
-  auto recovery = RecoverRegion(dir_, kSize, Writer(&rebuilt), Apply(&rebuilt), &env_);
+  std::string rebuilt(kSize, '\0'), rebuilt_other(kOtherSize, '\0');
+  auto recovery = Recover(dir_, Regions(&rebuilt, &rebuilt_other), Apply(&rebuilt, &rebuilt_other), &env_);
   ASSERT_TRUE(recovery.ok()) << recovery.status().ToString();
   EXPECT_EQ(recovery->checkpoint_lsn, checkpoints.back());
   EXPECT_GT(recovery->replay.records, 20u);
   EXPECT_TRUE(rebuilt == region_) << "the fuzzy image and the log after it give the region exactly";
+  EXPECT_TRUE(rebuilt_other == other_);
 
   // The newest checkpoint damaged: the older one and the longer log rebuild the same bytes.
   std::string bad = ReadFileToString(Env::Posix(), CheckpointPath(dir_, checkpoints.back())).value();
   bad[100] ^= 1;
   ASSERT_TRUE(WriteFileAtomically(Env::Posix(), CheckpointPath(dir_, checkpoints.back()), bad).ok());
-  std::string again(kSize, '\0');
-  recovery = RecoverRegion(dir_, kSize, Writer(&again), Apply(&again), &env_);
+  std::string again(kSize, '\0'), again_other(kOtherSize, '\0');
+  recovery = Recover(dir_, Regions(&again, &again_other), Apply(&again, &again_other), &env_);
   ASSERT_TRUE(recovery.ok()) << recovery.status().ToString();
   EXPECT_EQ(recovery->checkpoint_lsn, checkpoints.front());
   ASSERT_EQ(recovery->problems.size(), 1u);
   EXPECT_TRUE(again == region_);
+  EXPECT_TRUE(again_other == other_);
 
   EXPECT_EQ(ListCheckpoints(dir_).value(), std::vector<uint64_t>{checkpoints.front()})
       << "the damaged one is set aside (as .bad), so pruning never counts it among the two newest";
@@ -158,28 +187,48 @@ TEST_F(CheckpointTest, RecoveryLoadsTheNewestGoodCheckpointAndReplaysTheLogAfter
 
   // No checkpoint left: the log no longer reaches back to record 1, and recovery says so rather than guess.
   ASSERT_TRUE(Env::Posix()->RemoveFile(CheckpointPath(dir_, checkpoints.front())).ok());
-  std::string none(kSize, '\0');
-  auto refused = RecoverRegion(dir_, kSize, Writer(&none), Apply(&none), &env_);
+  std::string none(kSize, '\0'), none_other(kOtherSize, '\0');
+  auto refused = Recover(dir_, Regions(&none, &none_other), Apply(&none, &none_other), &env_);
   ASSERT_TRUE(refused.status().IsCorruption());
   EXPECT_NE(refused.status().message().find("missing"), std::string::npos) << refused.status().ToString();
 }
 
-TEST_F(CheckpointTest, WithoutCheckpointsTheLogAloneRebuildsTheRegion) {
-  std::string expected(kSize, '\0');
+TEST_F(CheckpointTest, WithoutCheckpointsTheLogAloneRebuildsTheRegions) {
+  region_.assign(kSize, '\0');
+  other_.assign(kOtherSize, '\0');
   {
     auto log = RegionLog::Open(dir_, 1, {.env = &env_});
     ASSERT_TRUE(log.ok());
-    region_.assign(kSize, '\0');
-    for (int i = 0; i < 30; ++i) WriteAndLog(log->get(), i * 1000, std::string(700, 'q'));
-    expected = region_;
+    for (int i = 0; i < 30; ++i) WriteAndLog(log->get(), i * 1000, std::string(700, 'q'), 1 + i % 2);
   }
-  std::string rebuilt(kSize, 'g');  // whatever was in memory: recovery starts from zeros, as the region did
-  auto recovery = RecoverRegion(dir_, kSize, Writer(&rebuilt), Apply(&rebuilt), &env_);
+  std::string rebuilt(kSize, '\0'), rebuilt_other(kOtherSize, '\0');
+  auto recovery = Recover(dir_, Regions(&rebuilt, &rebuilt_other), Apply(&rebuilt, &rebuilt_other), &env_);
   ASSERT_TRUE(recovery.ok());
   EXPECT_EQ(recovery->checkpoint_lsn, 0u);
   EXPECT_EQ(recovery->replay.records, 30u);
   EXPECT_EQ(recovery->next_lsn(), 31u);
-  EXPECT_TRUE(rebuilt == expected);
+  EXPECT_TRUE(rebuilt == region_);
+  EXPECT_TRUE(rebuilt_other == other_);
+}
+
+TEST_F(CheckpointTest, FallingBackToAnOlderCheckpointRestoresItsZeroChunks) {
+  // The older checkpoint has region 2's first chunk all zeros; the newer has it written, and fails its check only
+  // in its last chunk, after that chunk was loaded. The fallback must put the zeros back.
+  ASSERT_TRUE(WriteCheckpoint(dir_, 5, Live()).ok());
+  const std::string older_other = other_;
+  other_.replace(100, 5, "dirty");
+  ASSERT_TRUE(WriteCheckpoint(dir_, 6, Live()).ok());
+  const std::string path = CheckpointPath(dir_, 6);
+  std::string bad = ReadFileToString(Env::Posix(), path).value();
+  bad[bad.size() - 12 - 4 - 3] ^= 1;  // inside region 2's last chunk
+  ASSERT_TRUE(WriteFileAtomically(Env::Posix(), path, bad).ok());
+  std::string rebuilt(kSize, '\0'), rebuilt_other(kOtherSize, '\0');
+  auto recovery = Recover(dir_, Regions(&rebuilt, &rebuilt_other), Apply(&rebuilt, &rebuilt_other), &env_);
+  ASSERT_TRUE(recovery.ok()) << recovery.status().ToString();
+  EXPECT_EQ(recovery->checkpoint_lsn, 5u);
+  EXPECT_EQ(recovery->problems.size(), 1u);
+  EXPECT_TRUE(rebuilt == region_);
+  EXPECT_TRUE(rebuilt_other == older_other) << "the newer checkpoint's bytes in the older's zero chunk were undone";
 }
 
 }  // namespace

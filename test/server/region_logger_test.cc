@@ -1,5 +1,5 @@
-// The server's write sink over region logs (server/region_logger.h), end to end with a real tree: four threads put,
-// overwrite and delete through dozens of meganode splits while a checkpoint of both regions is copied; the newest
+// The server's write sink over the tree's log (server/region_logger.h), end to end with a real tree: four threads put,
+// overwrite and delete through dozens of meganode splits while checkpoints of both regions are copied; the newest
 // checkpoint plus the log after it rebuild both regions byte for byte; a request's Commit makes its records durable
 // (a power loss right after keeps them); and the appliers refuse records that do not fit their region.
 #include "server/region_logger.h"
@@ -13,6 +13,7 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "logging/checkpoint.h"
@@ -32,56 +33,60 @@ class RegionLoggerTest : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = logging::FreshTestDir("cell_region_logger_test");
-    auto nodes = RegionLog::Open(dir_ + "/nodes", 1, {.durability = Durability::kSync, .env = &env_});
-    auto extents = RegionLog::Open(dir_ + "/extents", 1, {.durability = Durability::kSync, .env = &env_});
-    ASSERT_TRUE(nodes.ok() && extents.ok());
-    node_log_ = std::move(*nodes);
-    extent_log_ = std::move(*extents);
-    logger_.AddRegion(1, node_log_.get());
-    logger_.AddRegion(2, extent_log_.get());
+    auto log = RegionLog::Open(dir_, 1, {.durability = Durability::kSync, .env = &env_});
+    ASSERT_TRUE(log.ok());
+    log_ = std::move(*log);
+    logger_ = std::make_unique<RegionLogger>(log_.get(), std::vector<uint32_t>{1, 2});
     meganode::GlobalTreeOptions o;
     o.meganode_bytes = 32 << 10;  // a split every few hundred keys
     o.meganodes = 512;
     o.extent_region_bytes = uint64_t{32} << 20;
-    o.write_sink = &logger_;
+    o.write_sink = logger_.get();
     auto tree = meganode::GlobalTree::Open(o);
     ASSERT_TRUE(tree.ok()) << tree.status().ToString();
     tree_ = std::move(*tree);
   }
   void TearDown() override {
     tree_.reset();
-    node_log_.reset();
-    extent_log_.reset();
+    logger_.reset();
+    log_.reset();
     std::filesystem::remove_all(dir_);
   }
 
-  // Rebuilds a region from its directory's checkpoint and log into a zeroed copy; compares it with the live one.
-  void ExpectRebuilt(const std::string& dir, const meganode::Region& live, bool nodes) {
-    std::vector<uint64_t> copy(live.size() / 8, 0);
-    auto recovery = logging::RecoverRegion(
-        dir, live.size(),
-        [&](uint64_t offset, std::string_view bytes) {
-          std::memcpy(reinterpret_cast<char*>(copy.data()) + offset, bytes.data(), bytes.size());
-          return Status::OK();
-        },
+  // Rebuilds both regions from the checkpoint and log into zeroed copies; compares them with the live ones.
+  void ExpectRebuilt() {
+    const meganode::Region& nodes = tree_->node_region();
+    const meganode::Region& extents = tree_->extent_region();
+    std::vector<uint64_t> node_copy(nodes.size() / 8, 0), extent_copy(extents.size() / 8, 0);
+    const auto into = [](std::vector<uint64_t>& copy) {
+      return [&copy](uint64_t offset, std::string_view bytes) {
+        std::memcpy(reinterpret_cast<char*>(copy.data()) + offset, bytes.data(), bytes.size());
+        return Status::OK();
+      };
+    };
+    std::vector<logging::CheckpointRegion> regions = {{.id = 1, .size = nodes.size(), .read = nullptr, .write = into(node_copy)},
+                                                      {.id = 2, .size = extents.size(), .read = nullptr, .write = into(extent_copy)}};
+    auto recovery = logging::Recover(
+        dir_, regions,
         [&](uint64_t, const logging::LogRecord& r) {
-          return nodes ? ApplyToNodeRegion(copy.data(), live.size(), r)
-                       : ApplyToExtentRegion(copy.data(), live.size(), r);
+          return ApplyLogRecord(r, {1, node_copy.data(), nodes.size()}, {2, extent_copy.data(), extents.size()});
         },
         &env_);
     ASSERT_TRUE(recovery.ok()) << recovery.status().ToString();
     EXPECT_GT(recovery->checkpoint_lsn, 0u);
     EXPECT_GT(recovery->replay.records, 0u);
-    const uint64_t* words = live.Resolve(0, live.size());
-    size_t differ = 0;
-    for (size_t i = 0; i < copy.size(); ++i) differ += copy[i] != words[i];
-    EXPECT_EQ(differ, 0u) << (nodes ? "node" : "extent") << " words differ";
+    for (auto [live, copy, what] : {std::tuple{&nodes, &node_copy, "node"}, {&extents, &extent_copy, "extent"}}) {
+      const uint64_t* words = live->Resolve(0, live->size());
+      size_t differ = 0;
+      for (size_t i = 0; i < copy->size(); ++i) differ += (*copy)[i] != words[i];
+      EXPECT_EQ(differ, 0u) << what << " words differ";
+    }
   }
 
   std::string dir_;
   logging::FaultEnv env_;
-  std::unique_ptr<RegionLog> node_log_, extent_log_;
-  RegionLogger logger_;
+  std::unique_ptr<RegionLog> log_;
+  std::unique_ptr<RegionLogger> logger_;
   std::unique_ptr<meganode::GlobalTree> tree_;
 };
 
@@ -100,7 +105,7 @@ TEST_F(RegionLoggerTest, ACheckpointTakenDuringWritesAndTheLogAfterItRebuildTheR
         const Status s = rng() % 6 == 0 ? tree_->Delete(Key(k))
                                         : tree_->Put(Key(k), std::string(1 + rng() % 300, static_cast<char>('a' + t)));
         ASSERT_TRUE(s.ok() || s.IsNotFound()) << s.ToString();
-        ASSERT_TRUE(logger_.Commit().ok());
+        ASSERT_TRUE(logger_->Commit().ok());
         if (i == 500) started.fetch_add(1);
         if (checkpoints_done.load() && ++after >= 100 && i >= 2500) break;
       }
@@ -122,24 +127,11 @@ TEST_F(RegionLoggerTest, ACheckpointTakenDuringWritesAndTheLogAfterItRebuildTheR
   while (started.load() < 4 && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
   ASSERT_EQ(started.load(), 4);
   // Checkpoints of both regions while the writers run (nodes copied stable, extents as they are).
-  const meganode::Region& nodes = tree_->node_region();
-  const meganode::Region& extents = tree_->extent_region();
   for (int round = 0; round < 2; ++round) {
-    auto n = logging::TakeCheckpoint(dir_ + "/nodes", node_log_.get(), nodes.size(),
-                                     [&](uint64_t offset, size_t len, char* out) {
-                                       return CopyNodeRegion(nodes.Resolve(0, nodes.size()), offset, len, out);
-                                     },
-                                     &env_);
-    ASSERT_TRUE(n.ok()) << n.status().ToString();
-    auto e = logging::TakeCheckpoint(dir_ + "/extents", extent_log_.get(), extents.size(),
-                                     [&](uint64_t offset, size_t len, char* out) {
-                                       CopyBytesFromShared(out, reinterpret_cast<const char*>(
-                                                                    extents.Resolve(0, extents.size())) + offset,
-                                                           len);
-                                       return Status::OK();
-                                     },
-                                     &env_);
-    ASSERT_TRUE(e.ok()) << e.status().ToString();
+    auto lsn = logging::TakeCheckpoint(dir_, log_.get(), TreeCheckpointRegions(tree_->node_region(),
+                                                                               tree_->extent_region()),
+                                       &env_);
+    ASSERT_TRUE(lsn.ok()) << lsn.status().ToString();
   }
   checkpoints_done = true;
   for (auto& w : writers) w.join();
@@ -147,32 +139,34 @@ TEST_F(RegionLoggerTest, ACheckpointTakenDuringWritesAndTheLogAfterItRebuildTheR
   EXPECT_GT(tree_->stats().splits.load(), 10u);
   // Every request committed: a power loss now loses nothing the regions hold.
   ASSERT_TRUE(env_.DropUnsyncedData().ok());
-  ExpectRebuilt(dir_ + "/nodes", nodes, true);
-  ExpectRebuilt(dir_ + "/extents", extents, false);
+  ExpectRebuilt();
 }
 
 TEST(RegionLoggerAppliers, RefuseRecordsThatDoNotFitTheirRegion) {
   std::vector<uint64_t> region(4096 / 8, 0);
-  logging::LogRecord r;
-  r.ranges.push_back({1000, std::string(1024, 'x')});  // not node-aligned
+  logging::LogRecord::Range r{1000, std::string(1024, 'x')};  // not node-aligned
   EXPECT_TRUE(ApplyToNodeRegion(region.data(), 4096, r).IsCorruption());
-  r.ranges[0] = {4096, std::string(1024, 'x')};  // past the end
+  r = {4096, std::string(1024, 'x')};  // past the end
   EXPECT_TRUE(ApplyToNodeRegion(region.data(), 4096, r).IsCorruption());
   EXPECT_TRUE(ApplyToExtentRegion(region.data(), 4096, r).IsCorruption());
+  // A record of a region that is neither.
+  logging::LogRecord record;
+  record.ranges.push_back({0, std::string(8, 'x'), 9});
+  EXPECT_TRUE(ApplyLogRecord(record, {1, region.data(), 4096}, {2, region.data(), 4096}).IsCorruption());
   // An older image does not replace a newer one; an equal or newer one does.
   std::string image(1024, '\0');
   image[0] = 4;
   image[8] = 'n';
-  r.ranges[0] = {0, image};
+  r = {0, image};
   ASSERT_TRUE(ApplyToNodeRegion(region.data(), 4096, r).ok());
   image[0] = 2;
   image[8] = 'o';
-  r.ranges[0] = {0, image};
+  r = {0, image};
   ASSERT_TRUE(ApplyToNodeRegion(region.data(), 4096, r).ok());
   EXPECT_EQ(region[1] & 0xff, static_cast<uint64_t>('n'));
   image[0] = 4;
   image[8] = 'm';
-  r.ranges[0] = {0, image};
+  r = {0, image};
   ASSERT_TRUE(ApplyToNodeRegion(region.data(), 4096, r).ok());
   EXPECT_EQ(region[1] & 0xff, static_cast<uint64_t>('m'));
 }
