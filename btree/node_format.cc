@@ -74,7 +74,8 @@ void NodeImage::BuildMeganodeHeader(GlobalPtr meganode, uint32_t root_slot, int 
                                     const MeganodeInfo& info) {
   // The fences as in a tree node without entries (keys are at most 255 bytes: two fences always fit).
   Build(NodeHeader{meganode, 0, info.level, kFlagValid, info.right}, info.min, info.max, nullptr, 0);
-  const uint8_t flags = kFlagValid | (info.level > 0 ? kFlagInternalMeganode : 0);
+  const uint8_t flags = kFlagValid | (info.level > 0 ? kFlagInternalMeganode : 0) |
+                        (info.state & (kFlagPending | kFlagSealed));
   w[3] = (uint64_t(info.level & 0xff) << 32) | (uint64_t(NodeKind::kMeganodeHeader) << 40) |
          (uint64_t{flags} << 48);
   SetRoot(root_slot, root_level);

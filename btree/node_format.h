@@ -80,6 +80,10 @@ inline constexpr uint32_t kLeafPayloadWords = 2;
 enum class NodeKind : uint8_t { kFree = 0, kTreeNode = 1, kMeganodeHeader = 2 };
 inline constexpr uint8_t kFlagValid = 1;
 inline constexpr uint8_t kFlagInternalMeganode = 2;
+// Meganode headers only: the meganode's state, kept in its bytes so that a restarted server knows it (recovery,
+// meganode/global_tree.h). Readers ignore both.
+inline constexpr uint8_t kFlagPending = 4;  // made for a split (or a new root) not yet published: an orphan if unnamed
+inline constexpr uint8_t kFlagSealed = 8;   // made for another server's split, not yet unsealed: takes no writes
 
 // What a level-0 entry points to: an extent (leaf meganode) or a child meganode (internal meganode).
 struct LeafValue {
@@ -116,6 +120,8 @@ class NodeView {
   uint8_t flags() const { return static_cast<uint8_t>(info_ >> 48); }
   bool valid() const { return (flags() & kFlagValid) != 0; }
   bool internal_meganode() const { return (flags() & kFlagInternalMeganode) != 0; }
+  bool pending() const { return (flags() & kFlagPending) != 0; }
+  bool sealed() const { return (flags() & kFlagSealed) != 0; }
   uint32_t size() const {
     uint32_t n = static_cast<uint32_t>(info_ >> 56);
     return n > kMaxEntries ? kMaxEntries : n;
@@ -239,6 +245,7 @@ struct MeganodeInfo {
   GlobalPtr right;       // the right sibling meganode (null at the right edge of its level)
   int level = 0;         // 0: a leaf meganode (entries point to records); above: entries point to child meganodes
   GlobalPtr cluster_root;  // the cluster's first meganode only: the root meganode
+  uint8_t state = 0;       // kFlagPending and/or kFlagSealed
 };
 
 // Header fields of a tree node, for building images.
@@ -283,6 +290,11 @@ class NodeImage {
     w[6] = uint64_t{root_slot} | (uint64_t(root_level & 0xff) << 32);
   }
   void SetClusterRoot(GlobalPtr root) { w[7] = root.Pack(); }
+  // A meganode header's state flags (kFlagPending, kFlagSealed) set to `state`.
+  void SetMeganodeState(uint8_t state) {
+    const uint64_t keep = ~(uint64_t{kFlagPending | kFlagSealed} << 48);
+    w[3] = (w[3] & keep) | (uint64_t(state & (kFlagPending | kFlagSealed)) << 48);
+  }
 
   // All entries, decoded.
   std::vector<NodeEntry> Entries() const;

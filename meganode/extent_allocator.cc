@@ -103,6 +103,43 @@ Status ExtentAllocator::Free(GlobalPtr ptr) {
   return Status::OK();
 }
 
+Status ExtentAllocator::MarkUsed(GlobalPtr ptr, uint64_t bytes) {
+  const uint64_t size = BlockSizeFor(bytes);
+  if (ptr.region != region_->id() || ptr.offset < offset_ || ptr.offset - offset_ >= bytes_ || size == 0 ||
+      (ptr.offset - offset_) % size != 0) {
+    return Status::InvalidArgument("record pointer " + std::to_string(ptr.region) + ":" + std::to_string(ptr.offset) +
+                                   " of " + std::to_string(bytes) + " bytes is not a block of this extent area");
+  }
+  const uint64_t rel = ptr.offset - offset_;
+  const int order = __builtin_ctzll(size / kMinBlock);
+  std::lock_guard<std::mutex> lock(mu_);
+  // The free block holding it: the only candidates are the blocks of each order at or above its own that contain it.
+  int o = order;
+  uint64_t head = rel;
+  for (; o <= max_order_; ++o) {
+    head = rel & ~((kMinBlock << o) - 1);
+    if (ctrl_[head / kMinBlock] == (kFreeHead | o)) break;
+  }
+  if (o > max_order_) {
+    return Status::Corruption("record block " + std::to_string(ptr.region) + ":" + std::to_string(ptr.offset) +
+                              " overlaps another record's block");
+  }
+  Unlink(head, o);
+  while (o > order) {  // split, keeping the half that holds it
+    --o;
+    const uint64_t half = kMinBlock << o;
+    if (rel >= head + half) {
+      PushFree(head, o);
+      head += half;
+    } else {
+      PushFree(head + half, o);
+    }
+  }
+  ctrl_[rel / kMinBlock] = kUsedHead | static_cast<uint8_t>(order);
+  in_use_ += size;
+  return Status::OK();
+}
+
 uint64_t ExtentAllocator::bytes_in_use() const {
   std::lock_guard<std::mutex> lock(mu_);
   return in_use_;

@@ -41,6 +41,10 @@ class ExtentAllocator {
   StatusOr<GlobalPtr> Allocate(uint64_t bytes);
   // Returns a block from Allocate. Pointers that are not allocated block heads are refused with an error.
   Status Free(GlobalPtr ptr);
+  // Recovery: marks the block a record of `bytes` bytes at `ptr` was given (as Allocate would have handed it out) as
+  // allocated. InvalidArgument for a pointer outside the area or not aligned to its block; Corruption if the block
+  // overlaps one already marked (two records in one block).
+  Status MarkUsed(GlobalPtr ptr, uint64_t bytes);
 
   uint64_t capacity() const { return bytes_; }
   uint64_t bytes_in_use() const;

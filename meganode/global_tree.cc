@@ -40,7 +40,21 @@ StatusOr<std::unique_ptr<GlobalTree>> GlobalTree::Open(const GlobalTreeOptions& 
   const uint32_t here = t->node_region_->id();
   t->peers_ = options.peers;
   t->write_sink_ = options.write_sink;
-  if (options.root) {
+  t->next_split_id_ = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
+                                                std::chrono::system_clock::now().time_since_epoch())
+                                                .count());
+  if (options.restore) {
+    CELL_RETURN_IF_ERROR(options.restore(*t->node_region_, *t->extent_region_));
+    t->first_ = options.root ? GlobalPtr{here, 0} : options.first_meganode;
+    CELL_RETURN_IF_ERROR(t->Rebuild());
+    if (options.root && t->At(t->first_) == nullptr) {
+      return Status::Corruption(fmt::format(
+          "region {} is the root region, but its recovered bytes hold no first meganode at offset 0", here));
+    }
+    if (!options.root && (options.first_meganode.is_null() || options.first_meganode.region == here)) {
+      return Status::InvalidArgument("a tree that does not hold the root needs the first meganode's pointer");
+    }
+  } else if (options.root) {
     // The first meganode: a leaf meganode over every key, and the root.
     t->first_ = GlobalPtr{here, 0};
     btree::MeganodeInfo info;
@@ -53,7 +67,21 @@ StatusOr<std::unique_ptr<GlobalTree>> GlobalTree::Open(const GlobalTreeOptions& 
     }
     t->first_ = options.first_meganode;
   }
-  if (t->peers_ != nullptr) t->background_ = std::thread([raw = t.get()] { raw->BackgroundLoop(); });
+  if (t->peers_ != nullptr) {
+    t->background_ = std::thread([raw = t.get()] { raw->BackgroundLoop(); });
+    if (options.restore) {
+      // A remote split may have crashed between publishing its right half and unsealing it: unseal every right
+      // sibling on another server (of any generation; a no-op for one not sealed).
+      std::lock_guard lock(t->megas_mu_);
+      for (const auto& m : t->megas_) {
+        if (m == nullptr) continue;
+        const GlobalPtr right = NodeView(m->store->SlotWords(0)).right();
+        if (!right.is_null() && !t->IsLocal(right)) {
+          t->Post([raw = t.get(), right] { raw->UnsealRemote(RemoteMeganode{right, 0}, 0); });
+        }
+      }
+    }
+  }
   return t;
 }
 
@@ -127,6 +155,117 @@ StatusOr<GlobalTree::Mega*> GlobalTree::NewMeganode(const btree::MeganodeInfo& i
   CELL_RETURN_IF_ERROR(btree::BLinkTree::Format(m->store.get(), info));
   m->tree = std::make_unique<btree::BLinkTree>(m->store.get(), source_.get());
   return m;
+}
+
+namespace {
+// Publishes a meganode header with its state flags (btree::kFlagPending, kFlagSealed) set to `state`.
+void SetMeganodeState(Meganode& store, uint8_t state) {
+  uint64_t* hw = store.SlotWords(0);
+  const uint64_t locked = btree::LockNode(hw);
+  NodeImage header;
+  btree::LoadLocked(hw, &header);
+  header.SetMeganodeState(state);
+  store.Publish(0, &header, locked);
+}
+
+// Publishes a meganode header as free: the meganode is gone (a restart will not find it).
+void FreeMeganodeHeader(Meganode& store) {
+  uint64_t* hw = store.SlotWords(0);
+  const uint64_t locked = btree::LockNode(hw);
+  NodeImage header;
+  btree::LoadLocked(hw, &header);
+  header.MarkFree();
+  store.Publish(0, &header, locked);
+}
+
+void CutNodes(Meganode& store, uint32_t root_slot, int root_level, const std::string& sep, uint32_t* cut = nullptr,
+              bool fences = true);
+std::vector<btree::NodeEntry> LeafEntriesOf(Meganode& store);
+uint32_t FirstChild(Meganode& store, uint32_t slot);
+}  // namespace
+
+Status GlobalTree::Rebuild() {
+  const uint32_t here = node_region_->id();
+  std::vector<GlobalPtr> named;  // meganodes the headers here name: right siblings, and the cluster's root
+  for (size_t i = 0; i < megas_.size(); ++i) {
+    const GlobalPtr ptr{here, i * meganode_bytes_};
+    const uint64_t* w = node_region_->Resolve(ptr.offset, btree::kNodeSize);
+    const NodeView v(w);
+    if (v.version() == 0 || v.kind() != btree::NodeKind::kMeganodeHeader || !v.valid()) continue;
+    if (btree::CheckCopy(w, ptr) != btree::CopyCheck::kOk) {
+      return Status::Corruption(fmt::format("the meganode header at {}:{} fails its check", ptr.region, ptr.offset));
+    }
+    named.push_back(v.right());
+    named.push_back(v.cluster_root());
+    auto m = std::make_unique<Mega>();
+    m->generation = next_generation_++;
+    CELL_ASSIGN_OR_RETURN(m->store, Meganode::Create(node_region_.get(), ptr.offset, meganode_bytes_));
+    m->store->set_write_sink(write_sink_);
+    m->tree = std::make_unique<btree::BLinkTree>(m->store.get(), source_.get());
+    if (v.sealed()) {
+      m->sealed.store(true);
+      m->recovered_sealed = true;
+      ++recovery_.sealed;
+    }
+    megas_[i] = std::move(m);
+  }
+  for (auto& m : megas_) {
+    if (m == nullptr) continue;
+    const NodeView v(m->store->SlotWords(0));
+    if (!v.pending()) continue;
+    const GlobalPtr ptr = m->store->meganode();
+    if (std::find(named.begin(), named.end(), ptr) != named.end()) {
+      SetMeganodeState(*m->store, 0);  // published before the crash: the split (or root split) is kept
+      ++recovery_.pending_kept;
+    } else {
+      LogInfo("recovery: meganode {}:{} was made by a split that never published it; freed", ptr.region, ptr.offset);
+      FreeMeganodeHeader(*m->store);
+      m.reset();
+      ++recovery_.orphans_freed;
+    }
+  }
+  for (auto& m : megas_) {
+    if (m == nullptr) continue;
+    ++recovery_.meganodes;
+    Meganode& store = *m->store;
+    const NodeView hv(store.SlotWords(0));
+    std::string max;
+    hv.CopyMaxKey(&max);
+    if (!max.empty()) CutNodes(store, hv.root_slot(), hv.root_level(), max, &recovery_.nodes_cut, /*fences=*/false);
+    // The nodes reachable from the header: each level from its leftmost node along the right links.
+    std::vector<uint32_t> used;
+    uint32_t leftmost = hv.root_slot();
+    for (int level = hv.root_level(); level >= 0; --level) {
+      for (uint32_t s = leftmost; s != 0;) {
+        const uint64_t* w = store.SlotWords(s);
+        if (w == nullptr || btree::CheckCopy(w, store.meganode().Plus(uint64_t{s} * btree::kNodeSize)) !=
+                                btree::CopyCheck::kOk ||
+            !NodeView(w).valid() || NodeView(w).level() != level || used.size() > store.num_slots()) {
+          return Status::Corruption(fmt::format("meganode {}:{}: the node in slot {} (level {}) is not a valid node "
+                                                "of its tree",
+                                                store.meganode().region, store.meganode().offset, s, level));
+        }
+        used.push_back(s);
+        uint32_t next = 0;
+        const GlobalPtr right = NodeView(w).right();
+        if (!right.is_null() && !store.SlotOf(right, &next)) {
+          return Status::Corruption(fmt::format("meganode {}:{}: the node in slot {} links outside its meganode",
+                                                store.meganode().region, store.meganode().offset, s));
+        }
+        s = next;
+      }
+      if (level > 0) leftmost = FirstChild(store, leftmost);
+    }
+    store.Restore(used, hv.root_level());
+    if (hv.level() == 0) {
+      for (const btree::NodeEntry& e : LeafEntriesOf(store)) {
+        CELL_RETURN_IF_ERROR(extents_->MarkUsed(e.value.ptr, (uint64_t{e.value.length} + 7) / 8 * 8));
+        ++recovery_.records;
+        recovery_.record_bytes += e.value.length;
+      }
+    }
+  }
+  return Status::OK();
 }
 
 void GlobalTree::WriteRecord(GlobalPtr extent, const std::vector<uint64_t>& record) {
@@ -269,8 +408,11 @@ std::vector<btree::NodeEntry> LeafEntriesOf(Meganode& store) {
   return LeafEntries(store, hv.root_slot(), hv.root_level());
 }
 
-// Step 4 of a split: cut every level of the meganode at `sep`, from the top (see global_tree.h).
-void CutNodes(Meganode& store, uint32_t root_slot, int root_level, const std::string& sep) {
+// Step 4 of a split: cut every level of the meganode at `sep`, from the top (see global_tree.h). *cut, if given,
+// counts the nodes changed. Without `fences` (recovery: no reader holds an old header), a node that holds nothing at
+// or above sep keeps its max fence (a right half's nodes have the infinite fences of a new meganode's nodes).
+void CutNodes(Meganode& store, uint32_t root_slot, int root_level, const std::string& sep, uint32_t* cut,
+              bool fences) {
   std::vector<uint32_t> leftmost(root_level + 1);
   uint32_t slot = root_slot;
   for (int level = root_level; level >= 0; --level) {
@@ -295,19 +437,27 @@ void CutNodes(Meganode& store, uint32_t root_slot, int root_level, const std::st
         image.MarkFree();  // wholly at or above the cut: invalid from now on
         store.Publish(s, &image, locked);
         freed.push_back(s);
+        if (cut != nullptr) ++*cut;
       } else if (max.empty() || btree::CompareKeys(max, sep) > 0) {
         std::vector<btree::NodeEntry> entries = image.Entries();
         size_t keep = 0;
         while (keep < entries.size() && ((level > 0 && keep == 0) || btree::CompareKeys(entries[keep].key, sep) < 0)) {
           ++keep;
         }
+        if (!fences && keep == entries.size() && v.right().is_null()) {
+          btree::UnlockUnchanged(w, locked);
+          s = next;
+          continue;
+        }
         btree::NodeHeader header = image.Header();
         header.right = GlobalPtr();
         image.Build(header, min, sep, entries.data(), keep);  // fewer entries than before: always fits
         store.Publish(s, &image, locked);
+        if (cut != nullptr) ++*cut;
       } else if (btree::CompareKeys(max, sep) == 0 && !v.right().is_null()) {
         image.SetRight(GlobalPtr());
         store.Publish(s, &image, locked);
+        if (cut != nullptr) ++*cut;
       } else {
         btree::UnlockUnchanged(w, locked);
       }
@@ -405,7 +555,9 @@ Status GlobalTree::Scan(std::string_view start, std::string_view end, size_t lim
 
 StatusOr<RemoteMeganode> GlobalTree::CreateSealed(const btree::MeganodeInfo& info) {
   if (!info.cluster_root.is_null()) return Status::InvalidArgument("only the root server's first meganode names the root");
-  CELL_ASSIGN_OR_RETURN(Mega * m, NewMeganode(info));
+  btree::MeganodeInfo sealed = info;
+  sealed.state = btree::kFlagSealed;  // in its header too, so that a restart keeps it sealed
+  CELL_ASSIGN_OR_RETURN(Mega * m, NewMeganode(sealed));
   m->sealed.store(true, std::memory_order_release);  // before anyone can know its pointer
   return RemoteMeganode{m->store->meganode(), m->generation};
 }
@@ -414,7 +566,10 @@ StatusOr<GlobalTree::Mega*> GlobalTree::LockSealed(const RemoteMeganode& r, std:
   Mega* m = At(r.ptr);  // a Mega is never deleted while the tree lives (abandoned ones go to the graveyard)
   if (m != nullptr) {
     *lock = std::unique_lock<SplitLock>(m->split_mu);  // uncontended: nobody else writes a sealed meganode
-    if (m->generation == r.generation && !m->abandoned && m->sealed.load()) return m;
+    // Generation 0: whichever meganode is there (a recovering splitting server knows only the pointer its published
+    // header names); a meganode sealed before this server restarted has lost its generation and accepts any.
+    const bool same = r.generation == 0 || m->recovered_sealed || m->generation == r.generation;
+    if (same && !m->abandoned && m->sealed.load()) return m;
     lock->unlock();
   }
   return Status::FailedPrecondition(fmt::format(
@@ -455,9 +610,13 @@ Status GlobalTree::Unseal(const RemoteMeganode& meganode) {
   if (!m.ok()) {
     // Unsealed already (a retried request whose first reply was lost) is success.
     Mega* now = At(meganode.ptr);
-    if (now != nullptr && now->generation == meganode.generation && !now->sealed.load()) return Status::OK();
+    if (now != nullptr && (meganode.generation == 0 || now->generation == meganode.generation) &&
+        !now->sealed.load()) {
+      return Status::OK();
+    }
     return m.status();
   }
+  SetMeganodeState(*(*m)->store, 0);  // its header says so first: a restart must not find it sealed
   (*m)->sealed.store(false, std::memory_order_release);
   return Status::OK();
 }
@@ -468,6 +627,7 @@ Status GlobalTree::Abandon(const RemoteMeganode& meganode) {
   if (NodeView(m->store->SlotWords(0)).level() == 0) {
     for (const auto& e : LeafEntriesOf(*m->store)) extents_->Free(e.value.ptr);
   }
+  FreeMeganodeHeader(*m->store);  // a restart will not find it
   m->abandoned = true;
   m->sealed.store(false, std::memory_order_release);
   lock.unlock();
@@ -513,8 +673,15 @@ Status GlobalTree::Split(Mega* m, int level, uint64_t seen_splits, bool may_go_r
     m->remote_split = try_remote;
     m->split_key = sep;
   }
+  const uint64_t split_id = next_split_id_.fetch_add(1, std::memory_order_relaxed);
+  if (write_sink_ != nullptr) {
+    write_sink_->SplitMarked(true, split_id, fmt::format("meganode {}:{} (level {}) splits at '{}'{}",
+                                                         store.meganode().region, store.meganode().offset,
+                                                         info.level, sep, try_remote ? ", to another server" : ""));
+  }
   // Ends the split (phase 5, or phase 2 failing): writers held off come back.
-  const auto end_split = [m] {
+  const auto end_split = [this, m, split_id] {
+    if (write_sink_ != nullptr) write_sink_->SplitMarked(false, split_id, {});
     {
       std::unique_lock lock(m->split_mu);
       m->splitting = false;
@@ -530,6 +697,7 @@ Status GlobalTree::Split(Mega* m, int level, uint64_t seen_splits, bool may_go_r
   btree::MeganodeInfo right_info = info;
   right_info.min = sep;
   right_info.cluster_root = GlobalPtr();
+  right_info.state = btree::kFlagPending;  // until M's header names it (a remote right half is sealed instead)
   GlobalPtr right_half;
   RemoteMeganode remote_half;
   bool remote = false;
@@ -608,6 +776,7 @@ Status GlobalTree::Split(Mega* m, int level, uint64_t seen_splits, bool may_go_r
     info.cluster_root = header.view().cluster_root();
     header.BuildMeganodeHeader(store.meganode(), root_slot, root_level, info);
     store.Publish(0, &header, locked);
+    if (!remote) SetMeganodeState(*At(right_half)->store, 0);  // named by M's header now: no orphan
 
     if (split_observer_) split_observer_(sep);
     CutNodes(store, root_slot, root_level, sep);
@@ -677,11 +846,13 @@ Status GlobalTree::InsertSeparator(GlobalPtr at, int level, const std::string& s
         if (!(now == root)) continue;  // another thread grew it meanwhile
         btree::MeganodeInfo info;
         info.level = level;
+        info.state = btree::kFlagPending;  // until the first meganode names it
         CELL_ASSIGN_OR_RETURN(Mega * r, NewMeganode(info));
         std::optional<LeafValue> replaced;
         CELL_RETURN_IF_ERROR(r->tree->Put(std::string(1, '\0'), LeafValue{root, 0, 0}, &replaced));
         CELL_RETURN_IF_ERROR(r->tree->Put(separator, entry, &replaced));
         SetClusterRoot(r->store->meganode());
+        SetMeganodeState(*r->store, 0);
         stats_.root_splits.fetch_add(1, std::memory_order_relaxed);
         return Status::OK();
       }

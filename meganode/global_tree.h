@@ -35,6 +35,24 @@
 // other server is phase 2, which holds no lock, and the right half's writers get Unavailable (retry) meanwhile instead
 // of waiting for it. Separators for a parent meganode on another server are sent by the background thread; until
 // they arrive, right links keep every key reachable. A new root meganode is always made by the server holding the first meganode (the root server).
+//
+// Recovery (GlobalTreeOptions::restore). A restarted server fills its regions from its checkpoint and log, and the
+// tree is rebuilt from their bytes: a meganode is every slot-0 header that is valid; its free node slots are those no
+// node reachable from its header uses (a node written for a split whose left half was never published is such a
+// slot); its records' blocks are marked in the extent allocator. Meganode headers carry their state: a meganode made
+// for a split or a new root is *pending* until the meganode that names it (the left half's header, or the first
+// meganode's root pointer) is published; one made for another server's split is *sealed* until unsealed. So:
+//   - a pending meganode some header here names is the right half of a split whose step 3 was done: it is kept;
+//     one that no header names is an orphan of a split or root split that never published it: it is freed;
+//   - every meganode is cut at its max (step 4, idempotent), which finishes a split that crashed between its steps 3
+//     and 5;
+//   - a sealed meganode stays sealed, awaiting its splitting server's Unseal or Abandon (of any generation);
+//   - every meganode whose right link leads to another server is sent an Unseal (a no-op unless the crash came
+//     between publishing a remote split and unsealing its right half).
+// The repairs are written through the write sink like any write. Splits begun and ended are also marked in the log
+// (WriteSink::SplitMarked), for the report. Lost with the crash, and not repaired: separators not yet inserted into
+// a parent meganode (right links keep their keys reachable), and a remote split's right half created on another
+// server but never published (it stays sealed there).
 // Thread-safe.
 #pragma once
 
@@ -108,6 +126,21 @@ struct GlobalTreeOptions {
   Peers* peers = nullptr;  // null: every meganode stays here
   // Told of every write to the tree's regions, from any thread (btree/write_sink.h); null: no one. Not owned.
   btree::WriteSink* write_sink = nullptr;
+  // Recovery: if set, called on the fresh, zeroed regions to fill them (from a checkpoint and the log after it); the
+  // tree is then rebuilt from their bytes instead of formatted (see "Recovery" above), and the repairs go through the
+  // write sink. An error is Open's.
+  std::function<Status(Region& nodes, Region& extents)> restore;
+};
+
+// What recovery found and repaired.
+struct TreeRecovery {
+  uint32_t meganodes = 0;         // meganodes found (kept)
+  uint32_t pending_kept = 0;      // right halves and roots whose publication the crash had already made
+  uint32_t orphans_freed = 0;     // meganodes of splits that never published them
+  uint32_t sealed = 0;            // meganodes awaiting another server's Unseal or Abandon
+  uint32_t nodes_cut = 0;         // nodes a crashed split had not cut yet
+  uint64_t records = 0;           // records found (their blocks marked in use)
+  uint64_t record_bytes = 0;
 };
 
 // A meganode's split lock: shared by its writers, exclusive for a split. A waiting split holds back new writers (a
@@ -192,6 +225,8 @@ class GlobalTree {
   size_t meganodes_in_use() const;
   uint64_t extent_bytes_used() const { return extents_->bytes_in_use(); }
   const Stats& stats() const { return stats_; }
+  // What recovery did (all zeros for a tree that was formatted).
+  const TreeRecovery& recovery() const { return recovery_; }
 
   // Test seam: called by a split after it has published the left half's header and before it cuts the nodes (the
   // window in step 4), with the split key. It runs on the splitting thread, with the split locks held.
@@ -221,11 +256,15 @@ class GlobalTree {
     std::atomic<bool> split_queued{false};  // a background split is queued
     uint64_t generation = 0;                // unique in this tree's life
     bool abandoned = false;                 // guarded by split_mu: freed by Abandon (kept, never deleted, in graveyard_)
+    bool recovered_sealed = false;          // sealed before a restart: its generation is lost, any one is accepted
   };
 
   GlobalTree() = default;
   Mega* At(GlobalPtr meganode) const;
   StatusOr<Mega*> NewMeganode(const btree::MeganodeInfo& info);
+  // Recovery: builds the meganodes from the node region's bytes, repairs what a crash left (see "Recovery" above),
+  // and marks the records' blocks in use.
+  Status Rebuild();
   // Tells the write sink of a record, then copies it into its freshly allocated extent block (after the release
   // fence readers rely on).
   void WriteRecord(GlobalPtr extent, const std::vector<uint64_t>& record);
@@ -271,6 +310,8 @@ class GlobalTree {
   mutable std::mutex megas_mu_;               // guards megas_ slots being filled
   std::mutex root_mu_;                        // one root split at a time
   Stats stats_;
+  TreeRecovery recovery_;
+  std::atomic<uint64_t> next_split_id_{0};  // marks splits in the log (seeded from the clock: unique across restarts)
   std::function<void(const std::string&)> split_observer_;
   std::function<void(const std::string&, bool)> split_copy_observer_;
 

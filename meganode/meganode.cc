@@ -1,6 +1,8 @@
 // Meganode slot allocation (see meganode.h).
 #include "meganode/meganode.h"
 
+#include <algorithm>
+
 namespace cell::meganode {
 
 StatusOr<std::unique_ptr<Meganode>> Meganode::Create(Region* region, uint64_t offset, uint64_t bytes) {
@@ -14,6 +16,25 @@ StatusOr<std::unique_ptr<Meganode>> Meganode::Create(Region* region, uint64_t of
   uint64_t slots = bytes / btree::kNodeSize;
   if (slots > UINT32_MAX) return Status::InvalidArgument("meganode larger than 4 TiB");
   return std::unique_ptr<Meganode>(new Meganode(region, offset, static_cast<uint32_t>(slots)));
+}
+
+void Meganode::Restore(const std::vector<uint32_t>& used, int root_level) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<bool> in_use(num_slots_, false);
+  in_use[0] = true;
+  uint32_t top = 0;
+  for (uint32_t s : used) {
+    if (s < num_slots_) {
+      in_use[s] = true;
+      top = std::max(top, s);
+    }
+  }
+  next_unused_ = top + 1;
+  free_list_.clear();
+  for (uint32_t s = next_unused_ - 1; s >= 1; --s) {  // highest first: the lowest are handed out first
+    if (!in_use[s]) free_list_.push_back(s);
+  }
+  root_level_.store(root_level, std::memory_order_relaxed);
 }
 
 uint32_t Meganode::free_slots() const {

@@ -30,6 +30,9 @@ class Meganode final : public btree::NodeStore {
   void FreeSlots(const uint32_t* slots, uint32_t n) override;
   void OnRootLevel(int level) override { root_level_.store(level, std::memory_order_relaxed); }
 
+  // Recovery: the slots `used` hold the meganode's nodes (the header, slot 0, always); every other is free.
+  void Restore(const std::vector<uint32_t>& used, int root_level);
+
   uint32_t free_slots() const;
   // Three quarters of the slots a first split may take are in use.
   bool MostlyFull() const;

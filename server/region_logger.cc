@@ -32,6 +32,10 @@ RegionLogger::RegionLogger(logging::RegionLog* log, std::vector<uint32_t> region
 
 void RegionLogger::Add(logging::LogRecord&& record) {
   Pending& p = pending[id_];
+  if (log_ == nullptr) {
+    if (p.error.ok()) p.error = Status::Internal("a write before the log was opened");
+    return;
+  }
   auto lsn = log_->Add(record);
   if (!lsn.ok()) {
     if (p.error.ok()) p.error = lsn.status();

@@ -27,8 +27,10 @@ namespace cell::server {
 
 class RegionLogger final : public btree::WriteSink {
  public:
-  // Writes to `regions` go to `log` (not owned; outlives the logger); a write to another region fails the commit.
+  // Writes to `regions` go to `log` (not owned; outlives the logger; may be set later, before the first write); a
+  // write to another region, or before there is a log, fails the commit.
   RegionLogger(logging::RegionLog* log, std::vector<uint32_t> regions);
+  void set_log(logging::RegionLog* log) { log_ = log; }
 
   void NodeWritten(GlobalPtr node, const btree::NodeImage& image) override;
   void BytesWritten(GlobalPtr at, const uint64_t* words, size_t n) override;
@@ -43,7 +45,7 @@ class RegionLogger final : public btree::WriteSink {
   void AddBytes(GlobalPtr at, const void* bytes, size_t n);
 
   const uint64_t id_;  // keys this logger's pending lsn in each thread
-  logging::RegionLog* const log_;
+  logging::RegionLog* log_;
   const std::vector<uint32_t> regions_;
 };
 
