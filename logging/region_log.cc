@@ -319,6 +319,7 @@ StatusOr<uint64_t> RegionLog::Add(const LogRecord& record) {
   if (Status s = writer_->AddRecord(bytes); !s.ok()) return Fail(s);
   ++next_lsn_;
   appended_lsn_ = lsn;
+  appended_bytes_ += bytes.size();
   return lsn;
 }
 
@@ -368,6 +369,11 @@ uint64_t RegionLog::durable_lsn() const {
   std::lock_guard lock(mu_);
   return durable_lsn_;
 }
+uint64_t RegionLog::appended_bytes() const {
+  std::lock_guard lock(mu_);
+  return appended_bytes_;
+}
+
 uint64_t RegionLog::syncs() const {
   std::lock_guard lock(mu_);
   return syncs_;

@@ -121,6 +121,7 @@ class RegionLog {
   uint64_t appended_lsn() const;
   uint64_t durable_lsn() const;  // every record up to this one is on disk
   uint64_t syncs() const;        // fdatasyncs done (group commit shares them)
+  uint64_t appended_bytes() const;  // bytes of records appended since Open
 
  private:
   RegionLog(std::string dir, uint64_t next_lsn, const RegionLogOptions& options);
@@ -141,6 +142,7 @@ class RegionLog {
   bool syncing_ = false, stopping_ = false;
   Status failed_;
   uint64_t syncs_ = 0;
+  uint64_t appended_bytes_ = 0;
   std::thread flusher_;
 };
 

@@ -56,4 +56,11 @@ Region::~Region() {
   if (fd_ >= 0) close(fd_);
 }
 
+bool Region::IsHole(uint64_t offset, uint64_t n) const {
+  if (fd_ < 0) return false;
+  const off_t data = ::lseek(fd_, static_cast<off_t>(offset), SEEK_DATA);
+  if (data < 0) return errno == ENXIO;  // no data at or after offset
+  return static_cast<uint64_t>(data) >= offset + n;
+}
+
 }  // namespace cell::meganode

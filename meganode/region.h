@@ -30,6 +30,9 @@ class Region {
   uint64_t size() const { return size_; }
   char* base() const { return base_; }
   int fd() const { return fd_; }  // -1 for anonymous memory
+  // True if [offset, offset + n) was never written (a hole of the memfd: reading it would only commit zero pages).
+  // False when that is not known (anonymous memory, or a file system that does not report holes).
+  bool IsHole(uint64_t offset, uint64_t n) const;
   // The words at [offset, offset + bytes), or nullptr if that is not inside the region.
   uint64_t* Resolve(uint64_t offset, size_t bytes) const {
     if (offset > size_ || bytes > size_ - offset) return nullptr;

@@ -13,6 +13,12 @@ namespace cell::membership {
 
 class InMemoryMembership final : public Membership {
  public:
+  InMemoryMembership() = default;
+  // A table that hands out region ids from `first_region_id` on: an embedded server restarted on its data directory
+  // (the table does not outlive the process) must not hand out the ids its recovered regions have. Ids below it count
+  // as allocated.
+  explicit InMemoryMembership(uint32_t first_region_id) : next_region_(first_region_id < 1 ? 1 : first_region_id) {}
+
   Status RegisterServer(const ServerInfo& self) override;
   Status UnregisterServer(uint64_t id) override;
   StatusOr<std::vector<ServerInfo>> ListServers() override;

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "common/log.h"
 #include "membership/in_memory_membership.h"
 #include "membership/zookeeper_membership.h"
@@ -27,7 +29,13 @@ StatusOr<std::unique_ptr<CellServer>> CellServer::Start(const ServerConfig& conf
   if (embedded) {
     if (!config.zk_auth.empty()) return Status::InvalidArgument("--zk-auth applies only to --membership=zk://...");
     if (server->config_.id == 0) server->config_.id = 1;
-    server->membership_ = std::make_unique<membership::InMemoryMembership>();
+    // The table lives in this process only: a restart on a data directory must not hand out its regions' ids again.
+    uint32_t first_id = 1;
+    if (!config.data_dir.empty()) {
+      auto recorded = StoreService::RecordedRegions(config.data_dir, server->config_.id);
+      if (recorded.ok()) first_id = std::max(recorded->first, recorded->second) + 1;
+    }
+    server->membership_ = std::make_unique<membership::InMemoryMembership>(first_id);
     server->table_service_ = std::make_unique<TableService>(server->membership_.get());
   } else {
     if (config.membership.substr(0, 5) != "zk://") {
@@ -44,8 +52,12 @@ StatusOr<std::unique_ptr<CellServer>> CellServer::Start(const ServerConfig& conf
     server->membership_ = std::move(m);
   }
 
-  CELL_ASSIGN_OR_RETURN(server->store_,
-                        StoreService::Open(config.store, server->membership_.get(), server->config_.id));
+  StoreConfig store = config.store;
+  store.data_dir = config.data_dir;
+  if (store.data_dir.empty()) {
+    LogWarning("server {}: no --data-dir: writes are not logged, and a restart loses the data", server->config_.id);
+  }
+  CELL_ASSIGN_OR_RETURN(server->store_, StoreService::Open(store, server->membership_.get(), server->config_.id));
 
   rpc::ServerOptions options;
   options.workers = config.workers;
@@ -72,7 +84,15 @@ StatusOr<std::unique_ptr<CellServer>> CellServer::Start(const ServerConfig& conf
     server->listeners_.push_back(std::move(*listener));
   }
 
-  CELL_RETURN_IF_ERROR(server->membership_->RegisterServer(server->Self()));
+  // A server restarted after a crash may find its previous incarnation still registered, until that one's
+  // ZooKeeper session expires: wait for it (a little longer than a session timeout), and no longer.
+  const auto register_by = std::chrono::steady_clock::now() + config.zk_session_timeout * 2;
+  for (;;) {
+    Status s = server->membership_->RegisterServer(server->Self());
+    if (s.ok()) break;
+    if (s.code() != Status::Code::kFailedPrecondition || std::chrono::steady_clock::now() >= register_by) return s;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // polling ZooKeeper for the old session's end
+  }
   server->registered_ = true;
   server->serving_ = true;
   server->fencing_ = std::thread([raw = server.get()] { raw->FencingLoop(); });

@@ -29,7 +29,7 @@ struct ServerConfig {
   int workers = 1;
   std::vector<int> worker_cpus;        // pin worker i to worker_cpus[i % size]; empty: no pinning
   std::string nic_model;               // shm: "reads_per_s=R,bytes_per_s=B,latency_us=L" (rpc/shm/nic_model.h)
-  std::string data_dir;                // logs and checkpoints (region recovery, to come); checked to exist
+  std::string data_dir;                // logs and checkpoints (StoreConfig::data_dir); empty: nothing is logged
   StoreConfig store;
 };
 

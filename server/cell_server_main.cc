@@ -54,12 +54,25 @@ int main(int argc, char** argv) {
                "put the regions on 2 MiB huge pages (reserve them first: vm.nr_hugepages); fewer TLB misses for "
                "one-sided reads");
   app.add_option("--data-dir", config.data_dir,
-                 "directory for this server's write-ahead logs and checkpoints (must exist and be writable; the "
-                 "logs come with region recovery: nothing is written there yet)")
+                 "directory for this server's write-ahead log and checkpoints (must exist and be writable); a "
+                 "restarted server recovers its regions from it. Without it nothing is logged")
       ->check(CLI::ExistingDirectory);
+  std::string durability = "sync";
+  app.add_option("--durability", durability,
+                 "with --data-dir: 'sync' (a put or delete is acknowledged once it is on disk) or 'async' "
+                 "(acknowledged at once, on disk within --async-flush-ms plus one fdatasync)")
+      ->check(CLI::IsMember({"sync", "async"}));
+  int64_t flush_ms = config.store.async_flush_interval.count();
+  app.add_option("--async-flush-ms", flush_ms, "async durability: how often the log is synced")
+      ->check(CLI::Range(int64_t{1}, int64_t{10000}));
+  app.add_option("--checkpoint-every", config.store.checkpoint_log_bytes,
+                 "take a checkpoint (and drop the log before it) once the log has grown by this much (e.g. 256MiB)")
+      ->transform(CLI::AsSizeValue(false));
   CLI11_PARSE(app, argc, argv);
   if (config.listen.empty()) config.listen.push_back("tcp://127.0.0.1:7000");
   config.zk_session_timeout = std::chrono::milliseconds(session_ms);
+  config.store.durability = *cell::logging::ParseDurability(durability);  // checked by IsMember above
+  config.store.async_flush_interval = std::chrono::milliseconds(flush_ms);
 
   // Signals are taken synchronously by the main thread; every thread started from here on inherits the mask.
   sigset_t stop_signals;

@@ -161,12 +161,20 @@ std::vector<logging::CheckpointRegion> TreeCheckpointRegions(const meganode::Reg
       {.id = nodes.id(),
        .size = nodes.size(),
        .read = [&nodes](uint64_t offset, size_t n, char* out) {
+         if (nodes.IsHole(offset, n)) {  // never written: zeros, without committing memory to read them
+           std::memset(out, 0, n);
+           return Status::OK();
+         }
          return CopyNodeRegion(nodes.Resolve(0, nodes.size()), offset, n, out);
        },
        .write = write(&nodes)},
       {.id = extents.id(),
        .size = extents.size(),
        .read = [&extents](uint64_t offset, size_t n, char* out) {
+         if (extents.IsHole(offset, n)) {
+           std::memset(out, 0, n);
+           return Status::OK();
+         }
          CopyBytesFromShared(out, extents.base() + offset, n);
          return Status::OK();
        },

@@ -3,6 +3,11 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <cstdio>
+
+#include "common/log.h"
+#include "logging/checkpoint.h"
+#include "logging/env.h"
 
 #include "server/proto/store.pb.h"
 
@@ -23,13 +28,59 @@ bool Parse(std::string_view bytes, Request* request, rpc::Responder& responder) 
 }
 }  // namespace
 
+namespace {
+// <data_dir>/server-<id>.regions: "node <id>\nextent <id>\n", the regions this server made.
+std::string RegionsFile(const std::string& data_dir, uint64_t server_id) {
+  return fmt::format("{}/server-{}.regions", data_dir, server_id);
+}
+// <log dir>/MANIFEST: the regions' shapes, checked on every restart.
+std::string Manifest(const StoreConfig& c, uint32_t node, uint32_t extent, bool root) {
+  return fmt::format("node_region {}\nextent_region {}\nmeganode_bytes {}\nmeganodes {}\nextent_region_bytes {}\n"
+                     "root {}\n",
+                     node, extent, c.meganode_bytes, c.meganodes, c.extent_region_bytes, root ? 1 : 0);
+}
+}  // namespace
+
+StatusOr<std::pair<uint32_t, uint32_t>> StoreService::RecordedRegions(const std::string& data_dir,
+                                                                     uint64_t server_id) {
+  const std::string path = RegionsFile(data_dir, server_id);
+  CELL_ASSIGN_OR_RETURN(const std::string text, logging::ReadFileToString(logging::Env::Posix(), path));
+  unsigned node = 0, extent = 0;
+  if (std::sscanf(text.c_str(), "node %u\nextent %u", &node, &extent) != 2 || node == 0 || extent == 0) {
+    return Status::Corruption(fmt::format("{} does not name two regions (\"node N\\nextent M\\n\"): '{}'", path, text));
+  }
+  return std::pair<uint32_t, uint32_t>{node, extent};
+}
+
 StatusOr<std::unique_ptr<StoreService>> StoreService::Open(const StoreConfig& config,
                                                            membership::Membership* membership, uint64_t server_id) {
   auto service = std::unique_ptr<StoreService>(new StoreService());
   service->server_id_ = server_id;
   service->search_cpu_us_ = config.search_cpu_us;
-  CELL_ASSIGN_OR_RETURN(service->node_region_, membership->AllocateRegionId());
-  CELL_ASSIGN_OR_RETURN(service->extent_region_, membership->AllocateRegionId());
+  logging::Env* env = logging::Env::Posix();
+  bool restart = false;
+  const std::string regions_file = config.data_dir.empty() ? "" : RegionsFile(config.data_dir, server_id);
+  if (!regions_file.empty() && env->FileExists(regions_file)) {
+    CELL_ASSIGN_OR_RETURN(const auto recorded, RecordedRegions(config.data_dir, server_id));
+    const auto [node, extent] = recorded;
+    auto entry = membership->GetRegion(node);
+    if (entry.ok() && entry->owner != server_id && entry->owner != 0) {
+      // Taken over while this server was down: its log belongs to the new owner now. This server is fenced from
+      // those regions and starts with new, empty ones.
+      LogWarning("server {}: region {} is owned by server {} now (epoch {}); starting with new regions",
+                 server_id, node, entry->owner, entry->epoch);
+    } else if (!entry.ok() && !entry.status().IsNotFound()) {
+      return entry.status();
+    } else {
+      restart = true;
+      service->node_region_ = node;
+      service->extent_region_ = extent;
+    }
+  }
+  if (!restart) {
+    CELL_ASSIGN_OR_RETURN(service->node_region_, membership->AllocateRegionId());
+    CELL_ASSIGN_OR_RETURN(service->extent_region_, membership->AllocateRegionId());
+  }
   // The first server of the cluster holds the root; the others learn where it is.
   CELL_ASSIGN_OR_RETURN(uint32_t root, membership->ClaimRoot(service->node_region_));
   service->peers_ = std::make_unique<ServerPeers>(membership, server_id, config.peer_timeout);
@@ -43,19 +94,182 @@ StatusOr<std::unique_ptr<StoreService>> StoreService::Open(const StoreConfig& co
   options.backing = config.huge_pages ? meganode::RegionBacking::kHugetlb : meganode::RegionBacking::kMemfd;
   options.node_region_id = service->node_region_;
   options.extent_region_id = service->extent_region_;
+  if (config.data_dir.empty()) {
+    auto store = meganode::GlobalTree::Open(options);
+    if (!store.ok()) {
+      return Status::FromCode(store.status().code(),
+                              fmt::format("creating the store's regions ({} meganodes of {} B, {} B of extents): {}",
+                                          config.meganodes, config.meganode_bytes, config.extent_region_bytes,
+                                          store.status().message()));
+    }
+    service->store_ = std::move(*store);
+  } else {
+    if (!restart) {
+      CELL_RETURN_IF_ERROR(logging::WriteFileAtomically(
+          env, regions_file, fmt::format("node {}\nextent {}\n", service->node_region_, service->extent_region_)));
+    }
+    CELL_RETURN_IF_ERROR(service->OpenLogged(config, options, restart));
+  }
+  // Only once the memory exists do the regions enter the table (a restart finds them there, unless the table was
+  // lost with an embedded server).
+  auto node = membership->GetRegion(service->node_region_);
+  if (!restart || (!node.ok() && node.status().IsNotFound())) {
+    node = membership->CreateRegion(service->node_region_, server_id);
+    CELL_RETURN_IF_ERROR(node.status());
+    CELL_RETURN_IF_ERROR(membership->CreateRegion(service->extent_region_, server_id).status());
+  }
+  CELL_RETURN_IF_ERROR(node.status());
+  if (node->owner == 0) {  // left without an owner while this server was down: take it back, at a new epoch
+    node = membership->ChangeOwner(service->node_region_, node->epoch, server_id);
+    CELL_RETURN_IF_ERROR(node.status());
+    CELL_ASSIGN_OR_RETURN(membership::RegionEntry extent, membership->GetRegion(service->extent_region_));
+    if (extent.owner == 0) CELL_RETURN_IF_ERROR(membership->ChangeOwner(service->extent_region_, extent.epoch, server_id).status());
+  }
+  service->epoch_ = node->epoch;
+  if (service->log_ != nullptr) {
+    service->checkpointer_ = std::thread([raw = service.get(), every = config.checkpoint_log_bytes] {
+      raw->CheckpointLoop(every);
+    });
+  }
+  return service;
+}
+
+Status StoreService::OpenLogged(const StoreConfig& config, meganode::GlobalTreeOptions options, bool restart) {
+  logging::Env* env = logging::Env::Posix();
+  log_dir_ = fmt::format("{}/regions-{}", config.data_dir, node_region_);
+  const std::string manifest_path = log_dir_ + "/MANIFEST";
+  const std::string manifest = Manifest(config, node_region_, extent_region_, options.root);
+  if (restart) {
+    auto found = logging::ReadFileToString(env, manifest_path);
+    if (!found.ok()) {
+      return Status::FromCode(found.status().code(),
+                              fmt::format("restarting with regions {} and {}: {}", node_region_, extent_region_,
+                                          found.status().message()));
+    }
+    if (*found != manifest) {
+      return Status::FailedPrecondition(fmt::format(
+          "{} describes regions of another shape than this server's options (--meganode-size, --meganodes, "
+          "--region-size must stay as they were): it holds\n{}but the options give\n{}",
+          manifest_path, *found, manifest));
+    }
+  } else {
+    if (env->FileExists(log_dir_) && !logging::RegionLog::Files(log_dir_, env)->empty()) {
+      return Status::FailedPrecondition(fmt::format(
+          "{} already holds a log, but region {} is new: the data directory belongs to another cluster", log_dir_,
+          node_region_));
+    }
+    CELL_RETURN_IF_ERROR(env->CreateDirs(log_dir_));
+    CELL_RETURN_IF_ERROR(logging::WriteFileAtomically(env, manifest_path, manifest));
+  }
+  const logging::RegionLogOptions log_options{.durability = config.durability,
+                                              .async_flush_interval = config.async_flush_interval};
+  logger_ = std::make_unique<RegionLogger>(nullptr, std::vector<uint32_t>{node_region_, extent_region_});
+  options.write_sink = logger_.get();
+  const auto start = std::chrono::steady_clock::now();
+  if (restart) {
+    options.restore = [&](meganode::Region& nodes, meganode::Region& extents) -> Status {
+      const RegionMemory n{nodes.id(), nodes.Resolve(0, nodes.size()), nodes.size()};
+      const RegionMemory e{extents.id(), extents.Resolve(0, extents.size()), extents.size()};
+      std::map<uint64_t, std::string> splits;  // begun and not (yet) ended
+      auto r = logging::Recover(log_dir_, TreeCheckpointRegions(nodes, extents),
+                                [&](uint64_t, const logging::LogRecord& record) {
+                                  if (record.kind == logging::LogRecord::Kind::kSplitBegin) {
+                                    splits[record.split] = record.info;
+                                  } else if (record.kind == logging::LogRecord::Kind::kSplitEnd) {
+                                    splits.erase(record.split);
+                                  }
+                                  return ApplyLogRecord(record, n, e);
+                                });
+      if (!r.ok()) {
+        return Status::FromCode(r.status().code(),
+                                fmt::format("recovering regions {} and {} from {}: {}", node_region_, extent_region_,
+                                            log_dir_, r.status().message()));
+      }
+      recovery_.recovered = true;
+      recovery_.checkpoint_lsn = r->checkpoint_lsn;
+      recovery_.records_replayed = r->replay.records;
+      recovery_.damage = r->replay.damage;
+      recovery_.unfinished_splits = splits.size();
+      for (const auto& [id, info] : splits) LogInfo("recovery: a split the crash interrupted: {}", info);
+      CELL_ASSIGN_OR_RETURN(log_, logging::RegionLog::Open(log_dir_, r->next_lsn(), log_options));
+      logger_->set_log(log_.get());
+      return Status::OK();
+    };
+  } else {
+    CELL_ASSIGN_OR_RETURN(log_, logging::RegionLog::Open(log_dir_, 1, log_options));
+    logger_->set_log(log_.get());
+  }
   auto store = meganode::GlobalTree::Open(options);
   if (!store.ok()) {
     return Status::FromCode(store.status().code(),
-                            fmt::format("creating the store's regions ({} meganodes of {} B, {} B of extents): {}",
-                                        config.meganodes, config.meganode_bytes, config.extent_region_bytes,
-                                        store.status().message()));
+                            fmt::format("{} the store's regions ({} meganodes of {} B, {} B of extents): {}",
+                                        restart ? "recovering" : "creating", config.meganodes, config.meganode_bytes,
+                                        config.extent_region_bytes, store.status().message()));
   }
-  service->store_ = std::move(*store);
-  // Only once the memory exists do the regions enter the table.
-  CELL_ASSIGN_OR_RETURN(membership::RegionEntry node, membership->CreateRegion(service->node_region_, server_id));
-  CELL_RETURN_IF_ERROR(membership->CreateRegion(service->extent_region_, server_id).status());
-  service->epoch_ = node.epoch;
-  return service;
+  store_ = std::move(*store);
+  // The first meganode, or recovery's repairs, are durable before anything is served.
+  CELL_RETURN_IF_ERROR(log_->Flush());
+  if (restart) {
+    recovery_.tree = store_->recovery();
+    recovery_.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const auto& t = recovery_.tree;
+    LogInfo("server {}: recovered regions {} and {} in {:.2f} s: checkpoint at lsn {}, {} log records replayed{}; "
+            "{} meganodes, {} records ({} bytes); repaired: {} unfinished splits ({} right halves kept, {} orphans "
+            "freed, {} nodes cut); {} sealed meganodes await their splitting server",
+            server_id_, node_region_, extent_region_, recovery_.seconds, recovery_.checkpoint_lsn,
+            recovery_.records_replayed, recovery_.damage.empty() ? "" : "; the log ended early: " + recovery_.damage,
+            t.meganodes, t.records, t.record_bytes, recovery_.unfinished_splits, t.pending_kept, t.orphans_freed,
+            t.nodes_cut, t.sealed);
+  }
+  return Status::OK();
+}
+
+StoreService::~StoreService() {
+  {
+    std::lock_guard lock(checkpoint_mu_);
+    stopping_ = true;
+  }
+  checkpoint_cv_.notify_all();
+  if (checkpointer_.joinable()) checkpointer_.join();
+}
+
+void StoreService::CheckpointLoop(uint64_t every_bytes) {
+  uint64_t at_last = 0;
+  bool due = recovery_.records_replayed > 0;  // the next restart need not replay the same records again
+  std::unique_lock lock(checkpoint_mu_);
+  while (!stopping_) {
+    if (!due) {
+      checkpoint_cv_.wait_for(lock, std::chrono::seconds(1), [&] { return stopping_; });
+      if (stopping_) break;
+      due = log_->appended_bytes() - at_last >= every_bytes;
+      if (!due) continue;
+    }
+    lock.unlock();
+    const auto start = std::chrono::steady_clock::now();
+    const uint64_t bytes = log_->appended_bytes();
+    auto lsn = logging::TakeCheckpoint(log_dir_, log_.get(),
+                                       TreeCheckpointRegions(store_->node_region(), store_->extent_region()));
+    if (lsn.ok()) {
+      at_last = bytes;
+      LogInfo("server {}: checkpoint at lsn {} in {:.2f} s", server_id_, *lsn,
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    } else {
+      LogWarning("server {}: checkpoint failed (the log is kept; retrying later): {}", server_id_,
+                 lsn.status().ToString());
+    }
+    due = false;
+    lock.lock();
+  }
+}
+
+Status StoreService::Commit() {
+  if (logger_ == nullptr) return Status::OK();
+  Status s = logger_->Commit();
+  if (s.ok()) return s;
+  return Status::Unavailable(fmt::format(
+      "server {}: the write was made but could not be logged, and is not acknowledged: {} (the server takes no "
+      "more writes until it is restarted and recovers)",
+      server_id_, s.message()));
 }
 
 std::vector<rpc::RegionRegistration> StoreService::regions() const {
@@ -80,6 +294,7 @@ void StoreService::HandlePeer(uint16_t method, std::string_view request, rpc::Re
       info.level = create.info().level();
       auto m = store_->CreateSealed(info);
       if (!m.ok()) return responder.Fail(m.status());
+      s = Commit();
       reply.set_meganode(m->ptr.Pack());
       reply.set_generation(m->generation);
       break;
@@ -121,6 +336,7 @@ void StoreService::HandlePeer(uint16_t method, std::string_view request, rpc::Re
     default:
       return responder.Fail(Status::InvalidArgument(fmt::format("unknown store method {}", method)));
   }
+  if (s.ok()) s = Commit();  // what the peer is told was done is durable
   if (!s.ok()) return responder.Fail(s);
   responder.Reply(reply.SerializeAsString());
 }
@@ -266,6 +482,10 @@ void StoreService::Handle(uint16_t method, std::string_view request, rpc::Respon
     }
     default:
       return responder.Fail(Status::InvalidArgument(fmt::format("unknown store method {}", method)));
+  }
+  if (method == StoreMethod::STORE_PUT || method == StoreMethod::STORE_DELETE) {
+    // Acknowledged only once durable (sync), or at once (async: on disk within the flush interval).
+    if (Status c = Commit(); !c.ok()) return responder.Fail(c);
   }
   if (reply.elsewhere() != 0) redirects_.fetch_add(1, std::memory_order_relaxed);
   if (!range.meganode.is_null() && !(range.meganode == known)) {

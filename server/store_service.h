@@ -12,14 +12,20 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <map>
 #include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
 #include <vector>
 
+#include "logging/region_log.h"
 #include "membership/membership.h"
 #include "meganode/global_tree.h"
 #include "rpc/transport.h"
 #include "server/peers.h"
+#include "server/region_logger.h"
 
 namespace cell::server {
 
@@ -35,6 +41,28 @@ struct StoreConfig {
   // more microseconds of its worker's CPU, as a slower CPU or a costlier search would. With the shm NIC model it lets
   // a two-core machine give the server's CPU and the "network" comparable capacities (docs/BENCHMARKS.md).
   double search_cpu_us = 0;
+
+  // Durability (docs/DESIGN.md, "Durability"). With a data_dir, every write to the regions goes to a write-ahead log
+  // in <data_dir>/regions-<node region>/, with checkpoints there, and a restarted server recovers its regions from
+  // them (<data_dir>/server-<id>.regions names them). Empty: nothing is logged; a restart loses everything.
+  std::string data_dir;
+  // kSync: a write is acknowledged once its records are on disk (fdatasync, shared by concurrent writes). kAsync:
+  // acknowledged at once, on disk within async_flush_interval plus one fdatasync.
+  logging::Durability durability = logging::Durability::kSync;
+  std::chrono::milliseconds async_flush_interval{10};
+  // A checkpoint is taken (in the background) once the log has grown by this much since the last one.
+  uint64_t checkpoint_log_bytes = uint64_t{256} << 20;
+};
+
+// What a restart recovered (all zeros on a first start).
+struct StoreRecovery {
+  bool recovered = false;
+  uint64_t checkpoint_lsn = 0;       // the checkpoint loaded (0: none)
+  uint64_t records_replayed = 0;     // log records after it
+  std::string damage;                // what ended the log early (empty: it ended cleanly)
+  uint64_t unfinished_splits = 0;    // splits the log shows begun and not ended
+  meganode::TreeRecovery tree;       // what the tree's rebuild found and repaired
+  double seconds = 0;
 };
 
 class StoreService {
@@ -42,8 +70,15 @@ class StoreService {
   // Allocates two region ids, opens the store in memfd-backed memory (so shm clients can map it), and records both
   // regions in the table as owned by `server_id`. The node region is allocated first: the cluster's first server's
   // node region is its lowest region, the root.
+  // With config.data_dir and a record of this server's regions there (server-<id>.regions), the regions are
+  // recovered from their log instead (unless the table says another server owns them now: then new ones are made).
   static StatusOr<std::unique_ptr<StoreService>> Open(const StoreConfig& config, membership::Membership* membership,
                                                       uint64_t server_id);
+  ~StoreService();
+  const StoreRecovery& recovery() const { return recovery_; }
+  // The node and extent regions this server recorded in data_dir (server-<id>.regions) when it made them; NotFound if
+  // it never did.
+  static StatusOr<std::pair<uint32_t, uint32_t>> RecordedRegions(const std::string& data_dir, uint64_t server_id);
 
   // The regions clients may read one-sidedly (register them with every listener).
   std::vector<rpc::RegionRegistration> regions() const;
@@ -58,10 +93,25 @@ class StoreService {
   StoreService() = default;
   // The MEGA_* requests of other servers.
   void HandlePeer(uint16_t method, std::string_view request, rpc::Responder responder);
+  // Opens the log (first start) or recovers the regions from it (restart), and the tree on them.
+  Status OpenLogged(const StoreConfig& config, meganode::GlobalTreeOptions options, bool restart);
+  // Waits until this thread's writes are durable (OK at once without a log).
+  Status Commit();
+  // Takes a checkpoint whenever the log has grown by checkpoint_log_bytes (and once after a recovery that replayed
+  // records), until the service is destroyed.
+  void CheckpointLoop(uint64_t every_bytes);
 
   double search_cpu_us_ = 0;
   std::unique_ptr<ServerPeers> peers_;  // outlives store_ (its background thread calls peers_)
+  std::string log_dir_;
+  std::unique_ptr<logging::RegionLog> log_;  // outlives store_ and logger_ (they write to it)
+  std::unique_ptr<RegionLogger> logger_;     // outlives store_ (its write sink)
   std::unique_ptr<meganode::GlobalTree> store_;
+  StoreRecovery recovery_;
+  std::mutex checkpoint_mu_;
+  std::condition_variable checkpoint_cv_;
+  bool stopping_ = false;  // guarded by checkpoint_mu_
+  std::thread checkpointer_;
   uint64_t server_id_ = 0;
   uint32_t node_region_ = 0;
   uint32_t extent_region_ = 0;
