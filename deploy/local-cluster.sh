@@ -11,7 +11,7 @@
 #   --servers=N     how many servers (default 1). Server i has id i and listens on tcp://127.0.0.1:P+i-1 and on
 #                   shm://DIR/server<i>.sock.
 #   --base-port=P   default 7000.
-#   --dir=DIR       where pids, logs and the ZooKeeper data go (default ${TMPDIR:-/tmp}/cell-local-cluster).
+#   --dir=DIR       where pids, logs, the servers' write-ahead logs (DIR/data) and the ZooKeeper data go (default ${TMPDIR:-/tmp}/cell-local-cluster).
 #   --server-flag=F passed to every cell-server (repeatable), e.g. --server-flag=--meganode-size=1MiB to see the
 #                   tree spread over the servers after a few thousand keys.
 #   BUILD_DIR       the build to run (default build/).
@@ -125,7 +125,9 @@ start_cluster() {
   fi
   for ((i = 1; i <= servers; i++)); do
     port=$((base_port + i - 1))
-    local args=(--listen="tcp://127.0.0.1:$port" --listen="shm://$dir/server$i.sock" --id="$i")
+    # Every server logs to the cluster's data directory (each in files named by its id and regions).
+    mkdir -p "$dir/data"
+    local args=(--listen="tcp://127.0.0.1:$port" --listen="shm://$dir/server$i.sock" --id="$i" --data-dir="$dir/data")
     if [ "$membership" = zookeeper ]; then args+=(--membership="$cluster"); fi
     args+=(${server_flags[@]+"${server_flags[@]}"})
     "$bin/cell-server" "${args[@]}" >"$dir/server$i.out" 2>"$dir/server$i.log" </dev/null &
