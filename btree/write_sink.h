@@ -4,9 +4,9 @@
 // sink):
 //   - a node's new image, reported under the node's lock before it is published (NodeStore::Publish), so images
 //     of one slot reach the sink in version order (word 0, even);
-//   - a record's bytes, reported before they are copied into a freshly allocated extent block, and so before any
-//     node points to them; reports of one block are in the order the writes were made (an allocation follows the
-//     free of the block's last use).
+//   - a record's bytes, reported just after they are copied into a freshly allocated extent block (so a checkpoint
+//     whose lsn is past the report holds them) and before any node points to them; reports of one block are in the
+//     order the writes were made (an allocation follows the free of the block's last use).
 // Reported before visible: whatever a reader or writer can see or build on, the sink has heard of first.
 // Lock words taken and released unchanged are not changes. Called from many threads at once.
 #pragma once
@@ -16,6 +16,7 @@
 #include <string_view>
 
 #include "btree/node_format.h"
+#include "cell/status.h"
 #include "common/global_ptr.h"
 
 namespace cell::btree {
@@ -30,6 +31,10 @@ class WriteSink {
   // A meganode split `split` begins (with what the split is, for whoever reads the log) or ends. Recovery decides
   // from the nodes' bytes (meganode/global_tree.h, "Recovery"); these mark the splits in the log for its report.
   virtual void SplitMarked(bool /*begin*/, uint64_t /*split*/, std::string_view /*info*/) {}
+  // Makes everything reported so far durable; called before another server is told of what was written here (a
+  // remote split's unseal, a separator naming a meganode here), so that no server builds on what a crash here could
+  // undo.
+  virtual Status Sync() { return Status::OK(); }
 };
 
 }  // namespace cell::btree

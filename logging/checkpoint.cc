@@ -225,6 +225,15 @@ StatusOr<uint64_t> TakeCheckpoint(const std::string& dir, RegionLog* log, const 
 StatusOr<Recovery> Recover(const std::string& dir, const std::vector<CheckpointRegion>& regions,
                            const std::function<Status(uint64_t, const LogRecord&)>& apply, Env* env) {
   Recovery out;
+  if (env->FileExists(dir)) {
+    // A checkpoint a crash interrupted never took its name: its .tmp is garbage (as big as the regions).
+    CELL_ASSIGN_OR_RETURN(const std::vector<std::string> names, env->GetChildren(dir));
+    for (const std::string& name : names) {
+      if (name.starts_with(kPrefix) && name.ends_with(std::string(kSuffix) + ".tmp")) {
+        CELL_RETURN_IF_ERROR(env->RemoveFile(dir + "/" + name));
+      }
+    }
+  }
   CELL_ASSIGN_OR_RETURN(const std::vector<uint64_t> checkpoints, ListCheckpoints(dir, env));
   bool loaded = false, zero = true;
   for (auto it = checkpoints.rbegin(); it != checkpoints.rend() && !loaded; ++it) {

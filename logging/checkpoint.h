@@ -75,7 +75,8 @@ struct Recovery {
   uint64_t next_lsn() const { return std::max(checkpoint_lsn, replay.last_lsn) + 1; }
 };
 
-// Rebuilds `regions`, which hold only zeros on entry: loads the newest checkpoint that passes its checks (one that
+// Rebuilds `regions`, which hold only zeros on entry: removes what interrupted checkpoints left (.tmp), loads the
+// newest checkpoint that passes its checks (one that
 // fails them is renamed aside to .bad, and the regions are zeroed again before the next is tried), then replays the
 // log's later records through `apply`, cutting off a torn or damaged tail (RegionLog::Recover). Corruption, with what
 // was found, if the checkpoints and logs left cannot rebuild them (records missing between the checkpoint and the

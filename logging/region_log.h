@@ -10,7 +10,7 @@
 //
 //   lsn: u64 | kind: u8 | body                                   (little-endian)
 //     kind 1, bytes:        count: u32, then count x (region: u32, offset: u64, length: u32, bytes[length])
-//     kind 2, split begin:  split: u64, length: u32, info[length]   (what the server needs to finish or undo it)
+//     kind 2, split begin:  split: u64, length: u32, info[length]   (what the split is, for recovery's report)
 //     kind 3, split end:    split: u64
 //
 // lsn numbers the log's records from 1 without gaps; a checkpoint says which lsn it includes, and replay skips

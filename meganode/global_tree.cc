@@ -40,9 +40,12 @@ StatusOr<std::unique_ptr<GlobalTree>> GlobalTree::Open(const GlobalTreeOptions& 
   const uint32_t here = t->node_region_->id();
   t->peers_ = options.peers;
   t->write_sink_ = options.write_sink;
-  t->next_split_id_ = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
-                                                std::chrono::system_clock::now().time_since_epoch())
-                                                .count());
+  // Split ids and generations from the clock: unique across restarts (a peer may still hold an old generation).
+  const uint64_t now_us = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
+                                                    std::chrono::system_clock::now().time_since_epoch())
+                                                    .count());
+  t->next_split_id_ = now_us;
+  t->next_generation_ = now_us;
   if (options.restore) {
     CELL_RETURN_IF_ERROR(options.restore(*t->node_region_, *t->extent_region_));
     t->first_ = options.root ? GlobalPtr{here, 0} : options.first_meganode;
@@ -269,10 +272,11 @@ Status GlobalTree::Rebuild() {
 }
 
 void GlobalTree::WriteRecord(GlobalPtr extent, const std::vector<uint64_t>& record) {
-  // Reported before it is written, so the log has it before any node can point to it.
-  if (write_sink_ != nullptr) write_sink_->BytesWritten(extent, record.data(), record.size());
   std::atomic_thread_fence(std::memory_order_release);  // the extent writer's fence (LocalStore::Put explains it)
   CopyToShared(regions_.Resolve(extent, record.size() * 8), record.data(), record.size());
+  // Reported after the copy (a checkpoint whose lsn is past this report then holds the bytes: it copies after it
+  // reads its lsn) and before any node can point to the block (it is fresh: nothing reads it until a leaf does).
+  if (write_sink_ != nullptr) write_sink_->BytesWritten(extent, record.data(), record.size());
 }
 
 namespace {
@@ -624,10 +628,11 @@ Status GlobalTree::Unseal(const RemoteMeganode& meganode) {
 Status GlobalTree::Abandon(const RemoteMeganode& meganode) {
   std::unique_lock<SplitLock> lock;
   CELL_ASSIGN_OR_RETURN(Mega * m, LockSealed(meganode, &lock));
-  if (NodeView(m->store->SlotWords(0)).level() == 0) {
-    for (const auto& e : LeafEntriesOf(*m->store)) extents_->Free(e.value.ptr);
-  }
-  FreeMeganodeHeader(*m->store);  // a restart will not find it
+  // Its header first: once a freed record block is reused, a restart must not find this meganode pointing to it too.
+  const bool leaf = NodeView(m->store->SlotWords(0)).level() == 0;
+  const std::vector<btree::NodeEntry> entries = leaf ? LeafEntriesOf(*m->store) : std::vector<btree::NodeEntry>();
+  FreeMeganodeHeader(*m->store);
+  for (const auto& e : entries) extents_->Free(e.value.ptr);
   m->abandoned = true;
   m->sealed.store(false, std::memory_order_release);
   lock.unlock();
@@ -727,6 +732,7 @@ Status GlobalTree::Split(Mega* m, int level, uint64_t seen_splits, bool may_go_r
       }
       e.value = std::string(value);
     }
+    if (read.ok()) read = SyncBeforePeers();  // the split's mark, before another server holds its right half
     auto n = read.ok() ? peers_->CreateMeganode(right_info, moved) : StatusOr<RemoteMeganode>(read);
     if (n.ok()) {
       right_half = n->ptr;
@@ -807,8 +813,17 @@ void GlobalTree::SetClusterRoot(GlobalPtr root) {
   store.Publish(0, &header, locked);
 }
 
+Status GlobalTree::SyncBeforePeers() {
+  if (write_sink_ == nullptr) return Status::OK();
+  Status s = write_sink_->Sync();
+  if (!s.ok()) LogWarning("could not make this server's writes durable before telling another server: {}", s.ToString());
+  return s;
+}
+
 void GlobalTree::UnsealRemote(const RemoteMeganode& meganode, int attempt) {
-  Status s = peers_->Unseal(meganode);
+  // The split that published it (the left half's header and cut) is durable here before the peer unseals it.
+  Status s = SyncBeforePeers();
+  if (s.ok()) s = peers_->Unseal(meganode);
   if (s.ok()) return;
   // Until it is unsealed its keys refuse writes: keep trying (from the background thread), ever less often.
   if (attempt == 10) {
@@ -822,7 +837,9 @@ void GlobalTree::PostRemoteInsert(GlobalPtr at, int level, const std::string& se
                                   int attempt) {
   Post([=, this] {
     stats_.remote_separators.fetch_add(1, std::memory_order_relaxed);
-    Status s = peers_->InsertSeparator(at, level, separator, child);
+    // The split that made the child is durable here before another server's meganode names it.
+    Status s = SyncBeforePeers();
+    if (s.ok()) s = peers_->InsertSeparator(at, level, separator, child);
     if (s.ok()) return;
     if (attempt < 50) return PostRemoteInsert(at, level, separator, child, attempt + 1);
     // The tree stays correct without it (right links lead to the child); searches for its keys take a longer way.

@@ -44,8 +44,8 @@
 // meganode's root pointer) is published; one made for another server's split is *sealed* until unsealed. So:
 //   - a pending meganode some header here names is the right half of a split whose step 3 was done: it is kept;
 //     one that no header names is an orphan of a split or root split that never published it: it is freed;
-//   - every meganode is cut at its max (step 4, idempotent), which finishes a split that crashed between its steps 3
-//     and 5;
+//   - every meganode with a finite max is cut at it (step 4, idempotent), which finishes a split that crashed between
+//     its steps 3 and 5;
 //   - a sealed meganode stays sealed, awaiting its splitting server's Unseal or Abandon (of any generation);
 //   - every meganode whose right link leads to another server is sent an Unseal (a no-op unless the crash came
 //     between publishing a remote split and unsealing its right half).
@@ -286,6 +286,8 @@ class GlobalTree {
   void MaybeQueueSplit(Mega* m, int level);
   // Whether a split should place its right half on another server (asks the membership: background thread only).
   bool WantsRemote();
+  // Makes every write reported so far durable (WriteSink::Sync) before a peer is told of this server's state.
+  Status SyncBeforePeers();
   // Unseals a remote meganode, retrying from the background thread until it works.
   void UnsealRemote(const RemoteMeganode& meganode, int attempt);
   void SetClusterRoot(GlobalPtr root);

@@ -69,6 +69,11 @@ void RegionLogger::SplitMarked(bool begin, uint64_t split, std::string_view info
   Add(std::move(record));
 }
 
+Status RegionLogger::Sync() {
+  if (log_ == nullptr) return Status::Internal("a sync before the log was opened");
+  return log_->Flush();
+}
+
 Status RegionLogger::Commit() {
   Pending& p = pending[id_];
   Status result = p.error;

@@ -35,6 +35,8 @@ class RegionLogger final : public btree::WriteSink {
   void NodeWritten(GlobalPtr node, const btree::NodeImage& image) override;
   void BytesWritten(GlobalPtr at, const uint64_t* words, size_t n) override;
   void SplitMarked(bool begin, uint64_t split, std::string_view info) override;
+  // Flushes the log: every record added so far, by any thread, on disk.
+  Status Sync() override;
 
   // Waits until every record this thread added since its last Commit is durable. The first error since then: a
   // record that could not be added, or a log that failed.

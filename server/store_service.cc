@@ -2,8 +2,14 @@
 
 #include <fmt/format.h>
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 
 #include "common/log.h"
 #include "logging/checkpoint.h"
@@ -57,7 +63,20 @@ StatusOr<std::unique_ptr<StoreService>> StoreService::Open(const StoreConfig& co
   auto service = std::unique_ptr<StoreService>(new StoreService());
   service->server_id_ = server_id;
   service->search_cpu_us_ = config.search_cpu_us;
-  logging::Env* env = logging::Env::Posix();
+  logging::Env* env = config.env != nullptr ? config.env : logging::Env::Posix();
+  service->env_ = env;
+  if (!config.data_dir.empty()) {
+    // One process per server id and data directory: two would append to one log.
+    const std::string lock_path = fmt::format("{}/server-{}.lock", config.data_dir, server_id);
+    service->lock_fd_ = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (service->lock_fd_ < 0) {
+      return Status::Unavailable(fmt::format("opening {}: {}", lock_path, std::strerror(errno)));
+    }
+    if (::flock(service->lock_fd_, LOCK_EX | LOCK_NB) != 0) {
+      return Status::FailedPrecondition(fmt::format(
+          "{} is locked: another process is server {} on this data directory", lock_path, server_id));
+    }
+  }
   bool restart = false;
   const std::string regions_file = config.data_dir.empty() ? "" : RegionsFile(config.data_dir, server_id);
   if (!regions_file.empty() && env->FileExists(regions_file)) {
@@ -104,11 +123,13 @@ StatusOr<std::unique_ptr<StoreService>> StoreService::Open(const StoreConfig& co
     }
     service->store_ = std::move(*store);
   } else {
+    CELL_RETURN_IF_ERROR(service->OpenLogged(config, options, restart));
     if (!restart) {
+      // Last: only a log that holds a whole first meganode is ever recovered (a first start that stops before this
+      // leaves a directory a restart does not use).
       CELL_RETURN_IF_ERROR(logging::WriteFileAtomically(
           env, regions_file, fmt::format("node {}\nextent {}\n", service->node_region_, service->extent_region_)));
     }
-    CELL_RETURN_IF_ERROR(service->OpenLogged(config, options, restart));
   }
   // Only once the memory exists do the regions enter the table (a restart finds them there, unless the table was
   // lost with an embedded server).
@@ -135,7 +156,7 @@ StatusOr<std::unique_ptr<StoreService>> StoreService::Open(const StoreConfig& co
 }
 
 Status StoreService::OpenLogged(const StoreConfig& config, meganode::GlobalTreeOptions options, bool restart) {
-  logging::Env* env = logging::Env::Posix();
+  logging::Env* env = env_;
   log_dir_ = fmt::format("{}/regions-{}", config.data_dir, node_region_);
   const std::string manifest_path = log_dir_ + "/MANIFEST";
   const std::string manifest = Manifest(config, node_region_, extent_region_, options.root);
@@ -153,16 +174,21 @@ Status StoreService::OpenLogged(const StoreConfig& config, meganode::GlobalTreeO
           manifest_path, *found, manifest));
     }
   } else {
-    if (env->FileExists(log_dir_) && !logging::RegionLog::Files(log_dir_, env)->empty()) {
-      return Status::FailedPrecondition(fmt::format(
-          "{} already holds a log, but region {} is new: the data directory belongs to another cluster", log_dir_,
-          node_region_));
+    if (env->FileExists(log_dir_)) {
+      CELL_ASSIGN_OR_RETURN(const std::vector<uint64_t> files, logging::RegionLog::Files(log_dir_, env));
+      if (!files.empty()) {
+        return Status::FailedPrecondition(fmt::format(
+            "{} already holds a log, but region {} is new to this server: it is left by a first start that did not "
+            "finish, or by another cluster; remove it if so",
+            log_dir_, node_region_));
+      }
     }
     CELL_RETURN_IF_ERROR(env->CreateDirs(log_dir_));
     CELL_RETURN_IF_ERROR(logging::WriteFileAtomically(env, manifest_path, manifest));
   }
   const logging::RegionLogOptions log_options{.durability = config.durability,
-                                              .async_flush_interval = config.async_flush_interval};
+                                              .async_flush_interval = config.async_flush_interval,
+                                              .env = env};
   logger_ = std::make_unique<RegionLogger>(nullptr, std::vector<uint32_t>{node_region_, extent_region_});
   options.write_sink = logger_.get();
   const auto start = std::chrono::steady_clock::now();
@@ -179,7 +205,8 @@ Status StoreService::OpenLogged(const StoreConfig& config, meganode::GlobalTreeO
                                     splits.erase(record.split);
                                   }
                                   return ApplyLogRecord(record, n, e);
-                                });
+                                },
+                                env);
       if (!r.ok()) {
         return Status::FromCode(r.status().code(),
                                 fmt::format("recovering regions {} and {} from {}: {}", node_region_, extent_region_,
@@ -231,10 +258,15 @@ StoreService::~StoreService() {
   }
   checkpoint_cv_.notify_all();
   if (checkpointer_.joinable()) checkpointer_.join();
+  store_.reset();  // before the log it writes to, and before the lock is released
+  logger_.reset();
+  log_.reset();
+  if (lock_fd_ >= 0) ::close(lock_fd_);
 }
 
 void StoreService::CheckpointLoop(uint64_t every_bytes) {
   uint64_t at_last = 0;
+  int failures = 0;
   bool due = recovery_.records_replayed > 0;  // the next restart need not replay the same records again
   std::unique_lock lock(checkpoint_mu_);
   while (!stopping_) {
@@ -248,25 +280,34 @@ void StoreService::CheckpointLoop(uint64_t every_bytes) {
     const auto start = std::chrono::steady_clock::now();
     const uint64_t bytes = log_->appended_bytes();
     auto lsn = logging::TakeCheckpoint(log_dir_, log_.get(),
-                                       TreeCheckpointRegions(store_->node_region(), store_->extent_region()));
+                                       TreeCheckpointRegions(store_->node_region(), store_->extent_region()), env_);
     if (lsn.ok()) {
       at_last = bytes;
+      failures = 0;
       LogInfo("server {}: checkpoint at lsn {} in {:.2f} s", server_id_, *lsn,
               std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     } else {
-      LogWarning("server {}: checkpoint failed (the log is kept; retrying later): {}", server_id_,
-                 lsn.status().ToString());
+      // Backing off (1 s, 2 s, ... 5 min): a full disk or a failed log is not cured by copying the regions again.
+      const auto wait = std::chrono::seconds(std::min(300, 1 << std::min(failures, 9)));
+      ++failures;
+      LogWarning("server {}: checkpoint failed (the log is kept; trying again in {} s): {}", server_id_,
+                 wait.count(), lsn.status().ToString());
+      lock.lock();
+      checkpoint_cv_.wait_for(lock, wait, [&] { return stopping_; });
+      lock.unlock();
     }
     due = false;
     lock.lock();
   }
 }
 
-Status StoreService::Commit() {
+Status StoreService::Commit(bool flush) {
   if (logger_ == nullptr) return Status::OK();
   Status s = logger_->Commit();
+  if (s.ok() && flush) s = log_->Flush();
   if (s.ok()) return s;
-  return Status::Unavailable(fmt::format(
+  // Not Unavailable: a retry cannot succeed (the log failed for good), so the client must not retry it.
+  return Status::FailedPrecondition(fmt::format(
       "server {}: the write was made but could not be logged, and is not acknowledged: {} (the server takes no "
       "more writes until it is restarted and recovers)",
       server_id_, s.message()));
@@ -294,7 +335,6 @@ void StoreService::HandlePeer(uint16_t method, std::string_view request, rpc::Re
       info.level = create.info().level();
       auto m = store_->CreateSealed(info);
       if (!m.ok()) return responder.Fail(m.status());
-      s = Commit();
       reply.set_meganode(m->ptr.Pack());
       reply.set_generation(m->generation);
       break;
@@ -336,7 +376,7 @@ void StoreService::HandlePeer(uint16_t method, std::string_view request, rpc::Re
     default:
       return responder.Fail(Status::InvalidArgument(fmt::format("unknown store method {}", method)));
   }
-  if (s.ok()) s = Commit();  // what the peer is told was done is durable
+  if (s.ok()) s = Commit(/*flush=*/true);  // what the peer is told was done is durable, whatever the durability
   if (!s.ok()) return responder.Fail(s);
   responder.Reply(reply.SerializeAsString());
 }

@@ -52,6 +52,8 @@ struct StoreConfig {
   std::chrono::milliseconds async_flush_interval{10};
   // A checkpoint is taken (in the background) once the log has grown by this much since the last one.
   uint64_t checkpoint_log_bytes = uint64_t{256} << 20;
+  // The file operations of the log and checkpoints (tests inject faults and power losses); null: POSIX. Not owned.
+  logging::Env* env = nullptr;
 };
 
 // What a restart recovered (all zeros on a first start).
@@ -95,14 +97,17 @@ class StoreService {
   void HandlePeer(uint16_t method, std::string_view request, rpc::Responder responder);
   // Opens the log (first start) or recovers the regions from it (restart), and the tree on them.
   Status OpenLogged(const StoreConfig& config, meganode::GlobalTreeOptions options, bool restart);
-  // Waits until this thread's writes are durable (OK at once without a log).
-  Status Commit();
+  // Waits until this thread's writes are durable as the durability option asks (OK at once without a log); with
+  // `flush`, on disk whatever the option (a peer's request: another server builds on the answer).
+  Status Commit(bool flush = false);
   // Takes a checkpoint whenever the log has grown by checkpoint_log_bytes (and once after a recovery that replayed
   // records), until the service is destroyed.
   void CheckpointLoop(uint64_t every_bytes);
 
   double search_cpu_us_ = 0;
   std::unique_ptr<ServerPeers> peers_;  // outlives store_ (its background thread calls peers_)
+  logging::Env* env_ = nullptr;
+  int lock_fd_ = -1;  // <data_dir>/server-<id>.lock, held (flock) while this service lives
   std::string log_dir_;
   std::unique_ptr<logging::RegionLog> log_;  // outlives store_ and logger_ (they write to it)
   std::unique_ptr<RegionLogger> logger_;     // outlives store_ (its write sink)

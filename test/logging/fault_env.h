@@ -31,6 +31,17 @@ class FaultEnv final : public Env {
     std::lock_guard lock(mu_);
     sync_hook_ = std::move(hook);
   }
+  // A power loss that the process survives to see: every file loses what was not synced (DropUnsyncedData), and
+  // from now on nothing reaches the disk (every write, sync, rename, removal or new file fails), as if the machine
+  // were off while the process winds down.
+  Status PowerLoss() {
+    {
+      std::lock_guard lock(mu_);
+      dead_ = true;
+      fail_writes_ = fail_syncs_ = true;
+    }
+    return DropUnsyncedData();
+  }
   // A power loss: every file written through this Env loses what was appended after its last sync.
   Status DropUnsyncedData() {
     std::lock_guard lock(mu_);
@@ -42,12 +53,14 @@ class FaultEnv final : public Env {
   }
 
   StatusOr<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& path) override {
+    CELL_RETURN_IF_ERROR(Alive(path));
     CELL_ASSIGN_OR_RETURN(auto file, base_->NewWritableFile(path));
     std::lock_guard lock(mu_);
     files_[path] = {};
     return std::unique_ptr<WritableFile>(new File(this, path, std::move(file)));
   }
   StatusOr<std::unique_ptr<WritableFile>> NewAppendableFile(const std::string& path) override {
+    CELL_RETURN_IF_ERROR(Alive(path));
     const uint64_t size = base_->FileExists(path) ? base_->FileSize(path).value() : 0;
     CELL_ASSIGN_OR_RETURN(auto file, base_->NewAppendableFile(path));
     std::lock_guard lock(mu_);
@@ -63,11 +76,13 @@ class FaultEnv final : public Env {
   bool FileExists(const std::string& path) override { return base_->FileExists(path); }
   Status CreateDirs(const std::string& dir) override { return base_->CreateDirs(dir); }
   Status RemoveFile(const std::string& path) override {
+    CELL_RETURN_IF_ERROR(Alive(path));
     std::lock_guard lock(mu_);
     files_.erase(path);
     return base_->RemoveFile(path);
   }
   Status RenameFile(const std::string& from, const std::string& to) override {
+    CELL_RETURN_IF_ERROR(Alive(from));
     std::lock_guard lock(mu_);
     CELL_RETURN_IF_ERROR(base_->RenameFile(from, to));
     if (auto it = files_.find(from); it != files_.end()) {
@@ -77,14 +92,22 @@ class FaultEnv final : public Env {
     return Status::OK();
   }
   Status Truncate(const std::string& path, uint64_t size) override {
+    CELL_RETURN_IF_ERROR(Alive(path));
     std::lock_guard lock(mu_);
     CELL_RETURN_IF_ERROR(base_->Truncate(path, size));
     if (auto it = files_.find(path); it != files_.end()) it->second = {size, std::min(size, it->second.synced)};
     return Status::OK();
   }
-  Status SyncDir(const std::string& dir) override { return base_->SyncDir(dir); }
+  Status SyncDir(const std::string& dir) override {
+    CELL_RETURN_IF_ERROR(Alive(dir));
+    return base_->SyncDir(dir);
+  }
 
  private:
+  Status Alive(const std::string& path) {
+    std::lock_guard lock(mu_);
+    return dead_ ? Status::Unavailable(path + ": the power is off") : Status::OK();
+  }
   struct Tracked {
     uint64_t size = 0, synced = 0;
   };
@@ -113,7 +136,7 @@ class FaultEnv final : public Env {
       t.synced = t.size;
       return Status::OK();
     }
-    Status Close() override { return base_->Close(); }
+    Status Close() override { return base_->Close(); }  // a close writes nothing (appends go straight to the file)
 
    private:
     FaultEnv* const env_;
@@ -123,7 +146,7 @@ class FaultEnv final : public Env {
 
   Env* const base_;
   std::mutex mu_;
-  bool fail_writes_ = false, fail_syncs_ = false;
+  bool fail_writes_ = false, fail_syncs_ = false, dead_ = false;
   std::function<void()> sync_hook_;
   std::map<std::string, Tracked> files_;
 };
