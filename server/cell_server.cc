@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <filesystem>
+#include <shared_mutex>
 
 #include "common/log.h"
 #include "membership/in_memory_membership.h"
@@ -96,6 +98,16 @@ StatusOr<std::unique_ptr<CellServer>> CellServer::Start(const ServerConfig& conf
   server->registered_ = true;
   server->serving_ = true;
   server->fencing_ = std::thread([raw = server.get()] { raw->FencingLoop(); });
+  // Regions this server holds that the table gives to another server are refused from then on.
+  server->membership_->Watch([raw = server.get()](const membership::MembershipEvent& e) {
+    if (e.kind != membership::MembershipEvent::Kind::kRegionChanged || e.region.owner == raw->config_.id) return;
+    std::shared_lock lock(raw->adopted_mu_);
+    if (e.region.region == raw->store_->node_region()) raw->store_->MarkLost(e.region.owner, e.region.epoch);
+    for (auto& s : raw->adopted_) {
+      if (e.region.region == s->node_region()) s->MarkLost(e.region.owner, e.region.epoch);
+    }
+  });
+  if (!config.data_dir.empty()) server->takeover_ = std::thread([raw = server.get()] { raw->TakeoverLoop(); });
   return server;
 }
 
@@ -171,12 +183,98 @@ void CellServer::Stop() {
     membership_->Interrupt();
   }
   if (fencing_.joinable()) fencing_.join();
+  if (takeover_.joinable()) takeover_.join();
   for (auto& listener : listeners_) listener->Stop();
+}
+
+void CellServer::TakeoverLoop() {
+  std::unique_lock lock(stop_mu_);
+  while (!stop_cv_.wait_for(lock, std::chrono::milliseconds(250), [&] { return stopping_; })) {
+    lock.unlock();
+    if (serving()) {
+      if (Status s = TakeOver(); !s.ok()) LogWarning("server {}: taking over regions: {}", config_.id, s.ToString());
+    }
+    lock.lock();
+  }
+}
+
+Status CellServer::TakeOver() {
+  CELL_ASSIGN_OR_RETURN(const auto servers, membership_->ListServers());
+  std::vector<uint64_t> live;
+  for (const auto& s : servers) live.push_back(s.id);
+  std::sort(live.begin(), live.end());
+  if (live.empty()) return Status::OK();
+  CELL_ASSIGN_OR_RETURN(const auto regions, membership_->ListRegions());
+  const std::vector<uint32_t> held = node_regions();
+  for (const membership::RegionEntry& r : regions) {
+    if (std::find(held.begin(), held.end(), r.region) != held.end()) continue;
+    const bool dead = r.owner == 0 || !std::binary_search(live.begin(), live.end(), r.owner);
+    // Ours and not served (an adoption that failed, or this server's own regions lost across a restart) or a dead
+    // server's; only node regions (their log directories) are taken over, with their extent regions.
+    if (!dead && r.owner != config_.id) continue;
+    const std::string manifest = fmt::format("{}/regions-{}/MANIFEST", config_.data_dir, r.region);
+    if (!std::filesystem::exists(manifest)) continue;
+    if (r.owner != config_.id) {
+      // The dead server's regions fall to one survivor, by region id: the others leave them alone.
+      if (live[r.region % live.size()] != config_.id) continue;
+      auto mine = membership_->ChangeOwner(r.region, r.epoch, config_.id);
+      if (!mine.ok()) {
+        if (!mine.status().IsAborted()) return mine.status();
+        continue;  // another server changed it first: decide again next time
+      }
+      LogInfo("server {}: taking over region {} from dead server {} (epoch {})", config_.id, r.region, r.owner,
+              mine->epoch);
+    }
+    const auto start = std::chrono::steady_clock::now();
+    StoreConfig store = config_.store;
+    store.data_dir = config_.data_dir;
+    auto adopted = StoreService::Adopt(store, membership_.get(), config_.id, r.region);
+    if (!adopted.ok()) {
+      LogWarning("server {}: cannot serve region {} yet: {}", config_.id, r.region, adopted.status().ToString());
+      continue;  // tried again next time (e.g. its last owner still holds its log directory)
+    }
+    // Its extent region goes with it.
+    CELL_ASSIGN_OR_RETURN(const membership::RegionEntry extent, membership_->GetRegion((*adopted)->extent_region()));
+    if (extent.owner != config_.id) {
+      CELL_RETURN_IF_ERROR(membership_->ChangeOwner(extent.region, extent.epoch, config_.id).status());
+    }
+    for (auto& listener : listeners_) {
+      for (const rpc::RegionRegistration& region : (*adopted)->regions()) {
+        CELL_RETURN_IF_ERROR(listener->RegisterRegion(region));
+      }
+    }
+    LogInfo("server {}: serving region {} (taken over) after {:.2f} s of recovery", config_.id, r.region,
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    std::unique_lock lock(adopted_mu_);
+    adopted_.push_back(std::move(*adopted));
+  }
+  return Status::OK();
+}
+
+std::vector<uint32_t> CellServer::node_regions() const {
+  std::shared_lock lock(adopted_mu_);
+  std::vector<uint32_t> out{store_->node_region()};
+  for (const auto& s : adopted_) out.push_back(s->node_region());
+  return out;
+}
+
+StoreService* CellServer::ServiceFor(uint32_t region) {
+  std::shared_lock lock(adopted_mu_);
+  for (const auto& s : adopted_) {
+    if (s->node_region() == region) return s.get();
+  }
+  return store_.get();
 }
 
 void CellServer::Handle(uint16_t method, std::string_view request, rpc::Responder responder) {
   if (StoreService::IsStoreMethod(method)) {
-    return store_->Handle(method, request, std::move(responder), serving());
+    bool more = false;
+    {
+      std::shared_lock lock(adopted_mu_);
+      more = !adopted_.empty();
+    }
+    StoreService* service = more ? ServiceFor(StoreService::RegionOf(method, request)) : store_.get();
+    return service->Handle(method, request, std::move(responder), serving());
   }
   if (TableService::IsTableMethod(method)) {
     if (table_service_ == nullptr) {

@@ -8,6 +8,7 @@
 #include <condition_variable>
 #include <memory>
 #include <mutex>
+#include <shared_mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -56,6 +57,9 @@ class CellServer final : public rpc::RpcHandler {
 
   void Handle(uint16_t method, std::string_view request, rpc::Responder responder) override;
 
+  // The node regions this server serves: its own, and those it took over from dead servers.
+  std::vector<uint32_t> node_regions() const;
+
  private:
   explicit CellServer(const ServerConfig& config) : config_(config) {}
   membership::ServerInfo Self() const;
@@ -63,11 +67,20 @@ class CellServer final : public rpc::RpcHandler {
   // re-reads the table.
   void FencingLoop();
   Status CheckFencing();
+  // With a data directory: every 250 ms until Stop, takes over the regions of dead servers that fall to this server
+  // (docs/DESIGN.md, "Takeover"), and serves them.
+  void TakeoverLoop();
+  Status TakeOver();
+  // The service holding node region `region` (its own for 0 or any region it does not hold).
+  StoreService* ServiceFor(uint32_t region);
 
   ServerConfig config_;
   std::unique_ptr<membership::Membership> membership_;
   std::unique_ptr<TableService> table_service_;  // embedded only: a ZooKeeper cluster's clients read ZooKeeper
   std::unique_ptr<StoreService> store_;
+  mutable std::shared_mutex adopted_mu_;
+  std::vector<std::unique_ptr<StoreService>> adopted_;  // regions taken over; guarded by adopted_mu_
+  std::thread takeover_;
   std::vector<std::unique_ptr<rpc::Server>> listeners_;
   std::vector<std::string> uris_;
   std::atomic<bool> serving_{false};

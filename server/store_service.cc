@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <sstream>
 
 #include "common/log.h"
 #include "logging/checkpoint.h"
@@ -47,6 +48,10 @@ std::string Manifest(const StoreConfig& c, uint32_t node, uint32_t extent, bool 
 }
 }  // namespace
 
+namespace {
+StatusOr<int> LockFile(const std::string& path, const std::string& what);
+}  // namespace
+
 StatusOr<std::pair<uint32_t, uint32_t>> StoreService::RecordedRegions(const std::string& data_dir,
                                                                      uint64_t server_id) {
   const std::string path = RegionsFile(data_dir, server_id);
@@ -67,15 +72,9 @@ StatusOr<std::unique_ptr<StoreService>> StoreService::Open(const StoreConfig& co
   service->env_ = env;
   if (!config.data_dir.empty()) {
     // One process per server id and data directory: two would append to one log.
-    const std::string lock_path = fmt::format("{}/server-{}.lock", config.data_dir, server_id);
-    service->lock_fd_ = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (service->lock_fd_ < 0) {
-      return Status::Unavailable(fmt::format("opening {}: {}", lock_path, std::strerror(errno)));
-    }
-    if (::flock(service->lock_fd_, LOCK_EX | LOCK_NB) != 0) {
-      return Status::FailedPrecondition(fmt::format(
-          "{} is locked: another process is server {} on this data directory", lock_path, server_id));
-    }
+    CELL_ASSIGN_OR_RETURN(service->lock_fd_,
+                          LockFile(fmt::format("{}/server-{}.lock", config.data_dir, server_id),
+                                   fmt::format("another process is server {} on this data directory", server_id)));
   }
   bool restart = false;
   const std::string regions_file = config.data_dir.empty() ? "" : RegionsFile(config.data_dir, server_id);
@@ -102,17 +101,7 @@ StatusOr<std::unique_ptr<StoreService>> StoreService::Open(const StoreConfig& co
   }
   // The first server of the cluster holds the root; the others learn where it is.
   CELL_ASSIGN_OR_RETURN(uint32_t root, membership->ClaimRoot(service->node_region_));
-  service->peers_ = std::make_unique<ServerPeers>(membership, server_id, config.peer_timeout);
-  meganode::GlobalTreeOptions options;
-  options.root = root == service->node_region_;
-  options.first_meganode = GlobalPtr{root, 0};
-  options.peers = service->peers_.get();
-  options.meganode_bytes = config.meganode_bytes;
-  options.meganodes = config.meganodes;
-  options.extent_region_bytes = config.extent_region_bytes;
-  options.backing = config.huge_pages ? meganode::RegionBacking::kHugetlb : meganode::RegionBacking::kMemfd;
-  options.node_region_id = service->node_region_;
-  options.extent_region_id = service->extent_region_;
+  const meganode::GlobalTreeOptions options = service->TreeOptions(config, membership, root);
   if (config.data_dir.empty()) {
     auto store = meganode::GlobalTree::Open(options);
     if (!store.ok()) {
@@ -155,9 +144,131 @@ StatusOr<std::unique_ptr<StoreService>> StoreService::Open(const StoreConfig& co
   return service;
 }
 
+meganode::GlobalTreeOptions StoreService::TreeOptions(const StoreConfig& config, membership::Membership* membership,
+                                                      uint32_t root) {
+  peers_ = std::make_unique<ServerPeers>(membership, server_id_, config.peer_timeout);
+  meganode::GlobalTreeOptions options;
+  options.root = root == node_region_;
+  options.first_meganode = GlobalPtr{root, 0};
+  options.peers = peers_.get();
+  options.meganode_bytes = config.meganode_bytes;
+  options.meganodes = config.meganodes;
+  options.extent_region_bytes = config.extent_region_bytes;
+  options.backing = config.huge_pages ? meganode::RegionBacking::kHugetlb : meganode::RegionBacking::kMemfd;
+  options.node_region_id = node_region_;
+  options.extent_region_id = extent_region_;
+  return options;
+}
+
+namespace {
+// Takes an exclusive flock on `path` (created if missing): the fd, or FailedPrecondition naming `who` holds it.
+StatusOr<int> LockFile(const std::string& path, const std::string& what) {
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) return Status::Unavailable(fmt::format("opening {}: {}", path, std::strerror(errno)));
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    ::close(fd);
+    return Status::FailedPrecondition(fmt::format("{} is locked: {}", path, what));
+  }
+  return fd;
+}
+
+// Parses a log directory's MANIFEST (written by Manifest above).
+StatusOr<std::map<std::string, uint64_t>> ParseManifest(const std::string& text, const std::string& path) {
+  std::map<std::string, uint64_t> out;
+  std::istringstream in(text);
+  std::string key;
+  uint64_t value = 0;
+  while (in >> key >> value) out[key] = value;
+  for (const char* k : {"node_region", "extent_region", "meganode_bytes", "meganodes", "extent_region_bytes", "root"}) {
+    if (!out.contains(k)) return Status::Corruption(fmt::format("{} has no {}: '{}'", path, k, text));
+  }
+  return out;
+}
+}  // namespace
+
+StatusOr<std::unique_ptr<StoreService>> StoreService::Adopt(const StoreConfig& config,
+                                                            membership::Membership* membership, uint64_t server_id,
+                                                            uint32_t node_region) {
+  if (config.data_dir.empty()) return Status::FailedPrecondition("only a server with a --data-dir can take over regions");
+  auto service = std::unique_ptr<StoreService>(new StoreService());
+  service->server_id_ = server_id;
+  service->search_cpu_us_ = config.search_cpu_us;
+  service->env_ = config.env != nullptr ? config.env : logging::Env::Posix();
+  const std::string manifest_path = fmt::format("{}/regions-{}/MANIFEST", config.data_dir, node_region);
+  CELL_ASSIGN_OR_RETURN(const std::string text, logging::ReadFileToString(service->env_, manifest_path));
+  CELL_ASSIGN_OR_RETURN(const auto manifest, ParseManifest(text, manifest_path));
+  if (manifest.at("node_region") != node_region) {
+    return Status::Corruption(fmt::format("{} describes region {}", manifest_path, manifest.at("node_region")));
+  }
+  // The regions' shape is the dead server's, whatever this server's options say.
+  StoreConfig adopted = config;
+  adopted.meganode_bytes = manifest.at("meganode_bytes");
+  adopted.meganodes = static_cast<uint32_t>(manifest.at("meganodes"));
+  adopted.extent_region_bytes = manifest.at("extent_region_bytes");
+  service->node_region_ = node_region;
+  service->extent_region_ = static_cast<uint32_t>(manifest.at("extent_region"));
+  CELL_ASSIGN_OR_RETURN(const uint32_t root, membership->RootRegion());
+  const meganode::GlobalTreeOptions options = service->TreeOptions(adopted, membership, root);
+  CELL_RETURN_IF_ERROR(service->OpenLogged(adopted, options, /*restart=*/true));
+  CELL_ASSIGN_OR_RETURN(const membership::RegionEntry entry, membership->GetRegion(node_region));
+  if (entry.owner != server_id) {
+    return Status::Aborted(fmt::format("region {} is owned by server {} now, not {}", node_region, entry.owner,
+                                       server_id));
+  }
+  service->epoch_ = entry.epoch;
+  service->checkpointer_ = std::thread([raw = service.get(), every = adopted.checkpoint_log_bytes] {
+    raw->CheckpointLoop(every);
+  });
+  return service;
+}
+
+void StoreService::MarkLost(uint64_t owner, uint64_t epoch) {
+  if (!lost_.exchange(true)) {
+    LogError("server {}: region {} is owned by server {} at epoch {} now; this server no longer serves it",
+             server_id_, node_region_, owner, epoch);
+  }
+}
+
+uint32_t StoreService::RegionOf(uint16_t method, std::string_view request) {
+  const auto parse = [&](auto* message) {
+    return message->ParseFromArray(request.data(), static_cast<int>(request.size()));
+  };
+  switch (method) {
+    case StoreMethod::STORE_GET:
+    case StoreMethod::STORE_PUT:
+    case StoreMethod::STORE_DELETE: {
+      proto::KeyRequest r;
+      return parse(&r) ? r.target().region() : 0;
+    }
+    case StoreMethod::STORE_SCAN: {
+      proto::ScanRequest r;
+      return parse(&r) ? r.target().region() : 0;
+    }
+    case StoreMethod::MEGA_FILL: {
+      proto::MegaFill r;
+      return parse(&r) ? GlobalPtr::Unpack(r.meganode()).region : 0;
+    }
+    case StoreMethod::MEGA_UNSEAL:
+    case StoreMethod::MEGA_ABANDON: {
+      proto::MegaRef r;
+      return parse(&r) ? GlobalPtr::Unpack(r.meganode()).region : 0;
+    }
+    case StoreMethod::MEGA_INSERT_SEPARATOR: {
+      proto::SeparatorRequest r;
+      return parse(&r) ? GlobalPtr::Unpack(r.at()).region : 0;
+    }
+    default:
+      return 0;
+  }
+}
+
 Status StoreService::OpenLogged(const StoreConfig& config, meganode::GlobalTreeOptions options, bool restart) {
   logging::Env* env = env_;
   log_dir_ = fmt::format("{}/regions-{}", config.data_dir, node_region_);
+  // One process per log directory: a survivor taking the regions over waits until their last owner let them go.
+  CELL_RETURN_IF_ERROR(env->CreateDirs(log_dir_));
+  CELL_ASSIGN_OR_RETURN(region_lock_fd_, LockFile(log_dir_ + "/LOCK", fmt::format(
+      "another process holds regions {} and {}", node_region_, extent_region_)));
   const std::string manifest_path = log_dir_ + "/MANIFEST";
   const std::string manifest = Manifest(config, node_region_, extent_region_, options.root);
   if (restart) {
@@ -261,6 +372,7 @@ StoreService::~StoreService() {
   store_.reset();  // before the log it writes to, and before the lock is released
   logger_.reset();
   log_.reset();
+  if (region_lock_fd_ >= 0) ::close(region_lock_fd_);
   if (lock_fd_ >= 0) ::close(lock_fd_);
 }
 
@@ -406,6 +518,10 @@ void StoreService::Handle(uint16_t method, std::string_view request, rpc::Respon
     if (!serving) {
       return responder.Fail(Status::Unavailable(fmt::format("server {} is not serving; retry", server_id_)));
     }
+    if (lost_.load(std::memory_order_acquire)) {
+      return responder.Fail(Status::Unavailable(fmt::format(
+          "server {} no longer holds region {}; retry with the region table's owner", server_id_, node_region_)));
+    }
     return HandlePeer(method, request, std::move(responder));
   }
   proto::KeyRequest key_request;
@@ -426,7 +542,7 @@ void StoreService::Handle(uint16_t method, std::string_view request, rpc::Respon
         "the request begins at meganode {}:{}, outside its target region {}", start.region, start.offset,
         target->region())));
   }
-  if (target->region() != node_region_ || target->epoch() > epoch_) {
+  if (target->region() != node_region_ || target->epoch() > epoch_ || lost_.load(std::memory_order_acquire)) {
     reply.mutable_wrong_owner()->set_region(target->region());
     reply.mutable_wrong_owner()->set_epoch(target->region() == node_region_ ? epoch_ : 0);
     return responder.Reply(reply.SerializeAsString());

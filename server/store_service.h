@@ -76,7 +76,21 @@ class StoreService {
   // recovered from their log instead (unless the table says another server owns them now: then new ones are made).
   static StatusOr<std::unique_ptr<StoreService>> Open(const StoreConfig& config, membership::Membership* membership,
                                                       uint64_t server_id);
+  // Takes over a dead server's regions (issue 7, takeover): node region `node_region`, whose log directory
+  // <data_dir>/regions-<node_region>/ (shared storage) holds its log, checkpoints and MANIFEST (the regions' shape and
+  // extent region). The caller has made this server their owner in the table (ChangeOwner); they are recovered as a
+  // restart recovers its own, and served at the table's epoch. FailedPrecondition while another process still holds
+  // the directory (its lock).
+  static StatusOr<std::unique_ptr<StoreService>> Adopt(const StoreConfig& config, membership::Membership* membership,
+                                                       uint64_t server_id, uint32_t node_region);
   ~StoreService();
+  uint32_t extent_region() const { return extent_region_; }
+  // The table gave the regions to another server: from now on every request for them is refused ("wrong owner").
+  void MarkLost(uint64_t owner, uint64_t epoch);
+  bool lost() const { return lost_.load(std::memory_order_acquire); }
+  // The node region a store request addresses (0: none, or not parsable): a server holding several region pairs
+  // routes by it.
+  static uint32_t RegionOf(uint16_t method, std::string_view request);
   const StoreRecovery& recovery() const { return recovery_; }
   // The node and extent regions this server recorded in data_dir (server-<id>.regions) when it made them; NotFound if
   // it never did.
@@ -95,6 +109,8 @@ class StoreService {
   StoreService() = default;
   // The MEGA_* requests of other servers.
   void HandlePeer(uint16_t method, std::string_view request, rpc::Responder responder);
+  // The tree's options for this service's regions (its peers made here).
+  meganode::GlobalTreeOptions TreeOptions(const StoreConfig& config, membership::Membership* membership, uint32_t root);
   // Opens the log (first start) or recovers the regions from it (restart), and the tree on them.
   Status OpenLogged(const StoreConfig& config, meganode::GlobalTreeOptions options, bool restart);
   // Waits until this thread's writes are durable as the durability option asks (OK at once without a log); with
@@ -107,7 +123,9 @@ class StoreService {
   double search_cpu_us_ = 0;
   std::unique_ptr<ServerPeers> peers_;  // outlives store_ (its background thread calls peers_)
   logging::Env* env_ = nullptr;
-  int lock_fd_ = -1;  // <data_dir>/server-<id>.lock, held (flock) while this service lives
+  int lock_fd_ = -1;         // <data_dir>/server-<id>.lock, held (flock) while this service lives (not by Adopt)
+  int region_lock_fd_ = -1;  // <log dir>/LOCK, likewise
+  std::atomic<bool> lost_{false};
   std::string log_dir_;
   std::unique_ptr<logging::RegionLog> log_;  // outlives store_ and logger_ (they write to it)
   std::unique_ptr<RegionLogger> logger_;     // outlives store_ (its write sink)
@@ -122,7 +140,7 @@ class StoreService {
   uint32_t extent_region_ = 0;
   std::atomic<uint64_t> requests_{0};
   std::atomic<uint64_t> redirects_{0};
-  uint64_t epoch_ = 0;  // the node region's epoch (its owner never changes yet; region takeover comes with the logs)
+  uint64_t epoch_ = 0;  // the node region's epoch when this service took it (created, restarted or adopted)
 };
 
 }  // namespace cell::server
