@@ -250,7 +250,11 @@ StatusOr<std::unique_ptr<RegionLog>> RegionLog::Open(const std::string& dir, uin
     }
     CELL_RETURN_IF_ERROR(log->OpenFile(next_lsn));
   }
-  if (options.durability == Durability::kAsync) log->flusher_ = std::thread([l = log.get()] { l->FlushLoop(); });
+  if (options.durability == Durability::kAsync) {
+    log->flusher_ = std::thread([l = log.get()] { l->FlushLoop(); });
+  } else {
+    log->committer_ = std::thread([l = log.get()] { l->CommitLoop(); });
+  }
   return log;
 }
 
@@ -260,7 +264,9 @@ RegionLog::~RegionLog() {
     stopping_ = true;
   }
   stop_cv_.notify_all();
+  waiters_cv_.notify_all();
   if (flusher_.joinable()) flusher_.join();
+  if (committer_.joinable()) committer_.join();  // it answers every waiter first
   if (Status s = Flush(); !s.ok()) LogError("region log {}: closing: {}", dir_, s.ToString());
   std::lock_guard lock(mu_);
   if (file_ != nullptr) (void)file_->Close();
@@ -348,6 +354,44 @@ Status RegionLog::SyncUpTo(uint64_t lsn, std::unique_lock<std::mutex>& lock) {
 Status RegionLog::Flush() {
   std::unique_lock lock(mu_);
   return SyncUpTo(appended_lsn_, lock);
+}
+
+void RegionLog::WhenDurable(uint64_t lsn, DurableFn done) {
+  std::unique_lock lock(mu_);
+  lsn = std::min(lsn, appended_lsn_);
+  if (options_.durability == Durability::kAsync || lsn <= durable_lsn_ || !failed_.ok()) {
+    const Status s = failed_;
+    lock.unlock();
+    std::move(done)(s);
+    return;
+  }
+  waiters_.emplace_back(lsn, std::move(done));
+  waiters_cv_.notify_one();
+}
+
+void RegionLog::CommitLoop() {
+  std::unique_lock lock(mu_);
+  for (;;) {
+    waiters_cv_.wait(lock, [&] { return stopping_ || !waiters_.empty(); });
+    if (waiters_.empty()) break;  // stopping, and every waiter answered
+    uint64_t need = 0;
+    for (const auto& w : waiters_) need = std::max(need, w.first);
+    // One fdatasync for every waiter so far (and whatever was appended meanwhile); more may register during it.
+    const Status s = SyncUpTo(need, lock);
+    std::vector<DurableFn> ready;
+    for (size_t i = 0; i < waiters_.size();) {
+      if (!s.ok() || waiters_[i].first <= durable_lsn_) {
+        ready.push_back(std::move(waiters_[i].second));
+        waiters_[i] = std::move(waiters_.back());
+        waiters_.pop_back();
+      } else {
+        ++i;
+      }
+    }
+    lock.unlock();
+    for (DurableFn& done : ready) std::move(done)(s);
+    lock.lock();
+  }
 }
 
 void RegionLog::FlushLoop() {

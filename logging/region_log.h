@@ -39,6 +39,8 @@
 #include <thread>
 #include <vector>
 
+#include <absl/functional/any_invocable.h>
+
 #include "cell/status.h"
 #include "logging/env.h"
 #include "logging/log_reader.h"
@@ -107,6 +109,13 @@ class RegionLog {
   // at once under async. A request adds its records, then commits the last before it is acknowledged, so that
   // records added together share one fdatasync.
   Status Commit(uint64_t lsn);
+  // The asynchronous Commit: calls `done` once record `lsn` (and every one before it) is as durable as the options
+  // ask: at once under async or if it is already; otherwise on the log's committer thread, right after the fdatasync
+  // that covers it, which every record waiting then shares. With the log's error if it failed. A server's worker
+  // registers its reply here and goes on to the next request, so one fdatasync covers every request that arrived
+  // during the one before (with a blocking Commit, at most one per worker).
+  using DurableFn = absl::AnyInvocable<void(const Status&) &&>;
+  void WhenDurable(uint64_t lsn, DurableFn done);
   // Add, then Commit.
   StatusOr<uint64_t> Append(const LogRecord& record);
   // Makes every record appended so far durable.
@@ -129,6 +138,7 @@ class RegionLog {
   Status SyncUpTo(uint64_t lsn, std::unique_lock<std::mutex>& lock);  // waits until lsn is durable
   Status Fail(const Status& s);                            // under mu_
   void FlushLoop();
+  void CommitLoop();  // sync: runs WhenDurable's callbacks as fdatasyncs cover them
 
   const std::string dir_;
   const RegionLogOptions options_;
@@ -143,7 +153,10 @@ class RegionLog {
   Status failed_;
   uint64_t syncs_ = 0;
   uint64_t appended_bytes_ = 0;
-  std::thread flusher_;
+  std::vector<std::pair<uint64_t, DurableFn>> waiters_;  // WhenDurable's, under sync
+  std::condition_variable waiters_cv_;
+  std::thread flusher_;    // async
+  std::thread committer_;  // sync
 };
 
 }  // namespace cell::logging

@@ -84,6 +84,17 @@ Status RegionLogger::Commit() {
   return result;
 }
 
+void RegionLogger::CommitThen(logging::RegionLog::DurableFn done) {
+  Pending& p = pending[id_];
+  const Pending taken = p;
+  p = Pending();
+  if (!taken.error.ok() || taken.lsn == 0 || log_ == nullptr) {
+    std::move(done)(taken.error);
+    return;
+  }
+  log_->WhenDurable(taken.lsn, std::move(done));
+}
+
 Status ApplyLogRecord(const logging::LogRecord& record, const RegionMemory& nodes, const RegionMemory& extents) {
   for (const auto& r : record.ranges) {
     if (r.region == nodes.id) {

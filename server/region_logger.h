@@ -41,6 +41,9 @@ class RegionLogger final : public btree::WriteSink {
   // Waits until every record this thread added since its last Commit is durable. The first error since then: a
   // record that could not be added, or a log that failed.
   Status Commit();
+  // The asynchronous Commit: what this thread added since its last Commit (or TakePending) becomes durable, then
+  // `done` runs (RegionLog::WhenDurable), with the first error since then, if any.
+  void CommitThen(logging::RegionLog::DurableFn done);
 
  private:
   void Add(logging::LogRecord&& record);

@@ -417,7 +417,10 @@ Status StoreService::Commit(bool flush) {
   if (logger_ == nullptr) return Status::OK();
   Status s = logger_->Commit();
   if (s.ok() && flush) s = log_->Flush();
-  if (s.ok()) return s;
+  return s.ok() ? s : NotLogged(s);
+}
+
+Status StoreService::NotLogged(const Status& s) const {
   // Not Unavailable: a retry cannot succeed (the log failed for good), so the client must not retry it.
   return Status::FailedPrecondition(fmt::format(
       "server {}: the write was made but could not be logged, and is not acknowledged: {} (the server takes no "
@@ -639,15 +642,21 @@ void StoreService::Handle(uint16_t method, std::string_view request, rpc::Respon
     default:
       return responder.Fail(Status::InvalidArgument(fmt::format("unknown store method {}", method)));
   }
-  if (method == StoreMethod::STORE_PUT || method == StoreMethod::STORE_DELETE) {
-    // Acknowledged only once durable (sync), or at once (async: on disk within the flush interval).
-    if (Status c = Commit(); !c.ok()) return responder.Fail(c);
-  }
   if (reply.elsewhere() != 0) redirects_.fetch_add(1, std::memory_order_relaxed);
   if (!range.meganode.is_null() && !(range.meganode == known)) {
     reply.set_leaf(range.meganode.Pack());
     reply.set_leaf_min(std::move(range.min));
     reply.set_leaf_max(std::move(range.max));
+  }
+  if (logger_ != nullptr && (method == StoreMethod::STORE_PUT || method == StoreMethod::STORE_DELETE)) {
+    // Acknowledged only once durable (sync), or at once (async: on disk within the flush interval). The reply waits
+    // for the fdatasync on the log's committer thread; this worker goes on to its next request (group commit).
+    logger_->CommitThen([this, responder = std::move(responder), bytes = reply.SerializeAsString()](
+                            const Status& s) mutable {
+      if (s.ok()) return responder.Reply(bytes);
+      responder.Fail(NotLogged(s));
+    });
+    return;
   }
   responder.Reply(reply.SerializeAsString());
 }

@@ -116,6 +116,8 @@ class StoreService {
   // Waits until this thread's writes are durable as the durability option asks (OK at once without a log); with
   // `flush`, on disk whatever the option (a peer's request: another server builds on the answer).
   Status Commit(bool flush = false);
+  // The error a write gets when its records could not be made durable.
+  Status NotLogged(const Status& s) const;
   // Takes a checkpoint whenever the log has grown by checkpoint_log_bytes (and once after a recovery that replayed
   // records), until the service is destroyed.
   void CheckpointLoop(uint64_t every_bytes);

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <filesystem>
 #include <latch>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -161,6 +162,71 @@ TEST_F(RegionLogTest, AppendsWaitingOnOneSyncShareTheNext) {
   for (auto& th : waiters) th.join();
   EXPECT_EQ((*log)->durable_lsn(), 5u);
   EXPECT_EQ((*log)->syncs(), 2u) << "one sync for the first append, one shared by the four that waited";
+}
+
+TEST_F(RegionLogTest, WhenDurableAnswersAfterTheSyncThatCoversItAndSharesIt) {
+  std::latch in_sync(1), release(1);
+  std::atomic<int> syncs_seen{0};
+  env_.SetSyncHook([&] {
+    if (syncs_seen++ == 0) {  // hold the first sync until eight more records are waiting
+      in_sync.count_down();
+      release.wait();
+    }
+  });
+  auto log = RegionLog::Open(dir_, 1, {.durability = Durability::kSync, .env = &env_});
+  ASSERT_TRUE(log.ok());
+  RegionLog* l = log->get();
+  std::mutex mu;
+  std::vector<uint64_t> answered;  // lsns, in the order their callbacks ran
+  std::vector<uint64_t> durable_then;
+  const auto when = [&](uint64_t lsn) {
+    l->WhenDurable(lsn, [&, lsn](const Status& s) {
+      EXPECT_TRUE(s.ok()) << s.ToString();
+      std::lock_guard lock(mu);
+      answered.push_back(lsn);
+      durable_then.push_back(l->durable_lsn());
+    });
+  };
+  when(*l->Add(BytesRecord(0, "first")));
+  in_sync.wait();  // the committer is in the first fdatasync
+  for (int i = 0; i < 8; ++i) when(*l->Add(BytesRecord(i + 1, "w")));
+  {
+    std::lock_guard lock(mu);
+    EXPECT_TRUE(answered.empty()) << "nothing is answered before its fdatasync";
+  }
+  release.count_down();
+  ASSERT_TRUE(WaitFor([&] {
+    std::lock_guard lock(mu);
+    return answered.size() == 9;
+  }));
+  std::lock_guard lock(mu);
+  for (size_t i = 0; i < answered.size(); ++i) EXPECT_GE(durable_then[i], answered[i]) << "answered before durable";
+  EXPECT_EQ(l->syncs(), 2u) << "one sync for the first record, one shared by the eight that waited";
+  // Already durable: answered at once, on the calling thread.
+  bool at_once = false;
+  l->WhenDurable(1, [&](const Status& s) { at_once = s.ok(); });
+  EXPECT_TRUE(at_once);
+}
+
+TEST_F(RegionLogTest, WhenDurableGivesTheFailureAndAsyncAnswersAtOnce) {
+  auto log = RegionLog::Open(dir_, 1, {.durability = Durability::kSync, .env = &env_});
+  ASSERT_TRUE(log.ok());
+  env_.FailSyncs(true);
+  std::atomic<int> failed{0};
+  for (int i = 0; i < 3; ++i) {
+    (*log)->WhenDurable(*(*log)->Add(BytesRecord(i, "x")), [&](const Status& s) { failed += !s.ok(); });
+  }
+  ASSERT_TRUE(WaitFor([&] { return failed.load() == 3; }));
+  env_.FailSyncs(false);
+  log->reset();
+  std::filesystem::remove_all(dir_);
+  auto async_log = RegionLog::Open(dir_, 1, {.durability = Durability::kAsync,
+                                             .async_flush_interval = std::chrono::hours(1), .env = &env_});
+  ASSERT_TRUE(async_log.ok());
+  bool at_once = false;
+  (*async_log)->WhenDurable(*(*async_log)->Add(BytesRecord(0, "y")), [&](const Status& s) { at_once = s.ok(); });
+  EXPECT_TRUE(at_once) << "async acknowledges at once";
+  EXPECT_EQ((*async_log)->durable_lsn(), 0u);
 }
 
 TEST_F(RegionLogTest, AsyncAppendsAreOnDiskAfterTheFlushInterval) {

@@ -1,0 +1,288 @@
+// cell-durability-bench: what write-ahead logging costs a cell-server's puts over RPC, and how long a server takes to
+// recover, on this machine (issue 7's benchmark; docs/BENCHMARKS.md).
+//
+// Put throughput: for each value shape (Cell's 8..256 bytes, and 1 KiB) and each durability (off: no --data-dir;
+// async; sync), a fresh cell-server (embedded membership, TCP on loopback, --workers=2) is preloaded with `--keys`
+// keys, and then `--threads` client threads overwrite random keys of that space for `--seconds`, each put
+// acknowledged as its mode says. Modes and shapes are interleaved over `--rounds`; medians are reported, with each
+// mode's ratio to off. Recovery: a server with a data directory is loaded with `--recovery-keys` keys, killed with
+// SIGKILL and restarted; the time to its "ready" line is recovery from the log alone. It then takes a checkpoint
+// (as a restart that replayed records does), is killed and restarted again: recovery from the checkpoint.
+//
+//   cell-durability-bench [--server=PATH] [--threads=8] [--seconds=2] [--rounds=3] [--keys=20000]
+//                         [--recovery-keys=200000] [--dir=/tmp/cell-durability-bench]
+// The last line of stdout is one JSON object.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <random>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+#include "cell/client.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+namespace fs = std::filesystem;
+
+struct Flags {
+  std::string server;
+  int threads = 8;
+  double seconds = 2;
+  int rounds = 3;
+  uint64_t keys = 20000;
+  uint64_t recovery_keys = 200000;
+  std::string dir = "/tmp/cell-durability-bench";
+};
+
+[[noreturn]] void Die(const std::string& what) {
+  std::fprintf(stderr, "cell-durability-bench: %s\n", what.c_str());
+  std::exit(1);
+}
+
+// A cell-server child process: started, its URI read from its stdout, killed or stopped.
+class Server {
+ public:
+  Server(const std::string& binary, std::vector<std::string> args) {
+    int out[2];
+    if (pipe2(out, O_CLOEXEC) != 0) Die("pipe failed");
+    const auto start = Clock::now();
+    pid_ = fork();
+    if (pid_ < 0) Die("fork failed");
+    if (pid_ == 0) {
+      dup2(out[1], STDOUT_FILENO);
+      const int null = open("/dev/null", O_WRONLY);
+      dup2(null, STDERR_FILENO);
+      std::vector<char*> argv{const_cast<char*>(binary.c_str())};
+      for (auto& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      execv(binary.c_str(), argv.data());
+      _exit(127);
+    }
+    close(out[1]);
+    FILE* f = fdopen(out[0], "r");
+    char line[4096];
+    while (fgets(line, sizeof(line), f) != nullptr) {
+      std::string l(line);
+      if (l.rfind("listening ", 0) == 0) uri_ = l.substr(10, l.size() - 11);
+      if (l.rfind("ready ", 0) == 0) break;
+    }
+    ready_s_ = std::chrono::duration<double>(Clock::now() - start).count();
+    fclose(f);
+    if (uri_.empty()) Die("cell-server did not start: " + binary);
+  }
+  ~Server() { Kill(); }
+  void Kill() {
+    if (pid_ <= 0) return;
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+    pid_ = 0;
+  }
+  const std::string& uri() const { return uri_; }
+  double ready_s() const { return ready_s_; }
+
+ private:
+  pid_t pid_ = 0;
+  std::string uri_;
+  double ready_s_ = 0;
+};
+
+std::unique_ptr<cell::Client> Connect(const std::string& uri) {
+  cell::ClientOptions options;
+  options.cluster = uri;
+  options.search = "server";
+  options.timeout = std::chrono::seconds(30);
+  auto c = cell::Client::Open(options);
+  if (!c.ok()) Die("client: " + c.status().ToString());
+  return std::move(*c);
+}
+
+std::string KeyOf(uint64_t k) {
+  std::string key = fmt::format("k{:016x}", k * 0x9e3779b97f4a7c15ull);
+  key.resize(8 + k % 57, 'x');  // 8..64 bytes
+  return key;
+}
+
+// Puts keys [0, n) with values of lo..hi bytes, `window` at a time (PutAsync).
+void Load(cell::Client& client, uint64_t n, size_t lo, size_t hi, uint64_t seed, size_t window = 64) {
+  std::mutex mu;
+  std::condition_variable cv;
+  size_t outstanding = 0;
+  std::string error;
+  std::mt19937_64 rng(seed);
+  for (uint64_t k = 0; k < n; ++k) {
+    {
+      std::unique_lock lock(mu);
+      cv.wait(lock, [&] { return outstanding < window; });
+      if (!error.empty()) Die("load: " + error);
+      ++outstanding;
+    }
+    client.PutAsync(KeyOf(k), std::string(lo + rng() % (hi - lo + 1), 'p'), [&](const cell::Status& s) {
+      std::lock_guard lock(mu);
+      if (!s.ok() && error.empty()) error = s.ToString();
+      --outstanding;
+      cv.notify_all();
+    });
+  }
+  std::unique_lock lock(mu);
+  cv.wait(lock, [&] { return outstanding == 0; });
+  if (!error.empty()) Die("load: " + error);
+}
+
+std::vector<std::string> ServerArgs(const std::string& mode, const std::string& dir) {
+  std::vector<std::string> args = {"--listen=tcp://127.0.0.1:0", "--workers=2", "--region-size=4GiB"};
+  if (mode != "off") {
+    args.push_back("--data-dir=" + dir);
+    args.push_back("--durability=" + mode);
+  }
+  return args;
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"cell-durability-bench: cell-server put throughput with logging off, async and sync; recovery time"};
+  Flags f;
+  f.server = (fs::path(argv[0]).parent_path() / "cell-server").string();
+  app.add_option("--server", f.server, "the cell-server binary")->capture_default_str();
+  app.add_option("--threads", f.threads, "client threads putting")->check(CLI::Range(1, 256))->capture_default_str();
+  app.add_option("--seconds", f.seconds, "each put run's length")->check(CLI::Range(0.1, 600.0))->capture_default_str();
+  app.add_option("--rounds", f.rounds, "interleaved rounds (medians reported)")->check(CLI::Range(1, 100))
+      ->capture_default_str();
+  app.add_option("--keys", f.keys, "key space of the put runs (preloaded)")->check(CLI::Range(100, 10000000))
+      ->capture_default_str();
+  app.add_option("--recovery-keys", f.recovery_keys, "keys loaded before recovery is timed (0: skip)")
+      ->capture_default_str();
+  app.add_option("--dir", f.dir, "data directories (emptied first, removed after)")->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+  signal(SIGPIPE, SIG_IGN);
+
+  const std::vector<std::string> modes = {"off", "async", "sync"};
+  const std::vector<std::tuple<std::string, size_t, size_t>> shapes = {{"cell", 8, 256}, {"1k", 1024, 1024}};
+  std::map<std::string, std::vector<double>> rates;
+  for (int round = 0; round < f.rounds; ++round) {
+    for (const auto& [shape, lo, hi] : shapes) {
+      for (const std::string& mode : modes) {
+        fs::remove_all(f.dir);
+        fs::create_directories(f.dir);
+        Server server(f.server, ServerArgs(mode, f.dir));
+        auto client = Connect(server.uri());
+        Load(*client, f.keys, lo, hi, 1);
+        std::atomic<uint64_t> ops{0};
+        std::atomic<bool> stop{false};
+        std::vector<std::thread> threads;
+        const auto start = Clock::now();
+        for (int t = 0; t < f.threads; ++t) {
+          threads.emplace_back([&, t, lo = lo, hi = hi] {
+            std::mt19937_64 rng(round * 1000 + t);
+            uint64_t n = 0;
+            while (!stop.load(std::memory_order_relaxed)) {
+              const cell::Status s = client->Put(KeyOf(rng() % f.keys),
+                                                 std::string(lo + rng() % (hi - lo + 1), 'a' + rng() % 26));
+              if (!s.ok()) Die("put: " + s.ToString());
+              ++n;
+            }
+            ops.fetch_add(n);
+          });
+        }
+        std::this_thread::sleep_for(std::chrono::duration<double>(f.seconds));  // the run's length
+        stop = true;
+        for (auto& t : threads) t.join();
+        const double rate =
+            static_cast<double>(ops.load()) / std::chrono::duration<double>(Clock::now() - start).count();
+        rates[shape + "/" + mode].push_back(rate);
+        std::fprintf(stderr, "round %d %s %s: %.0f puts/s\n", round + 1, shape.c_str(), mode.c_str(), rate);
+      }
+    }
+  }
+  std::string throughput;
+  for (const auto& [shape, lo, hi] : shapes) {
+    const double off = Median(rates[shape + "/off"]), async = Median(rates[shape + "/async"]),
+                 sync = Median(rates[shape + "/sync"]);
+    throughput += fmt::format("{}\"{}\":{{\"off\":{:.0f},\"async\":{:.0f},\"sync\":{:.0f},\"async_vs_off\":{:.3f},"
+                              "\"sync_vs_off\":{:.3f}}}",
+                              throughput.empty() ? "" : ",", shape, off, async, sync, async / off, sync / off);
+  }
+
+  std::string recovery = "null";
+  if (f.recovery_keys > 0) {
+    fs::remove_all(f.dir);
+    fs::create_directories(f.dir);
+    double load_s = 0, from_log = 0, from_checkpoint = 0;
+    uint64_t log_bytes = 0, checkpoint_bytes = 0;
+    {
+      Server server(f.server, ServerArgs("async", f.dir));
+      auto client = Connect(server.uri());
+      const auto start = Clock::now();
+      Load(*client, f.recovery_keys, 8, 256, 2, 256);
+      load_s = std::chrono::duration<double>(Clock::now() - start).count();
+      client.reset();
+      server.Kill();  // SIGKILL: the log is in the page cache, as after any killed process
+    }
+    std::string log_dir;
+    for (const auto& e : fs::recursive_directory_iterator(f.dir)) {
+      if (e.is_regular_file() && e.path().extension() == ".log") {
+        log_bytes += e.file_size();
+        log_dir = e.path().parent_path().string();
+      }
+    }
+    {
+      Server server(f.server, ServerArgs("async", f.dir));
+      from_log = server.ready_s();
+      // The restart replayed records, so it takes a checkpoint at once; wait for it (its file appears by rename).
+      const auto give_up = Clock::now() + std::chrono::minutes(5);
+      while (Clock::now() < give_up) {
+        bool found = false;
+        for (const auto& e : fs::directory_iterator(log_dir)) {
+          if (e.path().extension() == ".img") {
+            checkpoint_bytes = e.file_size();
+            found = true;
+          }
+        }
+        if (found) break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));  // polling the directory for the checkpoint
+      }
+      if (checkpoint_bytes == 0) Die("no checkpoint appeared after the restart");
+      auto client = Connect(server.uri());
+      std::string value;
+      const cell::Status s = client->Get(KeyOf(f.recovery_keys - 1), &value);
+      if (!s.ok()) Die("the last key loaded is missing after recovery: " + s.ToString());
+      client.reset();
+      server.Kill();
+    }
+    {
+      Server server(f.server, ServerArgs("async", f.dir));
+      from_checkpoint = server.ready_s();
+    }
+    recovery = fmt::format("{{\"keys\":{},\"load_s\":{:.2f},\"log_bytes\":{},\"from_log_s\":{:.2f},"
+                           "\"checkpoint_bytes\":{},\"from_checkpoint_s\":{:.2f}}}",
+                           f.recovery_keys, load_s, log_bytes, from_log, checkpoint_bytes, from_checkpoint);
+  }
+  fs::remove_all(f.dir);
+  std::printf("{\"bench\":\"durability\",\"threads\":%d,\"seconds\":%.1f,\"rounds\":%d,\"keys\":%llu,"
+              "\"puts_per_s\":{%s},\"recovery\":%s}\n",
+              f.threads, f.seconds, f.rounds, static_cast<unsigned long long>(f.keys), throughput.c_str(),
+              recovery.c_str());
+  return 0;
+}
