@@ -2,11 +2,16 @@
 
 #include <fmt/format.h>
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <shared_mutex>
 
 #include "common/log.h"
+#include "server/proto/store.pb.h"
 #include "membership/in_memory_membership.h"
 #include "membership/zookeeper_membership.h"
 
@@ -98,23 +103,46 @@ StatusOr<std::unique_ptr<CellServer>> CellServer::Start(const ServerConfig& conf
   server->registered_ = true;
   server->serving_ = true;
   server->fencing_ = std::thread([raw = server.get()] { raw->FencingLoop(); });
-  // Regions this server holds that the table gives to another server are refused from then on.
-  server->membership_->Watch([raw = server.get()](const membership::MembershipEvent& e) {
-    if (e.kind != membership::MembershipEvent::Kind::kRegionChanged || e.region.owner == raw->config_.id) return;
-    std::shared_lock lock(raw->adopted_mu_);
-    if (e.region.region == raw->store_->node_region()) raw->store_->MarkLost(e.region.owner, e.region.epoch);
-    for (auto& s : raw->adopted_) {
-      if (e.region.region == s->node_region()) s->MarkLost(e.region.owner, e.region.epoch);
-    }
+  // Regions this server holds that the table gives to another server are refused from then on (and the server
+  // exits, FencingLoop). The watcher outlives nothing it uses: Stop() detaches it first.
+  server->watch_ = std::make_shared<WatchState>();
+  server->watch_->server = server.get();
+  server->membership_->Watch([watch = server->watch_](const membership::MembershipEvent& e) {
+    if (e.kind != membership::MembershipEvent::Kind::kRegionChanged) return;
+    std::lock_guard lock(watch->mu);
+    if (watch->server != nullptr) watch->server->OnRegionOwner(e.region);
   });
   if (!config.data_dir.empty()) server->takeover_ = std::thread([raw = server.get()] { raw->TakeoverLoop(); });
   return server;
+}
+
+void CellServer::OnRegionOwner(const membership::RegionEntry& r) {
+  if (r.owner == config_.id) return;
+  std::shared_lock lock(adopted_mu_);
+  std::vector<StoreService*> held{store_.get()};
+  for (auto& s : adopted_) held.push_back(s.get());
+  for (StoreService* s : held) {
+    if (s->node_region() == r.region) {
+      s->MarkLost(r.owner, r.epoch);
+      lost_region_.store(true);
+    }
+  }
 }
 
 void CellServer::FencingLoop() {
   Status last = Status::OK();
   std::unique_lock lock(stop_mu_);
   while (!stop_cv_.wait_for(lock, std::chrono::milliseconds(200), [&] { return stopping_; })) {
+    if (lost_region_.load()) {
+      // Its regions are another server's now (it was cut off longer than its session): serving on would split the
+      // brain, and letting go of the regions' memory under its listeners is not safe. Its supervisor restarts it,
+      // and it starts with new regions.
+      LogError("server {}: a region it served was given to another server while it was cut off from the membership; "
+               "exiting (restart it: it starts with new regions)",
+               config_.id);
+      std::fflush(nullptr);
+      std::_Exit(2);
+    }
     lock.unlock();
     Status now = CheckFencing();
     if (now.code() != last.code()) {
@@ -156,7 +184,11 @@ Status CellServer::CheckFencing() {
   registered_ = true;
   CELL_ASSIGN_OR_RETURN(auto regions, membership_->ListRegions());
   size_t owned = 0;
-  for (const auto& r : regions) owned += r.owner == config_.id ? 1 : 0;
+  for (const auto& r : regions) {
+    owned += r.owner == config_.id ? 1 : 0;
+    OnRegionOwner(r);  // a change missed while cut off
+  }
+  if (lost_region_.load()) return Status::FailedPrecondition("a region this server served belongs to another now");
   serving = membership_->ServingStatus();
   if (serving.ok()) {
     serving_.store(true, std::memory_order_release);
@@ -171,6 +203,10 @@ void CellServer::Stop() {
     if (stopped_) return;
     stopped_ = stopping_ = true;
     stop_cv_.notify_all();
+  }
+  if (watch_ != nullptr) {
+    std::lock_guard lock(watch_->mu);
+    watch_->server = nullptr;
   }
   serving_ = false;
   if (membership_ != nullptr) {
@@ -198,6 +234,11 @@ void CellServer::TakeoverLoop() {
   }
 }
 
+bool CellServer::stopping() {
+  std::lock_guard lock(stop_mu_);
+  return stopping_;
+}
+
 Status CellServer::TakeOver() {
   CELL_ASSIGN_OR_RETURN(const auto servers, membership_->ListServers());
   std::vector<uint64_t> live;
@@ -206,19 +247,26 @@ Status CellServer::TakeOver() {
   if (live.empty()) return Status::OK();
   CELL_ASSIGN_OR_RETURN(const auto regions, membership_->ListRegions());
   const std::vector<uint32_t> held = node_regions();
+  const auto now = std::chrono::steady_clock::now();
   for (const membership::RegionEntry& r : regions) {
     if (std::find(held.begin(), held.end(), r.region) != held.end()) continue;
     const bool dead = r.owner == 0 || !std::binary_search(live.begin(), live.end(), r.owner);
-    // Ours and not served (an adoption that failed, or this server's own regions lost across a restart) or a dead
-    // server's; only node regions (their log directories) are taken over, with their extent regions.
+    // A dead server's, or ours and not served (an adoption that failed); only node regions (those with a log
+    // directory) are taken over, with their extent regions.
     if (!dead && r.owner != config_.id) continue;
-    const std::string manifest = fmt::format("{}/regions-{}/MANIFEST", config_.data_dir, r.region);
-    if (!std::filesystem::exists(manifest)) continue;
+    std::error_code error;
+    if (!std::filesystem::exists(fmt::format("{}/regions-{}/MANIFEST", config_.data_dir, r.region), error)) continue;
+    // The dead server's regions fall to one survivor, by region id: the others leave them alone.
+    if (r.owner != config_.id && live[r.region % live.size()] != config_.id) continue;
+    if (auto it = retry_at_.find(r.region); it != retry_at_.end() && now < it->second.first) continue;
+    if (stopping()) return Status::OK();
+    // The log directory first: while its last owner's process (or another survivor) holds it, leave it be.
+    auto lock = StoreService::LockRegions(config_.data_dir, r.region);
+    if (!lock.ok()) continue;
     if (r.owner != config_.id) {
-      // The dead server's regions fall to one survivor, by region id: the others leave them alone.
-      if (live[r.region % live.size()] != config_.id) continue;
       auto mine = membership_->ChangeOwner(r.region, r.epoch, config_.id);
       if (!mine.ok()) {
+        ::close(*lock);
         if (!mine.status().IsAborted()) return mine.status();
         continue;  // another server changed it first: decide again next time
       }
@@ -228,25 +276,38 @@ Status CellServer::TakeOver() {
     const auto start = std::chrono::steady_clock::now();
     StoreConfig store = config_.store;
     store.data_dir = config_.data_dir;
-    auto adopted = StoreService::Adopt(store, membership_.get(), config_.id, r.region);
+    auto adopted = StoreService::Adopt(store, membership_.get(), config_.id, r.region, *lock);
     if (!adopted.ok()) {
-      LogWarning("server {}: cannot serve region {} yet: {}", config_.id, r.region, adopted.status().ToString());
-      continue;  // tried again next time (e.g. its last owner still holds its log directory)
+      // Backing off (1 s, 2 s, ... 1 min): each attempt replays the whole log.
+      auto& [at, failures] = retry_at_[r.region];
+      at = std::chrono::steady_clock::now() + std::chrono::seconds(std::min(60, 1 << std::min(failures, 6)));
+      ++failures;
+      LogError("server {}: cannot serve region {}, which it owns: {}; trying again later", config_.id, r.region,
+               adopted.status().ToString());
+      continue;
     }
+    retry_at_.erase(r.region);
     // Its extent region goes with it.
-    CELL_ASSIGN_OR_RETURN(const membership::RegionEntry extent, membership_->GetRegion((*adopted)->extent_region()));
-    if (extent.owner != config_.id) {
-      CELL_RETURN_IF_ERROR(membership_->ChangeOwner(extent.region, extent.epoch, config_.id).status());
+    auto extent = membership_->GetRegion((*adopted)->extent_region());
+    if (extent.ok() && extent->owner != config_.id) {
+      auto moved = membership_->ChangeOwner(extent->region, extent->epoch, config_.id);
+      if (!moved.ok()) LogWarning("server {}: moving extent region {}: {}", config_.id, extent->region, moved.status().ToString());
+    }
+    StoreService* service = adopted->get();
+    {
+      std::unique_lock lock_services(adopted_mu_);
+      adopted_.push_back(std::move(*adopted));  // kept until the server ends: its memory may be registered below
     }
     for (auto& listener : listeners_) {
-      for (const rpc::RegionRegistration& region : (*adopted)->regions()) {
-        CELL_RETURN_IF_ERROR(listener->RegisterRegion(region));
+      for (const rpc::RegionRegistration& region : service->regions()) {
+        if (Status s = listener->RegisterRegion(region); !s.ok()) {
+          LogWarning("server {}: region {} is served by RPC, but not for one-sided reads on {}: {}", config_.id,
+                     region.id, listener->uri(), s.ToString());
+        }
       }
     }
     LogInfo("server {}: serving region {} (taken over) after {:.2f} s of recovery", config_.id, r.region,
             std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-    std::unique_lock lock(adopted_mu_);
-    adopted_.push_back(std::move(*adopted));
   }
   return Status::OK();
 }
@@ -273,7 +334,20 @@ void CellServer::Handle(uint16_t method, std::string_view request, rpc::Responde
       std::shared_lock lock(adopted_mu_);
       more = !adopted_.empty();
     }
-    StoreService* service = more ? ServiceFor(StoreService::RegionOf(method, request)) : store_.get();
+    const bool peer = method == proto::StoreMethod::MEGA_FILL || method == proto::StoreMethod::MEGA_UNSEAL ||
+                      method == proto::StoreMethod::MEGA_ABANDON ||
+                      method == proto::StoreMethod::MEGA_INSERT_SEPARATOR;
+    StoreService* service = store_.get();
+    if (more || peer) {
+      const uint32_t region = StoreService::RegionOf(method, request);
+      service = ServiceFor(region);
+      if (peer && region != 0 && service->node_region() != region) {
+        // Not ours (yet: its takeover may be under way here): the peer retries after re-reading the table.
+        return responder.Fail(Status::Unavailable(
+            fmt::format("server {} does not hold region {} (now); retry with the region table's owner", config_.id,
+                        region)));
+      }
+    }
     return service->Handle(method, request, std::move(responder), serving());
   }
   if (TableService::IsTableMethod(method)) {

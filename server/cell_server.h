@@ -5,6 +5,7 @@
 #pragma once
 
 #include <atomic>
+#include <map>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
@@ -71,6 +72,14 @@ class CellServer final : public rpc::RpcHandler {
   // (docs/DESIGN.md, "Takeover"), and serves them.
   void TakeoverLoop();
   Status TakeOver();
+  bool stopping();
+  // The table names `r`'s owner: a region this server serves that is another's now is refused, and the server exits.
+  void OnRegionOwner(const membership::RegionEntry& r);
+  // What the membership's watcher calls through: detached by Stop(), so that a late event reaches nothing freed.
+  struct WatchState {
+    std::mutex mu;
+    CellServer* server = nullptr;
+  };
   // The service holding node region `region` (its own for 0 or any region it does not hold).
   StoreService* ServiceFor(uint32_t region);
 
@@ -81,6 +90,10 @@ class CellServer final : public rpc::RpcHandler {
   mutable std::shared_mutex adopted_mu_;
   std::vector<std::unique_ptr<StoreService>> adopted_;  // regions taken over; guarded by adopted_mu_
   std::thread takeover_;
+  std::shared_ptr<WatchState> watch_;
+  std::atomic<bool> lost_region_{false};
+  // Adoptions that failed: when to try each region again, and how often it failed (takeover thread only).
+  std::map<uint32_t, std::pair<std::chrono::steady_clock::time_point, int>> retry_at_;
   std::vector<std::unique_ptr<rpc::Server>> listeners_;
   std::vector<std::string> uris_;
   std::atomic<bool> serving_{false};

@@ -81,18 +81,46 @@ StatusOr<std::unique_ptr<StoreService>> StoreService::Open(const StoreConfig& co
   if (!regions_file.empty() && env->FileExists(regions_file)) {
     CELL_ASSIGN_OR_RETURN(const auto recorded, RecordedRegions(config.data_dir, server_id));
     const auto [node, extent] = recorded;
+    // The log directory's lock first: a survivor taking the regions over holds it (and then owns them in the table).
+    auto lock = LockFile(fmt::format("{}/regions-{}/LOCK", config.data_dir, node), "");
+    if (!lock.ok() && lock.status().code() != Status::Code::kFailedPrecondition) return lock.status();
     auto entry = membership->GetRegion(node);
-    if (entry.ok() && entry->owner != server_id && entry->owner != 0) {
-      // Taken over while this server was down: its log belongs to the new owner now. This server is fenced from
-      // those regions and starts with new, empty ones.
-      LogWarning("server {}: region {} is owned by server {} now (epoch {}); starting with new regions",
-                 server_id, node, entry->owner, entry->epoch);
-    } else if (!entry.ok() && !entry.status().IsNotFound()) {
-      return entry.status();
+    if (!entry.ok() && !entry.status().IsNotFound()) return entry.status();
+    if (!lock.ok() || (entry.ok() && entry->owner != server_id && entry->owner != 0)) {
+      // Taken over while this server was down (or being taken over now): its log belongs to the new owner. This
+      // server is fenced from those regions and starts with new, empty ones.
+      LogWarning("server {}: region {} is {}; starting with new regions", server_id, node,
+                 lock.ok() ? fmt::format("owned by server {} now (epoch {})", entry->owner, entry->epoch)
+                           : std::string("held by another process (the server that took it over)"));
+      if (lock.ok()) ::close(*lock);
     } else {
-      restart = true;
-      service->node_region_ = node;
-      service->extent_region_ = extent;
+      if (entry.ok()) {
+        // Claimed at a new epoch (a compare-and-set): a survivor that moved it first wins, and this server then
+        // starts new regions; one that tries after finds the lock held (and this server live, once registered).
+        auto claimed = membership->ChangeOwner(node, entry->epoch, server_id);
+        if (!claimed.ok() && !claimed.status().IsAborted()) {
+          ::close(*lock);
+          return claimed.status();
+        }
+        if (claimed.ok()) {
+          auto extent_entry = membership->GetRegion(extent);
+          if (extent_entry.ok() && extent_entry->owner != server_id) {
+            (void)membership->ChangeOwner(extent, extent_entry->epoch, server_id);
+          }
+        }
+        restart = claimed.ok();
+      } else {
+        restart = true;  // an embedded server's table began empty: the regions are created in it below
+      }
+      if (restart) {
+        service->node_region_ = node;
+        service->extent_region_ = extent;
+        service->region_lock_fd_ = *lock;
+      } else {
+        LogWarning("server {}: region {} was taken over as this server restarted; starting with new regions",
+                   server_id, node);
+        ::close(*lock);
+      }
     }
   }
   if (!restart) {
@@ -129,11 +157,9 @@ StatusOr<std::unique_ptr<StoreService>> StoreService::Open(const StoreConfig& co
     CELL_RETURN_IF_ERROR(membership->CreateRegion(service->extent_region_, server_id).status());
   }
   CELL_RETURN_IF_ERROR(node.status());
-  if (node->owner == 0) {  // left without an owner while this server was down: take it back, at a new epoch
-    node = membership->ChangeOwner(service->node_region_, node->epoch, server_id);
-    CELL_RETURN_IF_ERROR(node.status());
-    CELL_ASSIGN_OR_RETURN(membership::RegionEntry extent, membership->GetRegion(service->extent_region_));
-    if (extent.owner == 0) CELL_RETURN_IF_ERROR(membership->ChangeOwner(service->extent_region_, extent.epoch, server_id).status());
+  if (node->owner != server_id) {  // (the log directory's lock keeps survivors off while this server recovers)
+    return Status::Aborted(fmt::format("region {} was given to server {} while server {} was recovering it; restart it",
+                                       service->node_region_, node->owner, server_id));
   }
   service->epoch_ = node->epoch;
   if (service->log_ != nullptr) {
@@ -167,7 +193,8 @@ StatusOr<int> LockFile(const std::string& path, const std::string& what) {
   if (fd < 0) return Status::Unavailable(fmt::format("opening {}: {}", path, std::strerror(errno)));
   if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
     ::close(fd);
-    return Status::FailedPrecondition(fmt::format("{} is locked: {}", path, what));
+    return Status::FailedPrecondition(what.empty() ? fmt::format("{} is locked", path)
+                                                   : fmt::format("{} is locked: {}", path, what));
   }
   return fd;
 }
@@ -186,11 +213,17 @@ StatusOr<std::map<std::string, uint64_t>> ParseManifest(const std::string& text,
 }
 }  // namespace
 
+StatusOr<int> StoreService::LockRegions(const std::string& data_dir, uint32_t node_region) {
+  return LockFile(fmt::format("{}/regions-{}/LOCK", data_dir, node_region),
+                  fmt::format("another process holds region {}", node_region));
+}
+
 StatusOr<std::unique_ptr<StoreService>> StoreService::Adopt(const StoreConfig& config,
                                                             membership::Membership* membership, uint64_t server_id,
-                                                            uint32_t node_region) {
-  if (config.data_dir.empty()) return Status::FailedPrecondition("only a server with a --data-dir can take over regions");
+                                                            uint32_t node_region, int lock_fd) {
   auto service = std::unique_ptr<StoreService>(new StoreService());
+  service->region_lock_fd_ = lock_fd;  // closed with the service, whatever happens
+  if (config.data_dir.empty()) return Status::FailedPrecondition("only a server with a --data-dir can take over regions");
   service->server_id_ = server_id;
   service->search_cpu_us_ = config.search_cpu_us;
   service->env_ = config.env != nullptr ? config.env : logging::Env::Posix();
@@ -267,8 +300,10 @@ Status StoreService::OpenLogged(const StoreConfig& config, meganode::GlobalTreeO
   log_dir_ = fmt::format("{}/regions-{}", config.data_dir, node_region_);
   // One process per log directory: a survivor taking the regions over waits until their last owner let them go.
   CELL_RETURN_IF_ERROR(env->CreateDirs(log_dir_));
-  CELL_ASSIGN_OR_RETURN(region_lock_fd_, LockFile(log_dir_ + "/LOCK", fmt::format(
-      "another process holds regions {} and {}", node_region_, extent_region_)));
+  if (region_lock_fd_ < 0) {  // (a restart and an adoption took it already)
+    CELL_ASSIGN_OR_RETURN(region_lock_fd_, LockFile(log_dir_ + "/LOCK", fmt::format(
+        "another process holds regions {} and {}", node_region_, extent_region_)));
+  }
   const std::string manifest_path = log_dir_ + "/MANIFEST";
   const std::string manifest = Manifest(config, node_region_, extent_region_, options.root);
   if (restart) {

@@ -73,7 +73,8 @@ class StoreService {
   // regions in the table as owned by `server_id`. The node region is allocated first: the cluster's first server's
   // node region is its lowest region, the root.
   // With config.data_dir and a record of this server's regions there (server-<id>.regions), the regions are
-  // recovered from their log instead (unless the table says another server owns them now: then new ones are made).
+  // recovered from their log instead, claimed in the table at a new epoch; unless another server owns them now, or
+  // holds their log directory (taking them over): then new ones are made.
   static StatusOr<std::unique_ptr<StoreService>> Open(const StoreConfig& config, membership::Membership* membership,
                                                       uint64_t server_id);
   // Takes over a dead server's regions (issue 7, takeover): node region `node_region`, whose log directory
@@ -81,11 +82,16 @@ class StoreService {
   // extent region). The caller has made this server their owner in the table (ChangeOwner); they are recovered as a
   // restart recovers its own, and served at the table's epoch. FailedPrecondition while another process still holds
   // the directory (its lock).
+  // `lock_fd` is the log directory's lock (LockRegions), taken before the table was changed; the service owns it.
   static StatusOr<std::unique_ptr<StoreService>> Adopt(const StoreConfig& config, membership::Membership* membership,
-                                                       uint64_t server_id, uint32_t node_region);
+                                                       uint64_t server_id, uint32_t node_region, int lock_fd);
+  // Takes the lock of node region `node_region`'s log directory (flock, not waiting): its fd, or FailedPrecondition
+  // while another process (the regions' server, or a survivor taking them over) holds it.
+  static StatusOr<int> LockRegions(const std::string& data_dir, uint32_t node_region);
   ~StoreService();
   uint32_t extent_region() const { return extent_region_; }
-  // The table gave the regions to another server: from now on every request for them is refused ("wrong owner").
+  // The table gave the regions to another server: from now on every request for them is refused ("wrong owner"),
+  // until the process ends (a server that finds this exits, server/cell_server.h).
   void MarkLost(uint64_t owner, uint64_t epoch);
   bool lost() const { return lost_.load(std::memory_order_acquire); }
   // The node region a store request addresses (0: none, or not parsable): a server holding several region pairs
