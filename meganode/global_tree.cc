@@ -161,24 +161,25 @@ StatusOr<GlobalTree::Mega*> GlobalTree::NewMeganode(const btree::MeganodeInfo& i
 }
 
 namespace {
-// Publishes a meganode header with its state flags (btree::kFlagPending, kFlagSealed) set to `state`.
-void SetMeganodeState(Meganode& store, uint8_t state) {
+// Publishes a meganode's header as `edit` changes it, under the header's node lock.
+template <typename Edit>
+void EditMeganodeHeader(Meganode& store, Edit edit) {
   uint64_t* hw = store.SlotWords(0);
   const uint64_t locked = btree::LockNode(hw);
   NodeImage header;
   btree::LoadLocked(hw, &header);
-  header.SetMeganodeState(state);
+  edit(header);
   store.Publish(0, &header, locked);
+}
+
+// Publishes a meganode header with its state flags (btree::kFlagPending, kFlagSealed) set to `state`.
+void SetMeganodeState(Meganode& store, uint8_t state) {
+  EditMeganodeHeader(store, [state](NodeImage& h) { h.SetMeganodeState(state); });
 }
 
 // Publishes a meganode header as free: the meganode is gone (a restart will not find it).
 void FreeMeganodeHeader(Meganode& store) {
-  uint64_t* hw = store.SlotWords(0);
-  const uint64_t locked = btree::LockNode(hw);
-  NodeImage header;
-  btree::LoadLocked(hw, &header);
-  header.MarkFree();
-  store.Publish(0, &header, locked);
+  EditMeganodeHeader(store, [](NodeImage& h) { h.MarkFree(); });
 }
 
 void CutNodes(Meganode& store, uint32_t root_slot, int root_level, const std::string& sep, uint32_t* cut = nullptr,
@@ -804,13 +805,7 @@ Status GlobalTree::Split(Mega* m, int level, uint64_t seen_splits, bool may_go_r
 }
 
 void GlobalTree::SetClusterRoot(GlobalPtr root) {
-  Meganode& store = *At(first_)->store;
-  uint64_t* hw = store.SlotWords(0);
-  const uint64_t locked = btree::LockNode(hw);
-  NodeImage header;
-  btree::LoadLocked(hw, &header);
-  header.SetClusterRoot(root);
-  store.Publish(0, &header, locked);
+  EditMeganodeHeader(*At(first_)->store, [root](NodeImage& h) { h.SetClusterRoot(root); });
 }
 
 Status GlobalTree::SyncBeforePeers() {

@@ -4,8 +4,8 @@
 //     --durability=sync;
 //   - under async it loses the writes acknowledged within the flush bound (all of them, with a 60 s interval), and
 //     keeps those acknowledged well before it (a 20 ms interval, writes acknowledged 1 s before the loss);
-//   - a failed fdatasync reaches the client as an error, the server takes no more writes, and a restart recovers
-//     everything acknowledged;
+//   - a failed fdatasync (or write) reaches the client as an error, the server takes no more writes, and a restart
+//     recovers everything acknowledged;
 //   - damaged logs and checkpoints (a torn tail, a flipped bit mid-file, a missing checkpoint, all of them missing,
 //     and then the log's first file too): recovery says what it found, keeps every write before the damage, never
 //     serves a value that was not written, and refuses to start, saying why, when records are missing.
@@ -179,6 +179,21 @@ TEST_F(Durability, AFailedSyncReachesTheClientAndStopsWrites) {
   Start(logging::Env::Posix());
   for (uint64_t i = 0; i < 100; ++i) EXPECT_EQ(Get(i), Value(i, 1)) << Key(i);
   ASSERT_TRUE(client_->Put(Key(102), Value(102, 1)).ok()) << "the restarted server takes writes again";
+}
+
+TEST_F(Durability, AFailedWriteReachesTheClientToo) {
+  logging::FaultEnv env;
+  Start(&env, "sync");
+  for (uint64_t i = 0; i < 50; ++i) ASSERT_TRUE(client_->Put(Key(i), Value(i, 1)).ok());
+  env.FailWrites(true);
+  Status failed = client_->Put(Key(50), Value(50, 1));
+  ASSERT_FALSE(failed.ok());
+  EXPECT_NE(failed.message().find("not acknowledged"), std::string::npos) << failed.ToString();
+  EXPECT_NE(failed.message().find("injected"), std::string::npos) << "the cause reaches the client";
+  env.FailWrites(false);
+  Stop();
+  Start(logging::Env::Posix());
+  for (uint64_t i = 0; i < 50; ++i) EXPECT_EQ(Get(i), Value(i, 1)) << Key(i);
 }
 
 TEST_F(Durability, ATornTailLosesOnlyTheLastWrite) {

@@ -18,6 +18,7 @@
 
 #include "logging/checkpoint.h"
 #include "meganode/global_tree.h"
+#include "test/join_at_end.h"
 #include "test/logging/fault_env.h"
 #include "test/logging/test_dir.h"
 
@@ -113,16 +114,7 @@ TEST_F(RegionLoggerTest, ACheckpointTakenDuringWritesAndTheLogAfterItRebuildTheR
     });
   }
   // However the test ends, the writers are told to finish and are joined (a failed assertion returns early).
-  struct JoinAtEnd {
-    std::atomic<bool>& stop;
-    std::vector<std::thread>& threads;
-    ~JoinAtEnd() {
-      stop = true;
-      for (auto& w : threads) {
-        if (w.joinable()) w.join();
-      }
-    }
-  } join_at_end{checkpoints_done, writers};
+  testing::JoinAtEnd join_at_end{checkpoints_done, writers};
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   while (started.load() < 4 && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
   ASSERT_EQ(started.load(), 4);

@@ -22,6 +22,7 @@
 #include "cell/client.h"
 #include "membership/zookeeper_membership.h"
 #include "server/store_service.h"
+#include "test/join_at_end.h"
 #include "test/membership/zk_harness.h"
 #include "test/server/server_harness.h"
 
@@ -148,16 +149,7 @@ void Takeover::Run(bool kill_root) {
       }
     });
   }
-  struct JoinAtEnd {
-    std::atomic<bool>& stop;
-    std::vector<std::thread>& threads;
-    ~JoinAtEnd() {
-      stop = true;
-      for (auto& w : threads) {
-        if (w.joinable()) w.join();
-      }
-    }
-  } join_at_end{stop, writers};
+  testing::JoinAtEnd join_at_end{stop, writers};
   ASSERT_TRUE(WaitFor([&] { return acked.load() >= 300; })) << "the load did not start";
 
   const auto killed = Clock::now();
