@@ -365,6 +365,12 @@ void RegionLog::WhenDurable(uint64_t lsn, DurableFn done) {
     std::move(done)(s);
     return;
   }
+  if (stopping_) {  // the committer may be gone: sync here
+    const Status s = SyncUpTo(lsn, lock);
+    lock.unlock();
+    std::move(done)(s);
+    return;
+  }
   waiters_.emplace_back(lsn, std::move(done));
   waiters_cv_.notify_one();
 }

@@ -28,8 +28,6 @@ constexpr int kMaxReceivesPerTurn = 8;  // then the connection goes to the back 
 // A connection whose unsent replies exceed this is not served further (its buffered requests wait, nothing more is
 // read) until they drain: a few bytes of pipelined read requests must not make the server allocate gigabytes.
 constexpr size_t kOutputBudget = 4 << 20;
-// An answer sent from outside the worker pool gives up on a client that takes no bytes for this long.
-constexpr auto kStalledClient = std::chrono::seconds(5);
 
 std::string PeerName(int fd) {
   sockaddr_storage addr{};
@@ -56,26 +54,19 @@ class SocketServer::Conn final : public Responder::Sink, public std::enable_shar
     if (closed) return;  // the client is gone; nobody waits for this reply
     AppendReplyLocked(request_id, status, payload);
     if (owned) return;  // the worker serving the connection flushes it at the end of its turn
-    // Answered later, from another thread, while no worker owns the connection: send it from here. Waiting for a
-    // slow client happens without the lock, so workers are never held up; a worker that takes the connection
-    // meanwhile takes over the flushing.
-    size_t pending = out.size() - sent;
-    auto progress_at = Clock::now();
-    while (true) {
-      if (!FlushLocked()) break;
-      if (out.empty() || owned || closed) return;
-      if (out.size() - sent < pending) {
-        pending = out.size() - sent;
-        progress_at = Clock::now();
-      } else if (Clock::now() - progress_at > kStalledClient) {
-        break;
-      }
-      lock.unlock();
-      pollfd p{fd, POLLOUT, 0};
-      poll(&p, 1, 100);
-      lock.lock();
+    // Answered later, from another thread, while no worker owns the connection: send what the socket takes now, and
+    // leave the rest to the worker pool (EPOLLOUT hands the connection to a worker when the socket has room). Never
+    // wait here: the thread answering (e.g. a log's committer, answering every write its fdatasync covered) must not
+    // be held up by a client that reads slowly.
+    if (!FlushLocked()) {
+      shutdown(fd, SHUT_RDWR);  // the worker that next sees the connection closes it
+      return;
     }
-    shutdown(fd, SHUT_RDWR);  // the worker that next sees the connection closes it
+    if (out.empty() || epoll_fd < 0) return;
+    epoll_event ev{};
+    ev.events = EPOLLOUT | EPOLLONESHOT;
+    ev.data.ptr = this;
+    epoll_ctl(epoll_fd, EPOLL_CTL_MOD, fd, &ev);
   }
 
   void AppendReplyLocked(uint64_t request_id, const Status& status, std::string_view payload) {
@@ -102,6 +93,7 @@ class SocketServer::Conn final : public Responder::Sink, public std::enable_shar
   size_t sent = 0;
   bool owned = false;  // a pool thread is serving the connection and will flush `out`
   bool closed = false;
+  int epoll_fd = -1;   // the epoll set (pool) the connection is in
 };
 
 SocketServer::SocketServer(std::string uri, int listen_fd, const ServerOptions& options, Personality personality,
@@ -218,6 +210,10 @@ void SocketServer::AcceptLoop() {
     epoll_event ev{};
     ev.events = EPOLLIN | EPOLLONESHOT;
     ev.data.ptr = conn.get();
+    {
+      std::lock_guard lock(conn->mu);
+      conn->epoll_fd = workers_.epoll_fd;
+    }
     if (epoll_ctl(workers_.epoll_fd, EPOLL_CTL_ADD, fd, &ev) != 0) {
       LogError("{}: cannot serve connection from {}: epoll_ctl: {}", uri_, conn->peer, std::strerror(errno));
       std::lock_guard lock(conns_mu_);
@@ -318,6 +314,7 @@ void SocketServer::Serve(Conn* conn, Pool* pool) {
   ev.data.ptr = conn;
   if (move_to != nullptr && move_to != pool) {
     epoll_ctl(pool->epoll_fd, EPOLL_CTL_DEL, conn->fd, nullptr);
+    conn->epoll_fd = move_to->epoll_fd;
     epoll_ctl(move_to->epoll_fd, EPOLL_CTL_ADD, conn->fd, &ev);
   } else {
     epoll_ctl(pool->epoll_fd, EPOLL_CTL_MOD, conn->fd, &ev);

@@ -211,11 +211,16 @@ TEST_F(RegionLogTest, WhenDurableAnswersAfterTheSyncThatCoversItAndSharesIt) {
 TEST_F(RegionLogTest, WhenDurableGivesTheFailureAndAsyncAnswersAtOnce) {
   auto log = RegionLog::Open(dir_, 1, {.durability = Durability::kSync, .env = &env_});
   ASSERT_TRUE(log.ok());
+  // Every record added before any waiter registers (the first failed sync fails the log, and later Adds with it).
+  std::vector<uint64_t> lsns;
+  for (int i = 0; i < 3; ++i) {
+    auto lsn = (*log)->Add(BytesRecord(i, "x"));
+    ASSERT_TRUE(lsn.ok()) << lsn.status().ToString();
+    lsns.push_back(*lsn);
+  }
   env_.FailSyncs(true);
   std::atomic<int> failed{0};
-  for (int i = 0; i < 3; ++i) {
-    (*log)->WhenDurable(*(*log)->Add(BytesRecord(i, "x")), [&](const Status& s) { failed += !s.ok(); });
-  }
+  for (uint64_t lsn : lsns) (*log)->WhenDurable(lsn, [&](const Status& s) { failed += !s.ok(); });
   ASSERT_TRUE(WaitFor([&] { return failed.load() == 3; }));
   env_.FailSyncs(false);
   log->reset();

@@ -300,6 +300,24 @@ TEST_P(TransportTest, RepliesFromAnotherThreadArrive) {
   }
 }
 
+// Large replies from another thread, several at once on one connection: more than the socket takes at once, so the
+// answering thread leaves the rest to the worker pool (it never waits for the client), and every byte arrives.
+TEST_P(TransportTest, LargeRepliesFromAnotherThreadArriveWhole) {
+  auto c = MustConnect();
+  ASSERT_NE(c, nullptr);
+  std::vector<std::thread> callers;
+  std::atomic<int> whole{0};
+  for (int i = 0; i < 4; ++i) {
+    callers.emplace_back([&, i] {
+      const std::string payload(4 << 20, static_cast<char>('a' + i));
+      auto r = CallSync(*c, testing::kAsyncEcho, payload);
+      if (r.ok() && *r == payload) whole.fetch_add(1);
+    });
+  }
+  for (auto& t : callers) t.join();
+  EXPECT_EQ(whole.load(), 4);
+}
+
 TEST_P(TransportTest, DroppedRequestAnswersWithAnError) {
   auto c = MustConnect();
   ASSERT_NE(c, nullptr);
