@@ -297,6 +297,7 @@ Status CellServer::TakeOver() {
     {
       std::unique_lock lock_services(adopted_mu_);
       adopted_.push_back(std::move(*adopted));  // kept until the server ends: its memory may be registered below
+      has_adopted_.store(true, std::memory_order_release);
     }
     for (auto& listener : listeners_) {
       for (const rpc::RegionRegistration& region : service->regions()) {
@@ -329,11 +330,7 @@ StoreService* CellServer::ServiceFor(uint32_t region) {
 
 void CellServer::Handle(uint16_t method, std::string_view request, rpc::Responder responder) {
   if (StoreService::IsStoreMethod(method)) {
-    bool more = false;
-    {
-      std::shared_lock lock(adopted_mu_);
-      more = !adopted_.empty();
-    }
+    const bool more = has_adopted_.load(std::memory_order_acquire);  // no lock per request
     const bool peer = method == proto::StoreMethod::MEGA_FILL || method == proto::StoreMethod::MEGA_UNSEAL ||
                       method == proto::StoreMethod::MEGA_ABANDON ||
                       method == proto::StoreMethod::MEGA_INSERT_SEPARATOR;

@@ -89,6 +89,7 @@ class CellServer final : public rpc::RpcHandler {
   std::unique_ptr<StoreService> store_;
   mutable std::shared_mutex adopted_mu_;
   std::vector<std::unique_ptr<StoreService>> adopted_;  // regions taken over; guarded by adopted_mu_
+  std::atomic<bool> has_adopted_{false};  // adopted_ is not empty (set once, after the first push)
   std::thread takeover_;
   std::shared_ptr<WatchState> watch_;
   std::atomic<bool> lost_region_{false};

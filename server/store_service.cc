@@ -46,10 +46,31 @@ std::string Manifest(const StoreConfig& c, uint32_t node, uint32_t extent, bool 
                      "root {}\n",
                      node, extent, c.meganode_bytes, c.meganodes, c.extent_region_bytes, root ? 1 : 0);
 }
-}  // namespace
 
-namespace {
-StatusOr<int> LockFile(const std::string& path, const std::string& what);
+// Takes an exclusive flock on `path` (created if missing): the fd, or FailedPrecondition naming `who` holds it.
+StatusOr<int> LockFile(const std::string& path, const std::string& what) {
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) return Status::Unavailable(fmt::format("opening {}: {}", path, std::strerror(errno)));
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    ::close(fd);
+    return Status::FailedPrecondition(what.empty() ? fmt::format("{} is locked", path)
+                                                   : fmt::format("{} is locked: {}", path, what));
+  }
+  return fd;
+}
+
+// Parses a log directory's MANIFEST (written by Manifest above).
+StatusOr<std::map<std::string, uint64_t>> ParseManifest(const std::string& text, const std::string& path) {
+  std::map<std::string, uint64_t> out;
+  std::istringstream in(text);
+  std::string key;
+  uint64_t value = 0;
+  while (in >> key >> value) out[key] = value;
+  for (const char* k : {"node_region", "extent_region", "meganode_bytes", "meganodes", "extent_region_bytes", "root"}) {
+    if (!out.contains(k)) return Status::Corruption(fmt::format("{} has no {}: '{}'", path, k, text));
+  }
+  return out;
+}
 }  // namespace
 
 StatusOr<std::pair<uint32_t, uint32_t>> StoreService::RecordedRegions(const std::string& data_dir,
@@ -186,32 +207,6 @@ meganode::GlobalTreeOptions StoreService::TreeOptions(const StoreConfig& config,
   return options;
 }
 
-namespace {
-// Takes an exclusive flock on `path` (created if missing): the fd, or FailedPrecondition naming `who` holds it.
-StatusOr<int> LockFile(const std::string& path, const std::string& what) {
-  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (fd < 0) return Status::Unavailable(fmt::format("opening {}: {}", path, std::strerror(errno)));
-  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
-    ::close(fd);
-    return Status::FailedPrecondition(what.empty() ? fmt::format("{} is locked", path)
-                                                   : fmt::format("{} is locked: {}", path, what));
-  }
-  return fd;
-}
-
-// Parses a log directory's MANIFEST (written by Manifest above).
-StatusOr<std::map<std::string, uint64_t>> ParseManifest(const std::string& text, const std::string& path) {
-  std::map<std::string, uint64_t> out;
-  std::istringstream in(text);
-  std::string key;
-  uint64_t value = 0;
-  while (in >> key >> value) out[key] = value;
-  for (const char* k : {"node_region", "extent_region", "meganode_bytes", "meganodes", "extent_region_bytes", "root"}) {
-    if (!out.contains(k)) return Status::Corruption(fmt::format("{} has no {}: '{}'", path, k, text));
-  }
-  return out;
-}
-}  // namespace
 
 StatusOr<int> StoreService::LockRegions(const std::string& data_dir, uint32_t node_region) {
   return LockFile(fmt::format("{}/regions-{}/LOCK", data_dir, node_region),

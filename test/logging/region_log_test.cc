@@ -57,8 +57,20 @@ class RegionLogTest : public ::testing::Test {
     return true;
   }
 
+  // The first fdatasync through env_ waits, once it has begun (in_sync_), until the test counts release_ down.
+  void HoldFirstSync() {
+    env_.SetSyncHook([this] {
+      if (syncs_seen_++ == 0) {
+        in_sync_.count_down();
+        release_.wait();
+      }
+    });
+  }
+
   std::string dir_;
   FaultEnv env_;
+  std::latch in_sync_{1}, release_{1};
+  std::atomic<int> syncs_seen_{0};
 };
 
 TEST(LogRecord, RoundTripsAndRefusesWhatDoesNotParse) {
@@ -142,22 +154,15 @@ TEST_P(RegionLogFilesTest, SyncAppendsFromManyThreadsSurviveAPowerLoss) {
 INSTANTIATE_TEST_SUITE_P(FileSizes, RegionLogFilesTest, ::testing::Values(uint64_t{64} << 20, uint64_t{4096}));
 
 TEST_F(RegionLogTest, AppendsWaitingOnOneSyncShareTheNext) {
-  std::latch in_sync(1), release(1);
-  std::atomic<int> syncs_seen{0};
-  env_.SetSyncHook([&] {
-    if (syncs_seen++ == 0) {  // hold the first sync until four more appends are waiting
-      in_sync.count_down();
-      release.wait();
-    }
-  });
+  HoldFirstSync();  // until four more appends are waiting
   auto log = RegionLog::Open(dir_, 1, {.durability = Durability::kSync, .env = &env_});
   ASSERT_TRUE(log.ok());
   std::thread first([&] { ASSERT_TRUE((*log)->Append(BytesRecord(0, "first")).ok()); });
-  in_sync.wait();
+  in_sync_.wait();
   std::vector<std::thread> waiters;
   for (int i = 0; i < 4; ++i) waiters.emplace_back([&, i] { ASSERT_TRUE((*log)->Append(BytesRecord(i + 1, "w")).ok()); });
   ASSERT_TRUE(WaitFor([&] { return (*log)->appended_lsn() == 5; }));
-  release.count_down();
+  release_.count_down();
   first.join();
   for (auto& th : waiters) th.join();
   EXPECT_EQ((*log)->durable_lsn(), 5u);
@@ -165,14 +170,7 @@ TEST_F(RegionLogTest, AppendsWaitingOnOneSyncShareTheNext) {
 }
 
 TEST_F(RegionLogTest, WhenDurableAnswersAfterTheSyncThatCoversItAndSharesIt) {
-  std::latch in_sync(1), release(1);
-  std::atomic<int> syncs_seen{0};
-  env_.SetSyncHook([&] {
-    if (syncs_seen++ == 0) {  // hold the first sync until eight more records are waiting
-      in_sync.count_down();
-      release.wait();
-    }
-  });
+  HoldFirstSync();  // until eight more records are waiting
   auto log = RegionLog::Open(dir_, 1, {.durability = Durability::kSync, .env = &env_});
   ASSERT_TRUE(log.ok());
   RegionLog* l = log->get();
@@ -188,13 +186,13 @@ TEST_F(RegionLogTest, WhenDurableAnswersAfterTheSyncThatCoversItAndSharesIt) {
     });
   };
   when(*l->Add(BytesRecord(0, "first")));
-  in_sync.wait();  // the committer is in the first fdatasync
+  in_sync_.wait();  // the committer is in the first fdatasync
   for (int i = 0; i < 8; ++i) when(*l->Add(BytesRecord(i + 1, "w")));
   {
     std::lock_guard lock(mu);
     EXPECT_TRUE(answered.empty()) << "nothing is answered before its fdatasync";
   }
-  release.count_down();
+  release_.count_down();
   ASSERT_TRUE(WaitFor([&] {
     std::lock_guard lock(mu);
     return answered.size() == 9;
