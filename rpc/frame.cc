@@ -47,7 +47,7 @@ Status ReplyError(const Status& status, size_t response_bytes, uint32_t limit) {
 }
 
 Status ErrorFromFrame(uint16_t aux, std::string_view message) {
-  if (aux == 0 || aux > static_cast<uint16_t>(Status::Code::kDeadlineExceeded)) {
+  if (aux == 0 || aux > static_cast<uint16_t>(Status::Code::kLastCode)) {
     return Status::Internal(fmt::format("malformed error reply (code {}): {}", aux, message));
   }
   return Status::FromCode(static_cast<Status::Code>(aux), message);

@@ -7,14 +7,14 @@
 //   0       4     magic       0xCE11F4A3; anything else means the peer is not speaking this protocol
 //   4       1     version     kFrameVersion (1); a frame of another version closes the connection
 //   5       1     type        FrameType below
-//   6       2     aux         kRequest: the method id; kError: the Status code (1..kDeadlineExceeded); otherwise 0
+//   6       2     aux         kRequest: the method id; kError: the Status code (1..Status::Code::kLastCode); else 0
 //   8       4     length      payload bytes; above the connection's limit (default 16 MiB) closes the connection
 //   12      4     reserved    0
 //   16      8     request id  chosen by the client; its response carries the same id
 //
-// Payloads: kHello/kHelloReply/kReadRequest carry the protobuf messages of rpc/proto/transport.proto; kRequest and
-// kResponse carry the caller's bytes (a serialized protobuf of the layer above); kReadResponse carries the raw bytes
-// read; kError carries the error message (UTF-8 text).
+// Payloads: kHello/kHelloReply/kAuth/kReadRequest carry the protobuf messages of rpc/proto/transport.proto (kAuthReply
+// is empty); kRequest and kResponse carry the caller's bytes (a serialized protobuf of the layer above);
+// kReadResponse carries the raw bytes read; kError carries the error message (UTF-8 text).
 //
 // A malformed frame (bad magic, version, type, reserved bits, or an oversized length) is a protocol violation: the
 // receiver logs why and closes that connection; it never tries to resynchronise.
@@ -45,8 +45,10 @@ enum class FrameType : uint8_t {
   kReadResponse = 7,  // the bytes read
   kMapRequest = 8,    // shm: ask for a region's read-only descriptor; verbs: ask for the region list
   kMapReply = 9,      // shm: the reply, the descriptor riding along as SCM_RIGHTS; verbs: a VerbsRegionList
+  kAuth = 10,         // client -> server, after kHelloReply when the server asks for a key: the client's proof
+  kAuthReply = 11,    // server -> client: the proof holds; the connection may be used (rpc/auth.h)
 };
-inline constexpr uint8_t kMaxFrameType = 9;
+inline constexpr uint8_t kMaxFrameType = 11;
 
 struct FrameHeader {
   FrameType type = FrameType::kRequest;

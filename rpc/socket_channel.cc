@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "rpc/auth.h"
 #include "rpc/socket_util.h"
 
 namespace cell::rpc {
@@ -23,22 +24,35 @@ constexpr size_t kReceiveChunk = 64 * 1024;
 Status ExchangeHello(int fd, const std::string& uri, proto::Role role, const ClientOptions& options,
                      proto::HelloReply* reply) {
   const auto deadline = Clock::now() + options.connect_timeout;
+  ClientAuth auth(options.key);
   proto::Hello hello;
   hello.set_role(role);
   hello.set_max_message_bytes(options.max_message_bytes);
-  std::string frame;
-  AppendFrame(frame, FrameType::kHello, 0, 0, hello.SerializeAsString());
-  Status s = SendAllBy(fd, frame, deadline);
+  auth.FillHello(&hello);
   FrameDecoder decoder(options.max_message_bytes);
-  FrameHeader header;
-  std::string_view payload;
-  if (s.ok()) s = ReceiveFrameBy(fd, decoder, deadline, &header, &payload);
-  if (s.ok() && header.type == FrameType::kError) {
-    s = ErrorFromFrame(header.aux, payload);
-  } else if (s.ok() && (header.type != FrameType::kHelloReply ||
-                        !reply->ParseFromArray(payload.data(), static_cast<int>(payload.size())))) {
-    s = Status::Unavailable("unexpected reply to Hello");
-  }
+  // Sends one handshake frame and receives the answer, which must be of type `expect` (or an error).
+  auto exchange = [&](FrameType type, const std::string& payload, FrameType expect, std::string* answer) -> Status {
+    std::string frame;
+    AppendFrame(frame, type, 0, 0, payload);
+    CELL_RETURN_IF_ERROR(SendAllBy(fd, frame, deadline));
+    FrameHeader header;
+    std::string_view received;
+    CELL_RETURN_IF_ERROR(ReceiveFrameBy(fd, decoder, deadline, &header, &received));
+    if (header.type == FrameType::kError) return ErrorFromFrame(header.aux, received);
+    if (header.type != expect) {
+      return Status::Unavailable(fmt::format("unexpected frame type {} in the handshake", static_cast<int>(header.type)));
+    }
+    answer->assign(received);
+    decoder.Consume();
+    return Status::OK();
+  };
+  std::string answer;
+  Status s = exchange(FrameType::kHello, hello.SerializeAsString(), FrameType::kHelloReply, &answer);
+  if (s.ok() && !reply->ParseFromString(answer)) s = Status::Unavailable("unparsable reply to Hello");
+  std::string proof;
+  if (s.ok()) s = auth.OnHelloReply(*reply, uri, &proof);
+  if (s.ok() && !proof.empty()) s = exchange(FrameType::kAuth, proof, FrameType::kAuthReply, &answer);
+  if (s.IsPermissionDenied()) return s;  // final: the message says which key is missing
   if (!s.ok()) return Status::Unavailable(fmt::format("cannot set up a connection to {}: {}", uri, s.ToString()));
   return Status::OK();
 }

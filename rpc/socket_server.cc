@@ -17,6 +17,7 @@
 
 #include "common/log.h"
 #include "common/shared_words.h"
+#include "rpc/auth.h"
 #include "rpc/frame.h"
 #include "rpc/socket_util.h"
 
@@ -45,8 +46,9 @@ std::string PeerName(int fd) {
 
 class SocketServer::Conn final : public Responder::Sink, public std::enable_shared_from_this<Conn> {
  public:
-  Conn(int fd, std::string peer, uint32_t max_message)
-      : fd(fd), peer(std::move(peer)), decoder(max_message), max_message(max_message), reply_limit(max_message) {}
+  Conn(int fd, std::string peer, uint32_t max_message, const std::vector<Key>* keys)
+      : fd(fd), peer(std::move(peer)), decoder(max_message), max_message(max_message), reply_limit(max_message),
+        auth(keys) {}
   ~Conn() override { close(fd); }
 
   void Send(uint64_t request_id, const Status& status, std::string_view payload) override {
@@ -85,8 +87,11 @@ class SocketServer::Conn final : public Responder::Sink, public std::enable_shar
   const std::string peer;
   FrameDecoder decoder;  // touched only by the thread that owns the connection (EPOLLONESHOT)
   const uint32_t max_message;  // what this server accepts
-  proto::Role role = proto::ROLE_UNSPECIFIED;
+  // Touched only by the thread that owns the connection, like the decoder.
+  proto::Role role = proto::ROLE_UNSPECIFIED;  // set once the handshake is done
+  proto::Role hello_role = proto::ROLE_UNSPECIFIED;  // what the Hello asked for, while its key is being proved
   uint32_t reply_limit;        // what the client accepts (its Hello says), at most max_message
+  ServerAuth auth;
 
   std::mutex mu;  // guards what follows
   std::string out;
@@ -202,7 +207,7 @@ void SocketServer::AcceptLoop() {
       continue;
     }
     SetNoDelay(fd);
-    auto conn = std::make_shared<Conn>(fd, PeerName(fd), options_.max_message_bytes);
+    auto conn = std::make_shared<Conn>(fd, PeerName(fd), options_.max_message_bytes, &options_.keys);
     {
       std::lock_guard lock(conns_mu_);
       conns_[conn.get()] = conn;
@@ -325,6 +330,14 @@ bool SocketServer::Dispatch(Conn* conn, const FrameHeader& header, std::string_v
   switch (conn->role) {
     case proto::ROLE_RPC:
       if (header.type != FrameType::kRequest) break;
+      if (options_.authorize) {
+        if (Status allowed = options_.authorize(header.aux, conn->auth.key_name()); !allowed.ok()) {
+          LogWarning("{}: closing connection from {}: {}", uri_, conn->peer, allowed.message());
+          std::lock_guard lock(conn->mu);
+          conn->AppendReplyLocked(header.request_id, allowed, {});
+          return false;
+        }
+      }
       requests_.fetch_add(1, std::memory_order_relaxed);
       handler_->Handle(header.aux, payload, Responder(conn->shared_from_this(), header.request_id));
       return true;
@@ -358,38 +371,64 @@ bool SocketServer::Dispatch(Conn* conn, const FrameHeader& header, std::string_v
       if (header.type != FrameType::kMapRequest) break;
       return AnswerMapRequest(conn->fd, header.request_id, payload);
 
-    default: {
-      if (header.type != FrameType::kHello) {
-        LogWarning("{}: closing connection from {}: its first frame was not a Hello", uri_, conn->peer);
-        return false;
-      }
-      proto::Hello hello;
-      if (!hello.ParseFromArray(payload.data(), static_cast<int>(payload.size()))) break;
-      const proto::Role role = hello.role();
-      const bool allowed = role == proto::ROLE_RPC || (role == proto::ROLE_READ && personality_.serve_reads) ||
-                           (role == proto::ROLE_MAP && personality_.share_regions);
-      std::lock_guard lock(conn->mu);
-      if (!allowed) {
-        conn->AppendReplyLocked(header.request_id,
-                                Status::InvalidArgument(fmt::format(
-                                    "this server does not accept {} connections", proto::Role_Name(role))),
-                                {});
-        LogWarning("{}: closing connection from {}: unsupported role {}", uri_, conn->peer, static_cast<int>(role));
-        return false;
-      }
-      conn->role = role;
-      if (hello.max_message_bytes() != 0) conn->reply_limit = std::min(conn->max_message, hello.max_message_bytes());
-      proto::HelloReply reply;
-      reply.set_max_message_bytes(options_.max_message_bytes);
-      FillHelloReply(&reply);
-      AppendFrame(conn->out, FrameType::kHelloReply, 0, header.request_id, reply.SerializeAsString());
-      if (role == proto::ROLE_READ) *move_to = &nics_;
-      return true;
-    }
+    default:
+      return Handshake(conn, header, payload, move_to);
   }
   LogWarning("{}: closing connection from {}: unexpected or unparsable frame (type {}) for a {} connection", uri_,
              conn->peer, static_cast<int>(header.type), proto::Role_Name(conn->role));
   return false;
+}
+
+bool SocketServer::Handshake(Conn* conn, const FrameHeader& header, std::string_view payload, Pool** move_to) {
+  // Refuses the connection with `why`: the client reads it as the answer to its Hello or proof.
+  auto refuse = [&](const Status& why) {
+    LogWarning("{}: closing connection from {}: {}", uri_, conn->peer, why.message());
+    std::lock_guard lock(conn->mu);
+    conn->AppendReplyLocked(header.request_id, why, {});
+    return false;
+  };
+  // The connection's role starts once the client is known; its reads move to the NIC threads.
+  auto begin = [&] {
+    conn->role = conn->hello_role;
+    if (conn->role == proto::ROLE_READ) *move_to = &nics_;
+  };
+  if (conn->auth.awaiting_proof()) {
+    if (header.type != FrameType::kAuth) {
+      return refuse(Status::PermissionDenied("the connection sent a request before proving its key"));
+    }
+    if (Status s = conn->auth.OnProof(payload, uri_); !s.ok()) return refuse(s);
+    std::lock_guard lock(conn->mu);
+    AppendFrame(conn->out, FrameType::kAuthReply, 0, header.request_id, {});
+    begin();
+    return true;
+  }
+  if (header.type != FrameType::kHello) {
+    LogWarning("{}: closing connection from {}: its first frame was not a Hello", uri_, conn->peer);
+    return false;
+  }
+  if (Status admitted = AdmitPeer(conn->fd); !admitted.ok()) return refuse(admitted);
+  proto::Hello hello;
+  if (!hello.ParseFromArray(payload.data(), static_cast<int>(payload.size()))) {
+    LogWarning("{}: closing connection from {}: unparsable Hello", uri_, conn->peer);
+    return false;
+  }
+  const proto::Role role = hello.role();
+  const bool allowed = role == proto::ROLE_RPC || (role == proto::ROLE_READ && personality_.serve_reads) ||
+                       (role == proto::ROLE_MAP && personality_.share_regions);
+  if (!allowed) {
+    return refuse(Status::InvalidArgument(
+        fmt::format("this server does not accept {} connections", proto::Role_Name(role))));
+  }
+  proto::HelloReply reply;
+  if (Status s = conn->auth.OnHello(hello, uri_, &reply); !s.ok()) return refuse(s);
+  conn->hello_role = role;
+  if (hello.max_message_bytes() != 0) conn->reply_limit = std::min(conn->max_message, hello.max_message_bytes());
+  reply.set_max_message_bytes(options_.max_message_bytes);
+  FillHelloReply(&reply);
+  std::lock_guard lock(conn->mu);
+  AppendFrame(conn->out, FrameType::kHelloReply, 0, header.request_id, reply.SerializeAsString());
+  if (conn->auth.authenticated()) begin();  // no key required
+  return true;
 }
 
 void SocketServer::CloseConn(Conn* conn, const std::string& reason) {

@@ -9,7 +9,8 @@
 //   NIC threads   the same loop over connections whose Hello said ROLE_READ: bounds-check and copy region bytes,
 //                 never touching the handler, tree locks or the worker pool.
 // The first frame of a connection is kHello: it says whether the connection carries RPCs, reads or (shm) region
-// descriptor requests.
+// descriptor requests. With keys (ServerOptions::keys) the connection then proves it holds one (rpc/auth.h) before
+// any other frame is accepted; every RPC is checked against ServerOptions::authorize.
 #pragma once
 
 #include <atomic>
@@ -51,12 +52,19 @@ class SocketServer : public Server {
  protected:
   // shm: values put into every HelloReply (its NIC model).
   virtual void FillHelloReply(proto::HelloReply* reply) const { (void)reply; }
+  // Called on a connection's Hello, before anything else: an error is sent to the client as the Hello's answer and
+  // the connection closed. shm checks the peer process's credentials here.
+  virtual Status AdmitPeer(int fd) const {
+    (void)fd;
+    return Status::OK();
+  }
   // shm: answers a kMapRequest on `fd`; returns false (after logging) to close the connection.
   virtual bool AnswerMapRequest(int fd, uint64_t request_id, std::string_view payload) {
     (void)fd, (void)request_id, (void)payload;
     return false;
   }
   const RegionTable& regions() const { return regions_; }
+  const ServerOptions& options() const { return options_; }
 
  private:
   struct Pool {
@@ -72,6 +80,8 @@ class SocketServer : public Server {
   void Serve(Conn* conn, Pool* pool);
   // Handles one frame; false closes the connection (the reason is already logged).
   bool Dispatch(Conn* conn, const FrameHeader& header, std::string_view payload, Pool** move_to);
+  // The handshake's frames (kHello, then kAuth when keys are required), before the connection has its role.
+  bool Handshake(Conn* conn, const FrameHeader& header, std::string_view payload, Pool** move_to);
   void CloseConn(Conn* conn, const std::string& reason);
   static double PoolCpuSeconds(const Pool& pool);
 

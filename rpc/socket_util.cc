@@ -124,7 +124,7 @@ StatusOr<int> ListenTcp(const std::string& host, uint16_t port, uint16_t* bound_
   return fd;
 }
 
-StatusOr<int> ListenUnix(const std::string& path) {
+StatusOr<int> ListenUnix(const std::string& path, mode_t mode, gid_t group) {
   sockaddr_un addr{};
   if (path.empty() || path.size() >= sizeof(addr.sun_path)) {
     return Status::InvalidArgument(
@@ -146,9 +146,17 @@ StatusOr<int> ListenUnix(const std::string& path) {
     }
     unlink(path.c_str());
   }
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || listen(fd, 1024) != 0) {
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
     const int err = errno;
     close(fd);
+    return Status::Unavailable(fmt::format("cannot listen on shm://{}: {}", path, Errno(err)));
+  }
+  // Before listen(): until then every connect is refused, so the bound file's umask-given mode is never usable.
+  if (chmod(path.c_str(), mode) != 0 || (group != static_cast<gid_t>(-1) && chown(path.c_str(), -1, group) != 0) ||
+      listen(fd, 1024) != 0) {
+    const int err = errno;
+    close(fd);
+    unlink(path.c_str());
     return Status::Unavailable(fmt::format("cannot listen on shm://{}: {}", path, Errno(err)));
   }
   return fd;

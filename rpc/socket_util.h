@@ -2,6 +2,8 @@
 // exchanges for connection set-up, and passing descriptors over Unix sockets.
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -14,8 +16,9 @@ namespace cell::rpc {
 
 // A listening socket on host:port (port 0: any free port; the bound port is stored in *bound_port).
 StatusOr<int> ListenTcp(const std::string& host, uint16_t port, uint16_t* bound_port);
-// A listening Unix stream socket at `path` (a stale socket file left by a dead server is replaced).
-StatusOr<int> ListenUnix(const std::string& path);
+// A listening Unix stream socket at `path` (a stale socket file left by a dead server is replaced). The file gets
+// `mode` and, if `group` is not -1, that group before the socket listens, so nobody connects through a wider mode.
+StatusOr<int> ListenUnix(const std::string& path, mode_t mode, gid_t group);
 
 // A connected, non-blocking socket, or Unavailable saying why (refused, unreachable, timed out).
 StatusOr<int> ConnectTcp(const std::string& host, uint16_t port, Clock::time_point deadline);

@@ -117,18 +117,21 @@ StatusOr<std::unique_ptr<Connection>> ConnectFirst(const std::map<std::string, s
                                                    const std::vector<std::string>& transports, ClientOptions options,
                                                    const std::function<std::chrono::milliseconds()>& time_left) {
   std::string errors;
+  bool denied = false;
   for (const std::string& transport : transports) {
     const auto address = addresses.find(transport);
     if (address == addresses.end()) continue;
     if (time_left) options.connect_timeout = time_left();
     auto connection = Connect(address->second, options);
     if (connection.ok()) return connection;
+    denied |= connection.status().IsPermissionDenied();
     errors += fmt::format("{}{}: {}", errors.empty() ? "" : "; ", address->second, connection.status().message());
   }
   if (errors.empty()) {
     return Status::Unavailable(fmt::format("it offers none of the transports tried ({})", fmt::join(transports, ", ")));
   }
-  return Status::Unavailable(errors);
+  // A refused key is final (retrying cannot help); anything else may pass.
+  return denied ? Status::PermissionDenied(errors) : Status::Unavailable(errors);
 }
 
 StatusOr<std::string> CallSync(Connection& connection, uint16_t method, std::string_view request,

@@ -25,6 +25,7 @@
 
 #include "cell/status.h"
 #include "common/global_ptr.h"
+#include "rpc/key.h"
 
 namespace cell::rpc {
 
@@ -86,6 +87,15 @@ struct ServerOptions {
   // shm: "reads_per_s=R,bytes_per_s=B,latency_us=L" (any subset): a NIC model every shm client of this server
   // obeys: reads are paced by one shared token bucket and complete L microseconds late. Empty: no model.
   std::string nic_model;
+  // Authentication (rpc/auth.h): every connection must prove it holds one of these keys (by name, e.g. "client" and
+  // "peer") before anything else, its one-sided reads and region descriptors included. Empty: anyone may connect.
+  std::vector<Key> keys;
+  // Authorization: whether a connection that proved the key named `key_name` (empty on a server without keys) may
+  // call `method`. An error is sent as that request's reply and the connection is closed. Null: every method.
+  std::function<Status(uint16_t method, const std::string& key_name)> authorize;
+  // shm: the socket file is created mode 0600 and only processes of the server's own user (or root) may connect
+  // (checked again with SO_PEERCRED); with a group name, mode 0660 owned by that group, and its members may too.
+  std::string shm_group;
 };
 
 struct ServerStats {
@@ -114,6 +124,9 @@ struct ClientOptions {
   std::chrono::milliseconds connect_timeout{5000};
   std::chrono::milliseconds call_timeout{10000};  // default per-request timeout, for Call and Read
   uint32_t max_message_bytes = 16u << 20;
+  // The key this client proves it holds (rpc/auth.h); it also requires the server to prove it holds the same key.
+  // Empty: none (only a server without keys accepts the connection).
+  Key key;
 };
 
 class Connection {
@@ -140,12 +153,14 @@ class Connection {
 // must outlive the server.
 StatusOr<std::unique_ptr<Server>> Listen(std::string_view uri, const ServerOptions& options, RpcHandler* handler);
 
-// Connects to the server at `uri`.
+// Connects to the server at `uri`. PermissionDenied if either side cannot prove it holds the other's key.
 StatusOr<std::unique_ptr<Connection>> Connect(std::string_view uri, const ClientOptions& options = {});
 
 // Connects to a server that offers several transports (`addresses`: transport -> URI), trying `transports` in order
 // of preference until one connects. `time_left`, if given, is asked before each attempt for its connect timeout (so
-// that all attempts together keep to one deadline). Unavailable naming every failure, or that none was offered.
+// that all attempts together keep to one deadline). Unavailable naming every failure, or that none was offered;
+// PermissionDenied (naming every failure) if none connected and a server refused the key, or could not prove it
+// holds it: retrying cannot help.
 StatusOr<std::unique_ptr<Connection>> ConnectFirst(const std::map<std::string, std::string>& addresses,
                                                    const std::vector<std::string>& transports, ClientOptions options,
                                                    const std::function<std::chrono::milliseconds()>& time_left = {});

@@ -25,6 +25,8 @@ class Status {
     kFailedPrecondition, // the operation does not apply to this state (e.g. key belongs to another meganode)
     kInternal,           // a bug: an invariant did not hold
     kDeadlineExceeded,   // no answer within the caller's timeout; the operation may or may not have happened
+    kPermissionDenied,   // the caller lacks the key (or the role) the operation needs; nothing was done
+    kLastCode = kPermissionDenied,  // the highest code (codes travel over the wire as numbers)
   };
 
   Status() = default;
@@ -38,10 +40,11 @@ class Status {
   static Status FailedPrecondition(std::string_view msg) { return Status(Code::kFailedPrecondition, msg); }
   static Status Internal(std::string_view msg) { return Status(Code::kInternal, msg); }
   static Status DeadlineExceeded(std::string_view msg) { return Status(Code::kDeadlineExceeded, msg); }
+  static Status PermissionDenied(std::string_view msg) { return Status(Code::kPermissionDenied, msg); }
   // The status with this code and message (for codes that travel over the wire); unknown codes become kInternal.
   static Status FromCode(Code code, std::string_view msg) {
     if (code == Code::kOk) return Status();
-    if (static_cast<unsigned>(code) > static_cast<unsigned>(Code::kDeadlineExceeded)) code = Code::kInternal;
+    if (static_cast<unsigned>(code) > static_cast<unsigned>(Code::kLastCode)) code = Code::kInternal;
     return Status(code, msg);
   }
 
@@ -55,6 +58,7 @@ class Status {
   bool IsUnavailable() const { return code_ == Code::kUnavailable; }
   bool IsAborted() const { return code_ == Code::kAborted; }
   bool IsDeadlineExceeded() const { return code_ == Code::kDeadlineExceeded; }
+  bool IsPermissionDenied() const { return code_ == Code::kPermissionDenied; }
 
   // "OK", or "<code name>: <message>".
   std::string ToString() const;
@@ -82,6 +86,7 @@ inline std::string_view Status::CodeName(Code code) {
     case Code::kFailedPrecondition: return "FailedPrecondition";
     case Code::kInternal: return "Internal";
     case Code::kDeadlineExceeded: return "DeadlineExceeded";
+    case Code::kPermissionDenied: return "PermissionDenied";
   }
   return "Unknown";
 }

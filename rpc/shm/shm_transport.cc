@@ -1,6 +1,7 @@
 #include "rpc/shm/shm_transport.h"
 
 #include <fcntl.h>
+#include <grp.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -36,11 +37,12 @@ std::string Uri(const std::string& path) { return "shm://" + path; }
 class ShmServer final : public SocketServer {
  public:
   ShmServer(const std::string& path, int listen_fd, const ServerOptions& options, RpcHandler* handler,
-            NicModel model, int nic_fd)
+            NicModel model, int nic_fd, gid_t group)
       : SocketServer(Uri(path), listen_fd, options, Personality{.share_regions = true}, handler),
         path_(path),
         model_(model),
-        nic_fd_(nic_fd) {}
+        nic_fd_(nic_fd),
+        group_(group) {}
   ~ShmServer() override {
     Stop();
     if (nic_fd_ >= 0) close(nic_fd_);
@@ -54,6 +56,30 @@ class ShmServer final : public SocketServer {
   }
 
  protected:
+  // Only processes of this server's user, root, or (with --shm-group) that group's members: the socket file's mode
+  // says the same, and this holds even if someone widens it.
+  Status AdmitPeer(int fd) const override {
+    ucred cred{};
+    socklen_t len = sizeof(cred);
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
+      return Status::PermissionDenied(fmt::format("cannot read the peer's credentials: {}", std::strerror(errno)));
+    }
+    if (cred.uid == geteuid() || cred.uid == 0) return Status::OK();
+    if (group_ != static_cast<gid_t>(-1)) {
+      if (cred.gid == group_) return Status::OK();
+      gid_t groups[256];
+      socklen_t glen = sizeof(groups);
+      if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups, &glen) == 0) {
+        for (size_t i = 0; i < glen / sizeof(gid_t); ++i) {
+          if (groups[i] == group_) return Status::OK();
+        }
+      }
+    }
+    return Status::PermissionDenied(fmt::format(
+        "{} serves only processes of user {}{} (this one runs as user {}, pid {})", uri(), geteuid(),
+        group_ != static_cast<gid_t>(-1) ? fmt::format(" or group {}", group_) : std::string(), cred.uid, cred.pid));
+  }
+
   void FillHelloReply(proto::HelloReply* reply) const override {
     reply->set_nic_reads_per_s(model_.reads_per_s);
     reply->set_nic_bytes_per_s(model_.bytes_per_s);
@@ -107,6 +133,7 @@ class ShmServer final : public SocketServer {
   const std::string path_;
   const NicModel model_;
   const int nic_fd_;
+  const gid_t group_;  // -1: none
   std::mutex unlink_mu_;
   bool unlinked_ = false;
 };
@@ -401,12 +428,23 @@ StatusOr<std::unique_ptr<Server>> Listen(const Endpoint& endpoint, const ServerO
       return Status::Unavailable(fmt::format("cannot create the NIC model state: {}", std::strerror(errno)));
     }
   }
-  StatusOr<int> fd = ListenUnix(endpoint.path);
+  gid_t gid = static_cast<gid_t>(-1);
+  if (!options.shm_group.empty()) {
+    std::vector<char> buffer(16384);
+    struct group grp{};
+    struct group* found = nullptr;
+    if (getgrnam_r(options.shm_group.c_str(), &grp, buffer.data(), buffer.size(), &found) != 0 || found == nullptr) {
+      if (nic_fd >= 0) close(nic_fd);
+      return Status::InvalidArgument(fmt::format("--shm-group: no group named '{}'", options.shm_group));
+    }
+    gid = found->gr_gid;
+  }
+  StatusOr<int> fd = ListenUnix(endpoint.path, gid == static_cast<gid_t>(-1) ? 0600 : 0660, gid);
   if (!fd.ok()) {
     if (nic_fd >= 0) close(nic_fd);
     return fd.status();
   }
-  auto server = std::make_unique<ShmServer>(endpoint.path, *fd, options, handler, *model, nic_fd);
+  auto server = std::make_unique<ShmServer>(endpoint.path, *fd, options, handler, *model, nic_fd, gid);
   CELL_RETURN_IF_ERROR(server->Start());
   return std::unique_ptr<Server>(std::move(server));
 }

@@ -11,6 +11,7 @@
 
 #include <atomic>
 #include <deque>
+#include <future>
 #include <mutex>
 #include <thread>
 #include <unordered_map>
@@ -21,6 +22,7 @@
 #include <fmt/format.h>
 
 #include "common/log.h"
+#include "rpc/auth.h"
 #include "rpc/proto/transport.pb.h"
 #include "rpc/region_table.h"
 #include "rpc/socket_util.h"
@@ -144,6 +146,11 @@ class VerbsConnection final : public Connection {
     for (uint32_t i = kReadSlots; i > 0; --i) free_slots_.push_back(i - 1);
   }
 
+  // The Hello and, when the server requires a key, the proofs (rpc/auth.h), before the connection is handed out.
+  Status Handshake(Clock::time_point deadline);
+  // Sends one frame of `type` and waits for its answer, which must be of type `expect` (or an error).
+  StatusOr<std::string> Exchange(FrameType type, std::string_view payload, FrameType expect,
+                                 Clock::time_point deadline);
   // Starts `read` if its region is known (or fails it if it is not inside); unknown regions wait for a fetch of
   // the region list when `may_fetch`, and fail as not registered otherwise.
   void StartRead(WaitingRead read, bool may_fetch);
@@ -242,7 +249,48 @@ StatusOr<std::unique_ptr<Connection>> VerbsConnection::Open(const Endpoint& endp
   connection->link_ = std::move(*link);
   if (connection->wake_.fd() < 0) return fail(Errno("eventfd"));
   connection->io_ = std::thread([c = connection.get()] { c->IoLoop(); });
+  CELL_RETURN_IF_ERROR(connection->Handshake(deadline));
   return std::unique_ptr<Connection>(std::move(connection));
+}
+
+Status VerbsConnection::Handshake(Clock::time_point deadline) {
+  ClientAuth auth(options_.key);
+  proto::Hello hello;
+  hello.set_role(proto::ROLE_RPC);
+  hello.set_max_message_bytes(options_.max_message_bytes);
+  auth.FillHello(&hello);
+  auto answer = Exchange(FrameType::kHello, hello.SerializeAsString(), FrameType::kHelloReply, deadline);
+  proto::HelloReply reply;
+  Status s = answer.status();
+  if (s.ok() && !reply.ParseFromString(*answer)) s = Status::Unavailable("unparsable reply to Hello");
+  std::string proof;
+  if (s.ok()) s = auth.OnHelloReply(reply, uri_, &proof);
+  if (s.ok() && !proof.empty()) s = Exchange(FrameType::kAuth, proof, FrameType::kAuthReply, deadline).status();
+  if (s.ok() || s.IsPermissionDenied()) return s;  // a refused key is final: the message says which is missing
+  return Status::Unavailable(fmt::format("cannot set up a connection to {}: {}", uri_, s.ToString()));
+}
+
+StatusOr<std::string> VerbsConnection::Exchange(FrameType type, std::string_view payload, FrameType expect,
+                                                Clock::time_point deadline) {
+  std::promise<StatusOr<std::string>> promise;
+  auto future = promise.get_future();
+  {
+    std::lock_guard lock(mu_);
+    if (!health_.ok()) return health_;
+    const uint64_t id = next_id_++;
+    calls_.emplace(id, PendingCall{[&promise](const Status& s, std::string_view answer) {
+                                     if (s.ok()) {
+                                       promise.set_value(std::string(answer));
+                                     } else {
+                                       promise.set_value(s);
+                                     }
+                                   },
+                                   deadline, expect});
+    deadlines_.emplace(deadline, id);
+    if (Status s = link_->SendFrameLocked(type, 0, id, payload); !s.ok()) BreakLocked(s);
+    NoteDeadlineLocked(deadline);
+  }
+  return future.get();  // every call completes: answer, error, deadline, or the connection's end
 }
 
 VerbsConnection::~VerbsConnection() {
@@ -520,7 +568,8 @@ void VerbsConnection::ProcessBatch(const ibv_wc* wc, int n, Status* end) {
   for (int i = 0; i < n && end->ok(); ++i) {
     if (WrKindOf(wc[i].wr_id) != WrKind::kRecv || credit_only[i]) continue;
     Status s = receiver_.Feed(link_->Received(wc[i]), [&](const FrameHeader& h, std::string_view payload) {
-      if (h.type != FrameType::kResponse && h.type != FrameType::kError && h.type != FrameType::kMapReply) {
+      if (h.type != FrameType::kResponse && h.type != FrameType::kError && h.type != FrameType::kMapReply &&
+          h.type != FrameType::kHelloReply && h.type != FrameType::kAuthReply) {
         if (end->ok()) {
           *end = Status::Unavailable(fmt::format("connection to {} closed: unexpected frame type {} from the server",
                                                  uri_, static_cast<int>(h.type)));

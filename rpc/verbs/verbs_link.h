@@ -251,6 +251,8 @@ class Link {
     return Status::OK();
   }
   bool output_queued() const { return out_sent_ < out_.size(); }
+  // Every data SEND queued so far has completed (its bytes reached the peer).
+  bool sends_done() const { return !output_queued() && free_send_.size() == kSendBuffers; }
 
   // Client reads: bounce slot `slot` and the post of one RDMA READ of `length` bytes into it.
   char* read_slot(uint32_t slot) const {

@@ -21,6 +21,7 @@
 #include <fmt/format.h>
 
 #include "common/log.h"
+#include "rpc/auth.h"
 #include "rpc/proto/transport.pb.h"
 #include "rpc/region_table.h"
 #include "rpc/socket_util.h"
@@ -81,6 +82,8 @@ class VerbsServer final : public Server {
                     bool* protocol_error);
   void Dispatch(const std::shared_ptr<Conn>& conn, const FrameHeader& header, std::string_view payload,
                 std::string* protocol_error);
+  // The handshake's frames (kHello, then kAuth when keys are required), before anything else is accepted.
+  void Handshake(const std::shared_ptr<Conn>& conn, const FrameHeader& header, std::string_view payload);
   void CloseConn(const std::shared_ptr<Conn>& conn, const std::string& reason, bool protocol_error);
   std::shared_ptr<Conn> FindConn(uint64_t key);
   void Rearm(const std::shared_ptr<Conn>& conn);
@@ -117,9 +120,9 @@ class VerbsServer final : public Server {
 class VerbsServer::Conn final : public Responder::Sink {
  public:
   Conn(uint64_t key, std::string peer, std::shared_ptr<ServerCore> core, std::shared_ptr<Device> device,
-       rdma_cm_id* cm_id, uint32_t max_message, uint32_t reply_limit)
+       rdma_cm_id* cm_id, uint32_t max_message, uint32_t reply_limit, const std::vector<Key>* keys)
       : key(key), peer(std::move(peer)), core(std::move(core)), device(std::move(device)), id(cm_id),
-        receiver(max_message), reply_limit(reply_limit) {}
+        receiver(max_message), reply_limit(reply_limit), auth(keys) {}
 
   void Send(uint64_t request_id, const Status& status, std::string_view payload) override {
     std::lock_guard lock(mu);
@@ -145,9 +148,14 @@ class VerbsServer::Conn final : public Responder::Sink {
   std::unique_ptr<Link> link;
   FrameReceiver receiver;  // touched only by the worker serving the connection
   const uint32_t reply_limit;
+  ServerAuth auth;         // likewise
+  bool said_hello = false;  // likewise
 
   std::mutex mu;  // guards the link's send state and what follows
   bool closed = false;
+  // The connection was refused (a missing or wrong key, a request before the handshake): the refusal is being sent,
+  // nothing more is served, and the connection closes once its SENDs have completed.
+  bool refused = false;
 };
 
 // The device state for `context`, created (PD, every region in `regions` registered) on first use. The caller holds
@@ -324,7 +332,7 @@ void VerbsServer::OnConnectRequest(const CmEvent& event) {
   }
   (*link)->SetPeer(hello);
   auto conn = std::make_shared<Conn>(key, peer, core_, device, id.release(), options_.max_message_bytes,
-                                     std::min(options_.max_message_bytes, hello.max_message_bytes));
+                                     std::min(options_.max_message_bytes, hello.max_message_bytes), &options_.keys);
   conn->link = std::move(*link);
   raw->context = reinterpret_cast<void*>(static_cast<uintptr_t>(key));
   {
@@ -500,6 +508,10 @@ bool VerbsServer::ProcessBatch(const std::shared_ptr<Conn>& conn, const ibv_wc* 
   }
   std::lock_guard lock(conn->mu);
   if (conn->closed) return false;
+  if (conn->refused && conn->link->sends_done()) {
+    *reason = "refused (see above)";
+    return false;
+  }
   for (int i = 0; i < n; ++i) {
     if (WrKindOf(wc[i].wr_id) != WrKind::kRecv) continue;
     if (Status s = conn->link->RepostLocked(wc[i].wr_id, !credit_only[i]); !s.ok()) {
@@ -516,12 +528,27 @@ bool VerbsServer::ProcessBatch(const std::shared_ptr<Conn>& conn, const ibv_wc* 
 
 void VerbsServer::Dispatch(const std::shared_ptr<Conn>& conn, const FrameHeader& header, std::string_view payload,
                            std::string* protocol_error) {
+  {
+    std::lock_guard lock(conn->mu);
+    if (conn->refused) return;  // nothing more is served; the connection closes once the refusal is sent
+  }
+  if (!conn->auth.authenticated()) return Handshake(conn, header, payload);
   switch (header.type) {
     case FrameType::kRequest:
+      if (options_.authorize) {
+        if (Status allowed = options_.authorize(header.aux, conn->auth.key_name()); !allowed.ok()) {
+          LogWarning("{}: closing connection from {}: {}", uri_, conn->peer, allowed.message());
+          std::lock_guard lock(conn->mu);
+          conn->refused = true;
+          if (!conn->closed) (void)conn->SendReplyLocked(header.request_id, allowed, {});
+          return;
+        }
+      }
       requests_.fetch_add(1, std::memory_order_relaxed);
       handler_->Handle(header.aux, payload, Responder(conn, header.request_id));
       return;
     case FrameType::kMapRequest: {
+      // The rkeys go only to connections that have proved their key.
       proto::VerbsRegionList list;
       {
         std::lock_guard lock(core_->devices_mu);
@@ -545,6 +572,44 @@ void VerbsServer::Dispatch(const std::shared_ptr<Conn>& conn, const FrameHeader&
                                     static_cast<int>(header.type));
       return;
   }
+}
+
+void VerbsServer::Handshake(const std::shared_ptr<Conn>& conn, const FrameHeader& header, std::string_view payload) {
+  // Answers with `why` and closes the connection once that answer has been sent.
+  auto refuse = [&](const Status& why) {
+    LogWarning("{}: closing connection from {}: {}", uri_, conn->peer, why.message());
+    std::lock_guard lock(conn->mu);
+    conn->refused = true;
+    if (!conn->closed) (void)conn->SendReplyLocked(header.request_id, why, {});
+  };
+  if (conn->auth.awaiting_proof()) {
+    if (header.type != FrameType::kAuth) {
+      return refuse(Status::PermissionDenied("the connection sent a request before proving its key"));
+    }
+    if (Status s = conn->auth.OnProof(payload, uri_); !s.ok()) return refuse(s);
+    std::lock_guard lock(conn->mu);
+    if (!conn->closed) (void)conn->link->SendFrameLocked(FrameType::kAuthReply, 0, header.request_id, {});
+    return;
+  }
+  if (conn->said_hello || header.type != FrameType::kHello) {
+    return refuse(Status::PermissionDenied(
+        "the connection sent a request before its Hello: a client must say Hello (and prove its key) first"));
+  }
+  conn->said_hello = true;
+  proto::Hello hello;
+  if (!hello.ParseFromArray(payload.data(), static_cast<int>(payload.size()))) {
+    return refuse(Status::InvalidArgument("unparsable Hello"));
+  }
+  if (hello.role() != proto::ROLE_RPC) {
+    return refuse(Status::InvalidArgument(
+        fmt::format("this server does not accept {} connections", proto::Role_Name(hello.role()))));
+  }
+  proto::HelloReply reply;
+  if (Status s = conn->auth.OnHello(hello, uri_, &reply); !s.ok()) return refuse(s);
+  reply.set_max_message_bytes(options_.max_message_bytes);
+  const std::string bytes = reply.SerializeAsString();
+  std::lock_guard lock(conn->mu);
+  if (!conn->closed) (void)conn->link->SendFrameLocked(FrameType::kHelloReply, 0, header.request_id, bytes);
 }
 
 }  // namespace

@@ -24,6 +24,11 @@
 // buffers (each returns >= 16 of the peer's at most 32 outstanding credits, so at most 2 can be unprocessed), and
 // their buffers are reposted without being owed back, so credit messages never ping-pong.
 //
+// Handshake: once connected, the client's first frames are kHello and, when the server requires a key, kAuth
+// (rpc/auth.h); the server answers kHelloReply and kAuthReply, and serves nothing else before: not a request, nor the
+// region list with its rkeys. A refused connection is answered with the error (PermissionDenied) and disconnected
+// once that answer has been sent.
+//
 // Internal RPC: kMapRequest (empty) asks for the server's regions; kMapReply carries a proto::VerbsRegionList
 // (region id, address, size, rkey).
 //
