@@ -467,18 +467,20 @@ void VerbsConnection::IoLoop() {
     }
     if (fds[2].revents != 0) wake_.Drain();
     CmEvent event;
-    while (end.ok() && NextCmEvent(ec_.get(), &event)) {
+    Status lost;
+    while (lost.ok() && NextCmEvent(ec_.get(), &event)) {
       if (event.type == RDMA_CM_EVENT_DISCONNECTED) {
-        end = Status::Unavailable(fmt::format("connection to {} lost: the server closed it or died", uri_));
+        lost = Status::Unavailable(fmt::format("connection to {} lost: the server closed it or died", uri_));
       } else if (event.type == RDMA_CM_EVENT_DEVICE_REMOVAL) {
-        end = Status::Unavailable(fmt::format("connection to {} lost: the RDMA device was removed", uri_));
+        lost = Status::Unavailable(fmt::format("connection to {} lost: the RDMA device was removed", uri_));
       } else if (event.type != RDMA_CM_EVENT_TIMEWAIT_EXIT && event.type != RDMA_CM_EVENT_ADDR_CHANGE) {
-        end = Status::Unavailable(
+        lost = Status::Unavailable(
             fmt::format("connection to {} lost: {} (status {})", uri_, rdma_event_str(event.type), event.status));
       }
     }
-    if (!end.ok()) break;
+    // What arrived before the end is delivered first (a refused connection's reason comes just before it).
     ProcessCompletions(&end);
+    if (end.ok()) end = lost;
     if (!end.ok()) break;
     ExpireDeadlines();
   }
@@ -518,13 +520,17 @@ void VerbsConnection::ProcessCompletions(Status* end) {
 void VerbsConnection::ProcessBatch(const ibv_wc* wc, int n, Status* end) {
   bool credit_only[kCompletionsPerPoll] = {};
   std::vector<ReadCallback> reads_done;
+  // A failed completion ends the connection, but what completed before it is delivered first: a server that refuses
+  // a connection sends its reason, then disconnects, and the flushed receives come after that reason.
+  Status failed;
   {
     std::lock_guard lock(mu_);
     for (int i = 0; i < n; ++i) {
       if (wc[i].status != IBV_WC_SUCCESS) {
-        *end = Status::Unavailable(
+        failed = Status::Unavailable(
             fmt::format("connection to {} lost: work completion failed: {}", uri_, ibv_wc_status_str(wc[i].status)));
-        return;
+        n = i;
+        break;
       }
       const uint32_t index = WrIndexOf(wc[i].wr_id);
       switch (WrKindOf(wc[i].wr_id)) {
@@ -597,6 +603,7 @@ void VerbsConnection::ProcessBatch(const ibv_wc* wc, int n, Status* end) {
       *end = Status::Unavailable(fmt::format("connection to {} closed: malformed reply: {}", uri_, s.message()));
     }
   }
+  if (end->ok() && !failed.ok()) *end = failed;
   if (!end->ok()) return;
   std::lock_guard lock(mu_);
   for (int i = 0; i < n; ++i) {

@@ -6,7 +6,10 @@
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -25,6 +28,7 @@
 #include <gtest/gtest.h>
 
 #include "rpc/frame.h"
+#include "rpc/socket_channel.h"
 #include "rpc/socket_util.h"
 #include "test/child_process.h"
 #include "test/rpc/test_handler.h"
@@ -417,6 +421,75 @@ TEST_P(TransportTest, ClosingFailsOutstandingRequests) {
   EXPECT_TRUE(CallSync(*c, testing::kEcho, "").status().IsUnavailable());
 }
 
+// Keys (rpc/auth.h): a server with keys serves only connections that prove one, and each method only to the keys its
+// `authorize` allows; a connection that asks for more is refused and closed.
+const Key kClientKey{"client", "client-secret-0123456789abcdef"};
+const Key kPeerKey{"peer", "peer-secret-0123456789abcdef00"};
+
+ServerOptions KeyedOptions() {
+  ServerOptions options;
+  options.keys = {kClientKey, kPeerKey};
+  options.authorize = [](uint16_t method, const std::string& key) {
+    if (method == testing::kSized && key != "peer") return Status::PermissionDenied("kSized needs the peer key");
+    return Status::OK();
+  };
+  return options;
+}
+
+ClientOptions WithKey(Key key) {
+  ClientOptions options;
+  options.key = std::move(key);
+  return options;
+}
+
+TEST_P(TransportTest, AKeyedServerServesTheKeysItKnowsAndNothingElse) {
+  StartServer(KeyedOptions());
+  auto c = MustConnect(WithKey(kClientKey));
+  ASSERT_NE(c, nullptr);
+  auto echoed = CallSync(*c, testing::kEcho, "with the key");
+  ASSERT_TRUE(echoed.ok()) << echoed.status().ToString();
+  EXPECT_EQ(*echoed, "with the key");
+  std::string bytes(4096, '\0');
+  ASSERT_TRUE(ReadSync(*c, GlobalPtr{1, 8192}, 4096, bytes.data()).ok());
+  EXPECT_EQ(0, std::memcmp(bytes.data(), region_.base() + 8192, 4096));
+
+  const uint64_t handled = server_->stats().requests;
+  const std::pair<const char*, Key> refused[] = {
+      {"no key", Key{}},
+      {"the client key's name with another secret", Key{"client", "not-the-client-secret-00000000"}},
+      {"a key the server does not know", Key{"admin", "admin-secret-0123456789abcdef"}},
+  };
+  for (const auto& [what, key] : refused) {
+    auto attempt = Connect(server_->uri(), WithKey(key));
+    ASSERT_FALSE(attempt.ok()) << what;
+    EXPECT_TRUE(attempt.status().IsPermissionDenied()) << what << ": " << attempt.status().ToString();
+  }
+  EXPECT_EQ(server_->stats().requests, handled) << "a refused connection reached the handler";
+
+  // The client key may not call the peer's method: refused, and its connection closed.
+  proto::EchoRequest sized;
+  sized.set_reply_bytes(10);
+  auto denied = CallSync(*c, testing::kSized, sized.SerializeAsString());
+  ASSERT_FALSE(denied.ok());
+  EXPECT_TRUE(denied.status().IsPermissionDenied()) << denied.status().ToString();
+  auto after = CallSync(*c, testing::kEcho, "still open?");
+  EXPECT_TRUE(after.status().IsUnavailable()) << after.status().ToString();
+  EXPECT_EQ(server_->stats().requests, handled) << "the refused request reached the handler";
+
+  auto peer = MustConnect(WithKey(kPeerKey));
+  ASSERT_NE(peer, nullptr);
+  auto allowed = CallSync(*peer, testing::kSized, sized.SerializeAsString());
+  ASSERT_TRUE(allowed.ok()) << allowed.status().ToString();
+  EXPECT_EQ(*allowed, std::string(10, 'x'));
+}
+
+TEST_P(TransportTest, AClientWithAKeyRefusesAServerWithout) {
+  auto attempt = Connect(server_->uri(), WithKey(kClientKey));  // SetUp's server has no keys
+  ASSERT_FALSE(attempt.ok());
+  EXPECT_TRUE(attempt.status().IsPermissionDenied()) << attempt.status().ToString();
+  EXPECT_NE(attempt.status().message().find("without keys"), std::string::npos) << attempt.status().ToString();
+}
+
 #ifdef CELL_TEST_VERBS
 INSTANTIATE_TEST_SUITE_P(Verbs, TransportTest, ::testing::Values(TransportCase{"verbs", false, false}),
                          [](const auto& info) { return info.param.name; });
@@ -516,9 +589,141 @@ TEST_P(StreamFrameTest, TruncatedFrameThenHangUpLeavesOthersServed) {
   ExpectClosedAndOthersServed(bytes, true);
 }
 
+// Nothing but the proof is accepted after a keyed Hello: not a one-sided read (tcp), not a region descriptor (shm).
+TEST_P(StreamFrameTest, ReadsAndDescriptorsBeforeTheProofAreRefused) {
+  StartServer(KeyedOptions());
+  const bool tcp = GetParam().name == "tcp";
+  proto::Hello hello;
+  hello.set_role(tcp ? proto::ROLE_READ : proto::ROLE_MAP);
+  hello.set_key_name("client");
+  hello.set_nonce(std::string(32, 'n'));
+  std::string bytes;
+  AppendFrame(bytes, FrameType::kHello, 0, 0, hello.SerializeAsString());
+  proto::ReadRequest read;
+  read.set_region(1);
+  read.set_length(64);
+  proto::MapRequest map;
+  map.set_region(1);
+  AppendFrame(bytes, tcp ? FrameType::kReadRequest : FrameType::kMapRequest, 0, 7,
+              tcp ? read.SerializeAsString() : map.SerializeAsString());
+  const int fd = RawConnect();
+  ASSERT_GE(fd, 0);
+  ASSERT_TRUE(SendAllBy(fd, bytes, Clock::now() + 5s).ok());
+  FrameDecoder decoder(1 << 20);
+  FrameHeader header;
+  std::string_view payload;
+  ASSERT_TRUE(ReceiveFrameBy(fd, decoder, Clock::now() + 10s, &header, &payload).ok());
+  EXPECT_EQ(header.type, FrameType::kHelloReply);
+  decoder.Consume();
+  ASSERT_TRUE(ReceiveFrameBy(fd, decoder, Clock::now() + 10s, &header, &payload).ok());
+  EXPECT_EQ(header.type, FrameType::kError) << "the server answered the request before the proof";
+  EXPECT_EQ(header.request_id, 7u);
+  EXPECT_TRUE(ErrorFromFrame(header.aux, payload).IsPermissionDenied()) << ErrorFromFrame(header.aux, payload).ToString();
+  EXPECT_TRUE(ServerCloses(fd));
+  close(fd);
+  EXPECT_EQ(server_->stats().reads, 0u);
+}
+
 INSTANTIATE_TEST_SUITE_P(Stream, StreamFrameTest,
                          ::testing::Values(TransportCase{"tcp", true, true}, TransportCase{"shm", true, false}),
                          [](const auto& info) { return info.param.name; });
+
+// shm hands clients the region's memory itself: only the server's user may connect, and what it gets is read-only.
+class ShmSecurity : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto server = Listen(ListenUri(TransportCase{"shm", true, false}), KeyedOptions(), &handler_);
+    ASSERT_TRUE(server.ok()) << server.status().ToString();
+    server_ = std::move(*server);
+    ASSERT_TRUE(server_->RegisterRegion(region_.registration()).ok());
+    path_ = server_->uri().substr(strlen("shm://"));
+  }
+
+  // In a child process of user and group `id` (nobody): connects to the socket and says Hello with the client key.
+  // The child's exit status: 0 connect refused by the file's mode, 1 connected and the Hello refused with
+  // PermissionDenied, 2 anything else (served).
+  int ConnectAsAnotherUser(uid_t id) {
+    std::string hello_frame;
+    proto::Hello hello;
+    hello.set_role(proto::ROLE_RPC);
+    hello.set_key_name("client");
+    hello.set_nonce(std::string(32, 'n'));
+    AppendFrame(hello_frame, FrameType::kHello, 0, 0, hello.SerializeAsString());
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::memcpy(addr.sun_path, path_.data(), path_.size());
+    const pid_t pid = fork();
+    if (pid == 0) {  // only system calls from here on
+      if (setgid(id) != 0 || setuid(id) != 0) _exit(3);
+      const int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+      if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) _exit(errno == EACCES ? 0 : 4);
+      if (write(fd, hello_frame.data(), hello_frame.size()) != static_cast<ssize_t>(hello_frame.size())) _exit(5);
+      char header[kFrameHeaderBytes];
+      size_t got = 0;
+      while (got < sizeof(header)) {
+        const ssize_t n = read(fd, header + got, sizeof(header) - got);
+        if (n <= 0) _exit(6);
+        got += static_cast<size_t>(n);
+      }
+      const bool denied = header[5] == static_cast<char>(FrameType::kError) &&
+                          header[6] == static_cast<char>(Status::Code::kPermissionDenied);
+      _exit(denied ? 1 : 2);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  }
+
+  TestHandler handler_;
+  TestRegion region_{1, 4 << 20, 42};
+  std::unique_ptr<Server> server_;
+  std::string path_;
+};
+
+TEST_F(ShmSecurity, TheSocketIsTheServerUsersAloneEvenIfItsModeIsWidened) {
+  struct stat st{};
+  ASSERT_EQ(stat(path_.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  if (geteuid() != 0) GTEST_FAIL() << "this test must run as root, to start a process of another user";
+  constexpr uid_t kNobody = 65534;
+  EXPECT_EQ(ConnectAsAnotherUser(kNobody), 0) << "another user connected through a 0600 socket";
+  // Widened by mistake: the file lets anyone connect, and the server's own check (SO_PEERCRED) still refuses.
+  ASSERT_EQ(chmod(path_.c_str(), 0666), 0);
+  EXPECT_EQ(ConnectAsAnotherUser(kNobody), 1) << "another user was served through a widened socket";
+  EXPECT_EQ(server_->stats().requests, 0u);
+}
+
+TEST_F(ShmSecurity, RegionDescriptorsCannotBeMappedWritable) {
+  auto fd = ConnectUnix(path_, Clock::now() + 5s);
+  ASSERT_TRUE(fd.ok()) << fd.status().ToString();
+  proto::HelloReply hello_reply;
+  ClientOptions options = WithKey(kClientKey);
+  ASSERT_TRUE(ExchangeHello(*fd, server_->uri(), proto::ROLE_MAP, options, &hello_reply).ok());
+  proto::MapRequest request;
+  request.set_region(1);
+  std::string frame;
+  AppendFrame(frame, FrameType::kMapRequest, 0, 1, request.SerializeAsString());
+  ASSERT_TRUE(SendAllBy(*fd, frame, Clock::now() + 5s).ok());
+  char header_bytes[kFrameHeaderBytes];
+  int region_fd = -1;
+  ASSERT_TRUE(ReceiveWithDescriptor(*fd, header_bytes, sizeof(header_bytes), &region_fd, Clock::now() + 5s).ok());
+  FrameHeader header;
+  ASSERT_TRUE(DecodeFrameHeader(std::string_view(header_bytes, sizeof(header_bytes)), 1 << 16, &header).ok());
+  ASSERT_EQ(header.type, FrameType::kMapReply);
+  ASSERT_GE(region_fd, 0);
+  EXPECT_EQ(fcntl(region_fd, F_GETFL) & O_ACCMODE, O_RDONLY);
+  void* writable = mmap(nullptr, region_.size(), PROT_READ | PROT_WRITE, MAP_SHARED, region_fd, 0);
+  EXPECT_EQ(writable, MAP_FAILED) << "a client mapped the region writable";
+  if (writable != MAP_FAILED) munmap(writable, region_.size());
+  EXPECT_EQ(errno, EACCES);
+  void* readable = mmap(nullptr, region_.size(), PROT_READ, MAP_SHARED, region_fd, 0);
+  ASSERT_NE(readable, MAP_FAILED);
+  EXPECT_EQ(0, std::memcmp(readable, region_.base(), 4096));
+  EXPECT_NE(mprotect(readable, region_.size(), PROT_READ | PROT_WRITE), 0) << "the read-only mapping became writable";
+  munmap(readable, region_.size());
+  close(region_fd);
+  close(*fd);
+}
 
 // A server (here a fake one) that answers with an error frame whose code is 0 must not make the client report
 // success, nor copy the error text into a read's buffer.
