@@ -3,9 +3,11 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "client/remote_table.h"
 #include "client/store_client.h"
+#include "rpc/key.h"
 #include "server/proto/store.pb.h"
 
 namespace cell {
@@ -18,17 +20,30 @@ struct Client::Impl {
 Client::Client(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Client::~Client() = default;
 
+Status WriteNewKeyFile(const std::string& path) { return rpc::WriteNewKeyFile(path); }
+
 StatusOr<std::unique_ptr<Client>> Client::Open(const ClientOptions& options) {
   if (options.cluster.empty()) {
     return Status::InvalidArgument(
         "no cluster given: set ClientOptions::cluster (cellctl: --cluster) to zk://host:port[/root/cluster] or to an "
         "embedded server's tcp://host:port");
   }
+  std::string key_file = options.key_file;
+  if (key_file.empty()) {
+    const char* env = std::getenv("CELL_KEY_FILE");
+    if (env != nullptr) key_file = env;
+  }
+  rpc::Key key;
+  if (!key_file.empty()) {
+    CELL_ASSIGN_OR_RETURN(key, rpc::ReadKeyFile(key_file, rpc::kClientKeyName));
+  }
   client::TableOptions table_options;
+  table_options.rpc.key = key;
   table_options.rpc.connect_timeout = options.timeout;
   table_options.rpc.call_timeout = options.timeout;
   table_options.zk_operation_timeout = options.timeout;
   client::StoreClientOptions store_options;
+  store_options.key = key;
   store_options.timeout = options.timeout;
   store_options.transports = options.transports;
   if (options.node_cache_levels < 1) {

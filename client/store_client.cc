@@ -121,11 +121,15 @@ StatusOr<std::shared_ptr<rpc::Connection>> StoreClient::ConnectionTo(const membe
   }
   rpc::ClientOptions rpc_options;
   rpc_options.call_timeout = options_.timeout;
+  rpc_options.key = options_.key;
   // Each transport tried gets what is left of the deadline.
   auto connection = rpc::ConnectFirst(server.addresses, options_.transports, rpc_options,
                                       [deadline] { return Remaining(deadline); });
   if (!connection.ok()) {
-    return Status::Unavailable(fmt::format("cannot reach server {}: {}", server.id, connection.status().message()));
+    // A refused key stays refused (PermissionDenied, not retried); anything else may pass (Unavailable).
+    return Status::FromCode(
+        connection.status().IsPermissionDenied() ? Status::Code::kPermissionDenied : Status::Code::kUnavailable,
+        fmt::format("cannot reach server {}: {}", server.id, connection.status().message()));
   }
   std::shared_ptr<rpc::Connection> shared = std::move(*connection);
   std::shared_ptr<rpc::Connection> old;  // released after the lock: closing it runs its callbacks, which lock mu_
@@ -184,6 +188,8 @@ Status StoreClient::Run(const Operation& op, Deadline deadline, GlobalPtr start)
         } else {
           last = attempt.status;
         }
+      } else if (connection.status().IsPermissionDenied()) {
+        return connection.status();  // retrying cannot help: the key is wrong or missing
       } else {
         Forget(route->owner().id, nullptr);
         last = connection.status();
@@ -396,6 +402,7 @@ void StoreClient::CallAsync(uint16_t method, bool idempotent, Deadline deadline,
   auto route = region ? cache_.Lookup(*region) : StatusOr<Route>(Status::Unavailable("root not known yet"));
   if (!route.ok()) return PostRetry(std::move(retry));
   auto connection = ConnectionTo(route->owner(), deadline);
+  if (!connection.ok() && connection.status().IsPermissionDenied()) return finish(connection.status(), nullptr);
   if (!connection.ok()) return PostRetry(std::move(retry));
   const Route r = *route;
   // The callback must not hold the connection: dropping the last reference from its own thread would destroy it

@@ -37,6 +37,7 @@ struct StoreClientOptions {
   std::vector<std::string> transports = {"shm", "verbs", "tcp"};
   size_t node_cache_bytes = size_t{128} << 20;  // client-side search's cache of upper-level nodes (0: none)
   int node_cache_levels = 4;                     // nodes at least this many levels above the leaves
+  rpc::Key key;                                  // the client key every connection proves (empty: none)
 };
 
 class StoreClient {

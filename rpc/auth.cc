@@ -127,8 +127,8 @@ Status ClientAuth::OnHelloReply(const proto::HelloReply& reply, std::string_view
   if (reply.nonce().size() != kAuthNonceBytes ||
       !SameProof(Proof(key_, kServerLabel, role_, client_nonce_, reply.nonce()), reply.proof())) {
     return Status::PermissionDenied(fmt::format(
-        "{} could not prove it holds this client's {} key: the key files differ (wrong key file, or not the "
-        "cluster's server)",
+        "{} could not prove it holds the {} key this client holds: the key files differ (wrong key file, or not "
+        "the cluster's server)",
         server, key_.name));
   }
   proto::AuthProof proof;

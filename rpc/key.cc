@@ -8,6 +8,8 @@
 #include <cstring>
 
 #include <fmt/format.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
 #include <openssl/rand.h>
 
 namespace cell::rpc {
@@ -73,6 +75,17 @@ Status WriteNewKeyFile(const std::string& path) {
     return Status::Unavailable(fmt::format("cannot write key file {}: {}", path, std::strerror(err)));
   }
   return Status::OK();
+}
+
+std::string DeriveSecret(const Key& key, std::string_view purpose) {
+  const std::string message = "cell-derive " + std::string(purpose);
+  unsigned char out[EVP_MAX_MD_SIZE];
+  unsigned int length = 0;
+  HMAC(EVP_sha256(), key.secret.data(), static_cast<int>(key.secret.size()),
+       reinterpret_cast<const unsigned char*>(message.data()), message.size(), out, &length);
+  std::string hex;
+  for (unsigned int i = 0; i < length; ++i) hex += fmt::format("{:02x}", out[i]);
+  return hex;
 }
 
 }  // namespace cell::rpc

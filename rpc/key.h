@@ -29,4 +29,9 @@ StatusOr<Key> ReadKeyFile(const std::string& path, std::string_view name);
 // Writes a new key to `path` (which must not exist): 32 random bytes as 64 hex digits, mode 0600.
 Status WriteNewKeyFile(const std::string& path);
 
+// A secret for another use derived from `key` (64 hex digits of HMAC-SHA256(secret, "cell-derive " + purpose)):
+// whoever holds the key can make it, nobody else can, and it reveals nothing of the key. The servers' ZooKeeper
+// password is derived from the peer key so.
+std::string DeriveSecret(const Key& key, std::string_view purpose);
+
 }  // namespace cell::rpc

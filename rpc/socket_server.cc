@@ -296,8 +296,7 @@ void SocketServer::Serve(Conn* conn, Pool* pool) {
       ok = false;
       break;
     }
-    ok = Dispatch(conn, header, payload, &move_to);
-    if (!ok) close_reason = "protocol violation";  // Dispatch logged the details
+    ok = Dispatch(conn, header, payload, &move_to);  // on false, Dispatch has logged why
     std::lock_guard lock(conn->mu);
     over_budget = conn->out.size() - conn->sent >= kOutputBudget;
   }

@@ -18,6 +18,10 @@
 namespace cell::server {
 
 namespace {
+bool IsLoopback(const std::string& host) {
+  return host == "localhost" || host.rfind("127.", 0) == 0 || host == "::1" || host == "[::1]";
+}
+
 std::string_view SchemeName(rpc::Endpoint::Scheme scheme) {
   switch (scheme) {
     case rpc::Endpoint::Scheme::kTcp: return "tcp";
@@ -28,11 +32,50 @@ std::string_view SchemeName(rpc::Endpoint::Scheme scheme) {
 }
 }  // namespace
 
+Status CellServer::Authorize(bool keyed, uint16_t method, const std::string& key_name) {
+  if (!keyed || key_name == rpc::kPeerKeyName || !StoreService::IsPeerMethod(method)) return Status::OK();
+  return Status::PermissionDenied(fmt::format(
+      "{} is a request between servers and needs the peer key; this connection proved the {} key",
+      proto::StoreMethod_Name(static_cast<proto::StoreMethod>(method)), key_name));
+}
+
 StatusOr<std::unique_ptr<CellServer>> CellServer::Start(const ServerConfig& config) {
   auto server = std::unique_ptr<CellServer>(new CellServer(config));
   const bool embedded = config.membership == "embedded";
   if (config.listen.empty()) return Status::InvalidArgument("give at least one --listen URI");
   if (config.workers < 1) return Status::InvalidArgument(fmt::format("--workers must be >= 1, not {}", config.workers));
+
+  // Keys before anything else: a server meant to be secured must never start open.
+  std::vector<rpc::Key> keys;
+  if (config.client_key_file.empty() != config.peer_key_file.empty()) {
+    return Status::InvalidArgument(
+        "--client-key-file and --peer-key-file go together: give both (make them with `cellctl keygen FILE`), or "
+        "neither for a server that accepts anyone (local development)");
+  }
+  if (!config.client_key_file.empty()) {
+    CELL_ASSIGN_OR_RETURN(rpc::Key client, rpc::ReadKeyFile(config.client_key_file, rpc::kClientKeyName));
+    CELL_ASSIGN_OR_RETURN(server->peer_key_, rpc::ReadKeyFile(config.peer_key_file, rpc::kPeerKeyName));
+    if (client.secret == server->peer_key_.secret) {
+      return Status::InvalidArgument(
+          "the client key and the peer key are the same, so every client could act as a server: make two keys "
+          "(`cellctl keygen FILE`)");
+    }
+    keys = {std::move(client), server->peer_key_};
+  } else {
+    for (const std::string& uri : config.listen) {
+      CELL_ASSIGN_OR_RETURN(rpc::Endpoint endpoint, rpc::Endpoint::Parse(uri));
+      if (endpoint.scheme == rpc::Endpoint::Scheme::kShm || IsLoopback(endpoint.host) || config.insecure) continue;
+      return Status::InvalidArgument(fmt::format(
+          "--listen={}: refusing to listen on a non-loopback address without keys: anyone who could reach it could "
+          "read, change and delete every key. Give --client-key-file and --peer-key-file (make them with `cellctl "
+          "keygen FILE`), or --insecure to accept anyone anyway",
+          uri));
+    }
+    LogWarning("server {}: NO KEYS: this server accepts every request from anyone who can reach it, the requests "
+               "servers send each other included. For local development only: give --client-key-file and "
+               "--peer-key-file",
+               server->config_.id == 0 ? uint64_t{1} : server->config_.id);
+  }
   if (embedded) {
     if (!config.zk_auth.empty()) return Status::InvalidArgument("--zk-auth applies only to --membership=zk://...");
     if (server->config_.id == 0) server->config_.id = 1;
@@ -54,6 +97,10 @@ StatusOr<std::unique_ptr<CellServer>> CellServer::Start(const ServerConfig& conf
     }
     CELL_ASSIGN_OR_RETURN(membership::ZooKeeperOptions zk, membership::ParseZooKeeperUri(config.membership));
     zk.auth = config.zk_auth;
+    if (zk.auth.empty() && !keys.empty()) {
+      // The cluster's znodes become writable only by holders of the peer key (DESIGN, "Security").
+      zk.auth = "cell-peer:" + rpc::DeriveSecret(server->peer_key_, "zookeeper digest");
+    }
     zk.session_timeout = config.zk_session_timeout;
     CELL_ASSIGN_OR_RETURN(auto m, membership::ZooKeeperMembership::Open(zk));
     server->membership_ = std::move(m);
@@ -61,6 +108,7 @@ StatusOr<std::unique_ptr<CellServer>> CellServer::Start(const ServerConfig& conf
 
   StoreConfig store = config.store;
   store.data_dir = config.data_dir;
+  store.peer_key = server->peer_key_;
   if (store.data_dir.empty()) {
     LogWarning("server {}: no --data-dir: writes are not logged, and a restart loses the data", server->config_.id);
   }
@@ -70,6 +118,11 @@ StatusOr<std::unique_ptr<CellServer>> CellServer::Start(const ServerConfig& conf
   options.workers = config.workers;
   options.worker_cpus = config.worker_cpus;
   options.nic_model = config.nic_model;
+  options.keys = keys;
+  options.authorize = [keyed = !keys.empty()](uint16_t method, const std::string& key_name) {
+    return Authorize(keyed, method, key_name);
+  };
+  options.shm_group = config.shm_group;
   std::map<std::string, std::string> seen;
   for (const std::string& uri : config.listen) {
     CELL_ASSIGN_OR_RETURN(rpc::Endpoint endpoint, rpc::Endpoint::Parse(uri));
@@ -331,9 +384,8 @@ StoreService* CellServer::ServiceFor(uint32_t region) {
 void CellServer::Handle(uint16_t method, std::string_view request, rpc::Responder responder) {
   if (StoreService::IsStoreMethod(method)) {
     const bool more = has_adopted_.load(std::memory_order_acquire);  // no lock per request
-    const bool peer = method == proto::StoreMethod::MEGA_FILL || method == proto::StoreMethod::MEGA_UNSEAL ||
-                      method == proto::StoreMethod::MEGA_ABANDON ||
-                      method == proto::StoreMethod::MEGA_INSERT_SEPARATOR;
+    // Peer requests that name a meganode go to the service holding it (MEGA_CREATE names none: this server's own).
+    const bool peer = StoreService::IsPeerMethod(method) && method != proto::StoreMethod::MEGA_CREATE;
     StoreService* service = store_.get();
     if (more || peer) {
       const uint32_t region = StoreService::RegionOf(method, request);

@@ -32,6 +32,14 @@ struct ServerConfig {
   std::vector<int> worker_cpus;        // pin worker i to worker_cpus[i % size]; empty: no pinning
   std::string nic_model;               // shm: "reads_per_s=R,bytes_per_s=B,latency_us=L" (rpc/shm/nic_model.h)
   std::string data_dir;                // logs and checkpoints (StoreConfig::data_dir); empty: nothing is logged
+  // Trust (docs/DESIGN.md, "Security"). Two key files, given together: connections with the client key may use the
+  // store's and the table's methods, connections with the peer key also the requests servers send each other
+  // (MEGA_*); anything else is refused. The server proves it holds the key to every client. Without them the
+  // server accepts anyone, says so, and listens only on loopback addresses (and shm) unless `insecure`.
+  std::string client_key_file;
+  std::string peer_key_file;
+  bool insecure = false;
+  std::string shm_group;               // shm: a group whose members may connect too (the socket file 0660)
   StoreConfig store;
 };
 
@@ -61,6 +69,10 @@ class CellServer final : public rpc::RpcHandler {
   // The node regions this server serves: its own, and those it took over from dead servers.
   std::vector<uint32_t> node_regions() const;
 
+  // Whether a connection that proved the key named `key_name` may call `method` ("client": the store's and the
+  // table's methods; "peer": all). Always OK on a server without keys.
+  static Status Authorize(bool keyed, uint16_t method, const std::string& key_name);
+
  private:
   explicit CellServer(const ServerConfig& config) : config_(config) {}
   membership::ServerInfo Self() const;
@@ -84,6 +96,7 @@ class CellServer final : public rpc::RpcHandler {
   StoreService* ServiceFor(uint32_t region);
 
   ServerConfig config_;
+  rpc::Key peer_key_;  // what this server proves to other servers (empty: no keys)
   std::unique_ptr<membership::Membership> membership_;
   std::unique_ptr<TableService> table_service_;  // embedded only: a ZooKeeper cluster's clients read ZooKeeper
   std::unique_ptr<StoreService> store_;

@@ -22,9 +22,23 @@ int main(int argc, char** argv) {
                  "'embedded' (this server alone holds the region table; no ZooKeeper) or "
                  "zk://host:port[,host:port...][/root/cluster] (the cluster's path in ZooKeeper, default /cell/default)");
   app.add_option("--id", config.id, "this server's id, nonzero and unique in the cluster (embedded: default 1)");
+  app.add_option("--client-key-file", config.client_key_file,
+                 "file holding the cluster's client key (mode 0600; `cellctl keygen FILE` makes one): connections "
+                 "proving it may use the store; with --peer-key-file")
+      ->envname("CELL_CLIENT_KEY_FILE");
+  app.add_option("--peer-key-file", config.peer_key_file,
+                 "file holding the cluster's peer key: connections proving it may also make the requests servers "
+                 "send each other, and this server proves it to its peers. Without both keys the server accepts "
+                 "anyone and listens only on loopback addresses")
+      ->envname("CELL_PEER_KEY_FILE");
+  app.add_flag("--insecure", config.insecure,
+               "without keys, listen on non-loopback addresses anyway (anyone who can reach them may do anything)");
+  app.add_option("--shm-group", config.shm_group,
+                 "shm: members of this group may connect too (the socket file is mode 0660 with this group; "
+                 "otherwise 0600: this user only)");
   app.add_option("--zk-auth", config.zk_auth,
                  "user:password: authenticate to ZooKeeper (digest); the cluster's znodes become writable only by "
-                 "this identity");
+                 "this identity (default with keys: one derived from the peer key)");
   int64_t session_ms = config.zk_session_timeout.count();
   app.add_option("--zk-session-timeout-ms", session_ms, "ZooKeeper session timeout; a server cut off longer is fenced")
       ->check(CLI::Range(int64_t{1000}, int64_t{60000}));

@@ -42,6 +42,7 @@ StatusOr<std::shared_ptr<rpc::Connection>> ServerPeers::ConnectionTo(const membe
   rpc::ClientOptions options;
   options.connect_timeout = timeout_;
   options.call_timeout = timeout_;
+  options.key = key_;
   auto connection = rpc::ConnectFirst(server.addresses, {"shm", "verbs", "tcp"}, options);
   if (!connection.ok()) {
     return Status::Unavailable(fmt::format("cannot reach server {}: {}", server.id, connection.status().message()));

@@ -20,9 +20,10 @@ namespace cell::server {
 
 class ServerPeers final : public meganode::Peers {
  public:
-  // `membership` must outlive this. `self`: this server's id, never chosen as a peer.
-  ServerPeers(membership::Membership* membership, uint64_t self, std::chrono::milliseconds timeout)
-      : membership_(membership), self_(self), timeout_(timeout) {}
+  // `membership` must outlive this. `self`: this server's id, never chosen as a peer. `key`: the peer key every
+  // connection proves (empty: none).
+  ServerPeers(membership::Membership* membership, uint64_t self, std::chrono::milliseconds timeout, rpc::Key key)
+      : membership_(membership), self_(self), timeout_(timeout), key_(std::move(key)) {}
 
   bool HavePeers() override;
   StatusOr<meganode::RemoteMeganode> CreateMeganode(const btree::MeganodeInfo& info,
@@ -42,6 +43,7 @@ class ServerPeers final : public meganode::Peers {
   membership::Membership* const membership_;
   const uint64_t self_;
   const std::chrono::milliseconds timeout_;
+  const rpc::Key key_;
   std::mutex mu_;  // guards what follows
   std::map<uint64_t, std::shared_ptr<rpc::Connection>> connections_;
   std::vector<membership::ServerInfo> others_;

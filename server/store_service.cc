@@ -193,7 +193,7 @@ StatusOr<std::unique_ptr<StoreService>> StoreService::Open(const StoreConfig& co
 
 meganode::GlobalTreeOptions StoreService::TreeOptions(const StoreConfig& config, membership::Membership* membership,
                                                       uint32_t root) {
-  peers_ = std::make_unique<ServerPeers>(membership, server_id_, config.peer_timeout);
+  peers_ = std::make_unique<ServerPeers>(membership, server_id_, config.peer_timeout, config.peer_key);
   meganode::GlobalTreeOptions options;
   options.root = root == node_region_;
   options.first_meganode = GlobalPtr{root, 0};
@@ -530,6 +530,11 @@ bool StoreService::IsStoreMethod(uint16_t method) {
   return method != StoreMethod::STORE_METHOD_NONE && proto::StoreMethod_IsValid(method);
 }
 
+bool StoreService::IsPeerMethod(uint16_t method) {
+  return method == StoreMethod::MEGA_CREATE || method == StoreMethod::MEGA_FILL || method == StoreMethod::MEGA_UNSEAL ||
+         method == StoreMethod::MEGA_ABANDON || method == StoreMethod::MEGA_INSERT_SEPARATOR;
+}
+
 
 void StoreService::Handle(uint16_t method, std::string_view request, rpc::Responder responder, bool serving) {
   requests_.fetch_add(1, std::memory_order_relaxed);
@@ -546,8 +551,7 @@ void StoreService::Handle(uint16_t method, std::string_view request, rpc::Respon
     stats.set_held_writes(store_->stats().held_writes.load());
     return responder.Reply(stats.SerializeAsString());
   }
-  if (method == StoreMethod::MEGA_CREATE || method == StoreMethod::MEGA_FILL || method == StoreMethod::MEGA_UNSEAL ||
-      method == StoreMethod::MEGA_ABANDON || method == StoreMethod::MEGA_INSERT_SEPARATOR) {
+  if (IsPeerMethod(method)) {
     if (!serving) {
       return responder.Fail(Status::Unavailable(fmt::format("server {} is not serving; retry", server_id_)));
     }

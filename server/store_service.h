@@ -33,6 +33,7 @@ struct StoreConfig {
   uint64_t meganode_bytes = uint64_t{64} << 20;      // one meganode
   uint32_t meganodes = 16;                           // the node region has room for this many
   std::chrono::milliseconds peer_timeout{5000};      // requests to other servers (meganode splits, separators)
+  rpc::Key peer_key;                                 // what this server proves to other servers (empty: none)
   uint64_t extent_region_bytes = uint64_t{1} << 30;  // records (memory is committed as it is used)
   // On 2 MiB huge pages (a hugetlb memfd; the administrator must reserve them, vm.nr_hugepages): far fewer TLB
   // misses for client-side searches. Sizes must then be multiples of 2 MiB.
@@ -108,6 +109,8 @@ class StoreService {
   bool holds_root() const { return store_->IsLocal(store_->first_meganode()); }
 
   static bool IsStoreMethod(uint16_t method);
+  // The requests servers send each other (MEGA_*): only connections with the peer key may make them.
+  static bool IsPeerMethod(uint16_t method);
   // Answers a store request; `serving` is false while the server is fenced.
   void Handle(uint16_t method, std::string_view request, rpc::Responder responder, bool serving);
 

@@ -145,8 +145,10 @@ int main(int argc, char** argv) {
   app.add_option("--cluster", options.cluster,
                  "zk://host:port[,host:port...][/root/cluster] (default path /cell/default), or an embedded "
                  "server's tcp://host:port (also shm:///path, verbs://host:port)")
-      ->required()
       ->envname("CELL_CLUSTER");
+  app.add_option("--key-file", options.key_file,
+                 "file holding the cluster's client key (the servers' --client-key-file), for clusters with keys")
+      ->envname("CELL_KEY_FILE");
   int64_t timeout_ms = options.timeout.count();
   app.add_option("--timeout-ms", timeout_ms, "how long one request may take")->capture_default_str();
   app.require_subcommand(1);
@@ -170,6 +172,10 @@ int main(int argc, char** argv) {
   CLI::App* stats = app.add_subcommand("stats", "per server: meganodes in use, splits, requests, record bytes");
   std::string prefix = "user";
   size_t count = 1000, value_bytes = 0;
+  std::string key_path;
+  CLI::App* keygen = app.add_subcommand("keygen", "write a new random key to FILE (mode 0600), for the servers' "
+                                                  "--client-key-file and --peer-key-file and the clients' --key-file");
+  keygen->add_option("file", key_path)->required();
   CLI::App* load = app.add_subcommand("load", "put COUNT sample keys PREFIX000000, PREFIX000001, ...");
   load->add_option("--prefix", prefix)->capture_default_str();
   load->add_option("--count", count)->capture_default_str();
@@ -179,6 +185,12 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     const int rc = app.exit(e);
     return rc == 0 ? 0 : 2;
+  }
+  if (keygen->parsed()) {
+    cell::Status s = cell::WriteNewKeyFile(key_path);
+    if (!s.ok()) return Fail(s);
+    std::printf("wrote a new key to %s\n", key_path.c_str());
+    return 0;
   }
   options.timeout = std::chrono::milliseconds(timeout_ms);
   auto client = cell::Client::Open(options);

@@ -77,6 +77,11 @@ struct ClientOptions {
   // retry, never a wrong answer.
   size_t node_cache_bytes = size_t{128} << 20;
   int node_cache_levels = 4;
+  // The cluster's client key: a file holding the secret that servers started with --client-key-file hold (mode 0600;
+  // `cellctl keygen FILE` makes one). Every connection proves the client holds it, and each server proves it holds
+  // it too. Empty: the CELL_KEY_FILE environment variable, if set; else no key (only servers started without keys
+  // accept such a client). A missing or wrong key fails Open with PermissionDenied, saying which key is missing.
+  std::string key_file;
 };
 
 struct ServerDescription {
@@ -92,10 +97,15 @@ struct RegionDescription {
   bool root = false;   // the root region (claimed by the cluster's first server): holds the first meganode
 };
 
+// Writes a new random key to `path` (which must not exist): 64 hex digits, mode 0600. For servers'
+// --client-key-file and --peer-key-file, and clients' ClientOptions::key_file.
+Status WriteNewKeyFile(const std::string& path);
+
 class Client {
  public:
-  // Connects to the cluster and reads its live servers once: InvalidArgument for a malformed URI, Unavailable (or
-  // DeadlineExceeded) if nothing answers within the timeout, NotFound if ZooKeeper holds no such cluster.
+  // Connects to the cluster and reads its live servers once: InvalidArgument for a malformed URI or an unusable key
+  // file, Unavailable (or DeadlineExceeded) if nothing answers within the timeout, NotFound if ZooKeeper holds no
+  // such cluster, PermissionDenied if a server refuses the key (or cannot prove it holds it).
   static StatusOr<std::unique_ptr<Client>> Open(const ClientOptions& options);
   ~Client();
   Client(const Client&) = delete;

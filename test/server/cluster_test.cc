@@ -40,10 +40,13 @@ class Cluster : public ::testing::Test {
     servers_.resize(3);
     for (int i = 0; i < 3; ++i) {
       starting.emplace_back([this, i] {
-        servers_[i] = StartServer({"--listen=tcp://127.0.0.1:0",
-                                   "--listen=shm://" + ShmPath(fmt::format("{}-{}", name_, i + 1)),
-                                   "--membership=" + cluster_, fmt::format("--id={}", i + 1), "--workers=2",
-                                   "--region-size=64MiB", "--meganode-size=16KiB", "--meganodes=4096"});
+        // With the cluster's keys: the servers' splits onto each other prove the peer key.
+        std::vector<std::string> args = {"--listen=tcp://127.0.0.1:0",
+                                         "--listen=shm://" + ShmPath(fmt::format("{}-{}", name_, i + 1)),
+                                         "--membership=" + cluster_, fmt::format("--id={}", i + 1), "--workers=2",
+                                         "--region-size=64MiB", "--meganode-size=16KiB", "--meganodes=4096"};
+        for (const std::string& a : testing::ServerKeyArgs()) args.push_back(a);
+        servers_[i] = StartServer(args);
       });
     }
     for (auto& t : starting) t.join();
@@ -55,6 +58,7 @@ class Cluster : public ::testing::Test {
     options.cluster = cluster_;
     options.search = search;
     options.timeout = timeout;
+    options.key_file = testing::ClientKeyFile();
     auto client = Client::Open(options);
     EXPECT_TRUE(client.ok()) << client.status().ToString();
     return client.ok() ? std::move(*client) : nullptr;

@@ -1,6 +1,7 @@
 // Real cell-server and cellctl processes for tests (the binaries' paths come from CMake).
 #pragma once
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -12,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "cell/client.h"
 #include "test/child_process.h"
 
 namespace cell::testing {
@@ -47,6 +49,32 @@ inline std::pair<int, std::string> Cellctl(std::vector<std::string> args) {
   std::string out = p.ReadAll(60s);
   return {p.Wait(), out};
 }
+
+// The cluster keys of this test process (made once, mode 0600, in the test's temporary directory): servers started
+// with ServerKeyArgs() accept clients opened with options.key_file = ClientKeyFile() (docs/DESIGN.md, "Security").
+struct TestKeys {
+  std::string client_file, peer_file;
+  static const TestKeys& Get() {
+    static const TestKeys keys = [] {
+      TestKeys k;
+      const std::string dir = fmt::format("{}/cell-keys-{}", ::testing::TempDir(), getpid());
+      mkdir(dir.c_str(), 0700);
+      k.client_file = dir + "/client.key";
+      k.peer_file = dir + "/peer.key";
+      for (const std::string& f : {k.client_file, k.peer_file}) {
+        unlink(f.c_str());
+        const Status s = WriteNewKeyFile(f);
+        if (!s.ok()) ADD_FAILURE() << s.ToString();
+      }
+      return k;
+    }();
+    return keys;
+  }
+};
+inline std::vector<std::string> ServerKeyArgs() {
+  return {"--client-key-file=" + TestKeys::Get().client_file, "--peer-key-file=" + TestKeys::Get().peer_file};
+}
+inline const std::string& ClientKeyFile() { return TestKeys::Get().client_file; }
 
 // A Unix socket path for an shm listener, unique to this test process.
 inline std::string ShmPath(std::string_view name) {

@@ -63,15 +63,19 @@ class Takeover : public ::testing::Test {
   }
 
   testing::RunningServer Start(int id) {
-    return testing::StartServer({"--listen=tcp://127.0.0.1:0", "--membership=" + cluster_, fmt::format("--id={}", id),
-                                 "--workers=2", "--zk-session-timeout-ms=2000", "--data-dir=" + dir_,
-                                 "--meganode-size=16KiB", "--meganodes=4096", "--region-size=64MiB"});
+    std::vector<std::string> args = {"--listen=tcp://127.0.0.1:0", "--membership=" + cluster_,
+                                     fmt::format("--id={}", id), "--workers=2", "--zk-session-timeout-ms=2000",
+                                     "--data-dir=" + dir_, "--meganode-size=16KiB", "--meganodes=4096",
+                                     "--region-size=64MiB"};
+    for (const std::string& a : testing::ServerKeyArgs()) args.push_back(a);  // the cluster runs with keys
+    return testing::StartServer(args);
   }
   std::unique_ptr<Client> Open(std::chrono::milliseconds timeout = 30s) {
     ClientOptions options;
     options.cluster = cluster_;
     options.search = "server";
     options.timeout = timeout;
+    options.key_file = testing::ClientKeyFile();
     auto client = Client::Open(options);
     EXPECT_TRUE(client.ok()) << client.status().ToString();
     return client.ok() ? std::move(*client) : nullptr;
