@@ -109,6 +109,9 @@ class StoreService {
   bool holds_root() const { return store_->IsLocal(store_->first_meganode()); }
 
   static bool IsStoreMethod(uint16_t method);
+  // The tree's full consistency check (meganode/global_tree.h); only while no request is being served.
+  Status CheckInvariants() const { return store_->CheckInvariants(); }
+  size_t meganodes_in_use() const { return store_->meganodes_in_use(); }
   // The requests servers send each other (MEGA_*): only connections with the peer key may make them.
   static bool IsPeerMethod(uint16_t method);
   // Answers a store request; `serving` is false while the server is fenced.
