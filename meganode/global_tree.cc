@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <set>
 #include <map>
 #include <mutex>
 #include <shared_mutex>
@@ -558,8 +559,27 @@ Status GlobalTree::Scan(std::string_view start, std::string_view end, size_t lim
   return Status::OK();
 }
 
+namespace {
+// A pointer another server sent for a meganode: null, or in a region (GlobalPtr region 0 is null).
+bool PlausibleMeganode(GlobalPtr p) { return p.is_null() || p.region != 0; }
+}  // namespace
+
 StatusOr<RemoteMeganode> GlobalTree::CreateSealed(const btree::MeganodeInfo& info) {
   if (!info.cluster_root.is_null()) return Status::InvalidArgument("only the root server's first meganode names the root");
+  if (info.min.size() > kMaxKeySize || info.max.size() > kMaxKeySize ||
+      (!info.max.empty() && btree::CompareKeys(info.min, info.max) >= 0)) {
+    return Status::InvalidArgument(fmt::format(
+        "a new meganode's range must be [min, max) with keys of at most {} bytes and min < max (or no max)",
+        kMaxKeySize));
+  }
+  if (info.level < 0 || info.level > kMaxMeganodeLevel) {
+    return Status::InvalidArgument(
+        fmt::format("a meganode's level is 0..{}, not {}", kMaxMeganodeLevel, info.level));
+  }
+  if (!PlausibleMeganode(info.right) || (IsLocal(info.right) && !IsMeganodeAddress(info.right))) {
+    return Status::InvalidArgument(fmt::format("the right link {}:{} names no meganode", info.right.region,
+                                               info.right.offset));
+  }
   btree::MeganodeInfo sealed = info;
   sealed.state = btree::kFlagSealed;  // in its header too, so that a restart keeps it sealed
   CELL_ASSIGN_OR_RETURN(Mega * m, NewMeganode(sealed));
@@ -585,18 +605,33 @@ StatusOr<GlobalTree::Mega*> GlobalTree::LockSealed(const RemoteMeganode& r, std:
 Status GlobalTree::Fill(const RemoteMeganode& meganode, const std::vector<MovedEntry>& entries) {
   std::unique_lock<SplitLock> lock;
   CELL_ASSIGN_OR_RETURN(Mega * m, LockSealed(meganode, &lock));
-  const bool leaf = NodeView(m->store->SlotWords(0)).level() == 0;
+  NodeView header(m->store->SlotWords(0));
+  const bool leaf = header.level() == 0;
+  std::string min, max;
+  header.CopyMinKey(&min);
+  header.CopyMaxKey(&max);
+  for (const MovedEntry& e : entries) {
+    // Checked before anything is written: what the meganode will hold stays inside its range.
+    if (e.key.empty() || e.key.size() > kMaxKeySize || btree::CompareKeys(e.key, min) < 0 ||
+        (!max.empty() && btree::CompareKeys(e.key, max) >= 0)) {
+      return Status::InvalidArgument(fmt::format(
+          "an entry for meganode {}:{} has a key of {} bytes outside the meganode's range (or the key limits)",
+          meganode.ptr.region, meganode.ptr.offset, e.key.size()));
+    }
+    if (!leaf && (e.child.is_null() || !PlausibleMeganode(e.child) ||
+                  (IsLocal(e.child) && !IsMeganodeAddress(e.child)))) {
+      return Status::InvalidArgument("an internal meganode's entry needs a child meganode pointer");
+    }
+    if (leaf) CELL_RETURN_IF_ERROR(CheckKeyValue(e.key, e.value));
+  }
   for (const MovedEntry& e : entries) {
     LeafValue entry{e.child, 0, 0};
     if (leaf) {
-      CELL_RETURN_IF_ERROR(CheckKeyValue(e.key, e.value));
       thread_local std::vector<uint64_t> record;
       const uint64_t checksum = btree::EncodeRecord(e.key, e.value, &record);
       CELL_ASSIGN_OR_RETURN(GlobalPtr extent, extents_->Allocate(record.size() * 8));
       WriteRecord(extent, record);
       entry = LeafValue{extent, static_cast<uint32_t>(btree::RecordLength(e.key.size(), e.value.size())), checksum};
-    } else if (e.child.is_null()) {
-      return Status::InvalidArgument("an internal meganode's entry needs a child pointer");
     }
     std::optional<LeafValue> replaced;
     Status s = m->tree->Put(e.key, entry, &replaced);
@@ -843,6 +878,28 @@ void GlobalTree::PostRemoteInsert(GlobalPtr at, int level, const std::string& se
 }
 
 Status GlobalTree::InsertSeparator(GlobalPtr at, int level, const std::string& separator, GlobalPtr child) {
+  if (level < 1 || level > kMaxMeganodeLevel || separator.empty() || separator.size() > kMaxKeySize) {
+    return Status::InvalidArgument(fmt::format("a separator needs a level of 1..{} (not {}) and a key of 1..{} bytes",
+                                               kMaxMeganodeLevel, level, kMaxKeySize));
+  }
+  if (!(at.is_null() || at == first_ || IsMeganodeAddress(at))) {
+    return Status::InvalidArgument(fmt::format("a separator's walk cannot begin at {}:{}: no meganode's address here",
+                                               at.region, at.offset));
+  }
+  if (child.is_null() || !PlausibleMeganode(child)) return Status::InvalidArgument("a separator needs a child meganode");
+  if (IsLocal(child)) {
+    // The child is here: it must be what a split publishes, a meganode one level down whose range begins at the
+    // separator (a child elsewhere is its own server's to vouch for).
+    Mega* c = IsMeganodeAddress(child) ? At(child) : nullptr;
+    std::string min;
+    if (c != nullptr && c->tree != nullptr) NodeView(c->store->SlotWords(0)).CopyMinKey(&min);
+    if (c == nullptr || c->tree == nullptr || c->sealed.load(std::memory_order_acquire) ||
+        NodeView(c->store->SlotWords(0)).level() != level - 1 || min != separator) {
+      return Status::InvalidArgument(fmt::format(
+          "separator at level {}: {}:{} is not a published meganode of level {} whose range begins at the separator",
+          level, child.region, child.offset, level - 1));
+    }
+  }
   if (at == first_) at = GlobalPtr();
   GlobalReader reader(source_.get(), first_, node_region_->id());
   const LeafValue entry{child, 0, 0};
@@ -851,11 +908,16 @@ Status GlobalTree::InsertSeparator(GlobalPtr at, int level, const std::string& s
       CELL_ASSIGN_OR_RETURN(GlobalPtr root, reader.Root());
       TreeReader::Header root_header;
       CELL_RETURN_IF_ERROR(TreeReader(source_.get(), root).ReadHeader(nullptr, &root_header));
+      if (root_header.level < level - 1) {
+        return Status::InvalidArgument(fmt::format("a separator for level {}, but the root is at level {}", level,
+                                                   root_header.level));
+      }
       if (root_header.level < level) {
         // The root split: a new root meganode over the old root and its new right sibling.
         std::lock_guard lock(root_mu_);
         CELL_ASSIGN_OR_RETURN(GlobalPtr now, reader.Root());
         if (!(now == root)) continue;  // another thread grew it meanwhile
+        CELL_RETURN_IF_ERROR(CheckLeftOfSeparator(root, separator, child));
         btree::MeganodeInfo info;
         info.level = level;
         info.state = btree::kFlagPending;  // until the first meganode names it
@@ -869,7 +931,18 @@ Status GlobalTree::InsertSeparator(GlobalPtr at, int level, const std::string& s
         return Status::OK();
       }
     }
-    // The root reaches `level` (it only grows): the parent meganode is there to be found.
+    // The root reaches `level` (it only grows): the parent meganode is there to be found. Where it is here, the
+    // entry the separator lands beside names the meganode left of it.
+    GlobalPtr parent;
+    CELL_RETURN_IF_ERROR(reader.Locate(separator, level, &parent, nullptr, at));
+    if (!reader.exited()) {
+      std::string unused;
+      TreeReader::Step step;
+      CELL_RETURN_IF_ERROR(TreeReader(source_.get(), parent).Find(separator, &unused, &step));
+      if (step.kind == TreeReader::Step::Kind::kChild) {
+        CELL_RETURN_IF_ERROR(CheckLeftOfSeparator(step.next, separator, child));
+      }
+    }
     GlobalPtr elsewhere;
     Status s = Write(level, separator, [&](btree::BLinkTree& tree) {
       std::optional<LeafValue> replaced;
@@ -893,6 +966,23 @@ Status GlobalTree::InsertSeparator(GlobalPtr at, int level, const std::string& s
   return Status::Aborted("could not insert a separator into the parent meganode");
 }
 
+Status GlobalTree::CheckLeftOfSeparator(GlobalPtr left, const std::string& separator, GlobalPtr child) const {
+  for (int hops = 0; hops < 4096 && IsLocal(left); ++hops) {
+    if (left == child) return Status::OK();  // inserted before: a retried request
+    TreeReader::Header h;
+    CELL_RETURN_IF_ERROR(TreeReader(source_.get(), left).ReadHeader(nullptr, &h, /*with_range=*/true));
+    if (!h.max.empty() && btree::CompareKeys(h.max, separator) < 0) {
+      left = h.right;  // it split again since, at a smaller key: its right siblings lead to the separator
+      continue;
+    }
+    if (h.max == separator && h.right == child) return Status::OK();
+    return Status::InvalidArgument(fmt::format(
+        "separator -> {}:{}: the meganode left of it ({}:{}) does not end at the separator and link to that child",
+        child.region, child.offset, left.region, left.offset));
+  }
+  return Status::OK();  // the chain leads to another server, which vouches for its own meganodes
+}
+
 Status GlobalTree::CheckInvariants() const {
   struct Seen {
     GlobalPtr ptr, right;
@@ -900,6 +990,37 @@ Status GlobalTree::CheckInvariants() const {
   };
   std::map<int, std::vector<Seen>> levels;
   std::lock_guard lock(megas_mu_);
+  // At(), under the lock held here.
+  auto find = [&](GlobalPtr p) -> const Mega* {
+    if (!IsLocal(p) || p.offset % meganode_bytes_ != 0 || p.offset / meganode_bytes_ >= megas_.size()) return nullptr;
+    return megas_[p.offset / meganode_bytes_].get();
+  };
+  // The meganodes the tree reaches from its root, by child pointers and right links: only they must tile the key
+  // space. A meganode made for another server's split and not (yet) published is checked on its own. When the root is
+  // on another server, every meganode here counts.
+  std::set<const Mega*> reached;
+  const bool root_here = IsLocal(first_);
+  if (root_here) {
+    const Mega* first = find(first_);
+    if (first == nullptr) return Status::Corruption("the first meganode is missing");
+    std::vector<GlobalPtr> todo{NodeView(first->store->SlotWords(0)).cluster_root()};
+    while (!todo.empty()) {
+      const GlobalPtr p = todo.back();
+      todo.pop_back();
+      if (p.is_null() || !IsLocal(p)) continue;
+      const Mega* m = find(p);
+      if (m == nullptr || m->tree == nullptr) {
+        return Status::Corruption(fmt::format("the tree reaches {}:{}, which is no meganode of this server", p.region,
+                                              p.offset));
+      }
+      if (!reached.insert(m).second) continue;
+      NodeView hv(m->store->SlotWords(0));
+      todo.push_back(hv.right());
+      if (hv.level() > 0) {
+        for (const auto& e : LeafEntries(*m->store, hv.root_slot(), hv.root_level())) todo.push_back(e.value.ptr);
+      }
+    }
+  }
   for (const auto& m : megas_) {
     if (m == nullptr || m->tree == nullptr) continue;
     btree::BLinkTree::Shape shape;
@@ -913,7 +1034,7 @@ Status GlobalTree::CheckInvariants() const {
         return Status::Corruption("meganode at offset " + std::to_string(s.ptr.offset) + " holds a key outside its range");
       }
     }
-    levels[hv.level()].push_back(std::move(s));
+    if (!root_here || reached.contains(m.get())) levels[hv.level()].push_back(std::move(s));
   }
   for (auto& [level, row] : levels) {
     std::sort(row.begin(), row.end(), [](const Seen& a, const Seen& b) {

@@ -207,18 +207,33 @@ class GlobalTree {
   // None blocks on another server.
   // Each names the meganode by pointer and generation: a late request for an abandoned meganode fails (whatever now
   // holds its place has another generation).
+  // InvalidArgument for a range that is not one (keys over the limit, min >= max), a level outside
+  // 0..kMaxMeganodeLevel, or a right link into this region that names no meganode's address.
   StatusOr<RemoteMeganode> CreateSealed(const btree::MeganodeInfo& info);
-  // Adds entries to a sealed meganode (records are written here). On error the meganode is to be abandoned.
+  // Adds entries to a sealed meganode (records are written here). InvalidArgument for an entry outside the
+  // meganode's range or the key and value limits, or (internal meganodes) without a plausible child pointer. On
+  // error the meganode is to be abandoned.
   Status Fill(const RemoteMeganode& meganode, const std::vector<MovedEntry>& entries);
   Status Unseal(const RemoteMeganode& meganode);
   Status Abandon(const RemoteMeganode& meganode);
   // Inserts separator -> child into the meganode at `level` covering it, walking from `at` (the first meganode or
   // null: from the root). Where that meganode is elsewhere, or busy, the insert is queued and sent or retried later.
+  // InvalidArgument (nothing changed) for a level outside 1..kMaxMeganodeLevel or more than one above the root, a
+  // key outside the limits, or a child that cannot be the separator's: null, or here but not a published meganode one
+  // level down whose range begins at the separator.
   Status InsertSeparator(GlobalPtr at, int level, const std::string& separator, GlobalPtr child);
 
   // The cluster's first meganode (its header names the root).
   GlobalPtr first_meganode() const { return first_; }
   bool IsLocal(GlobalPtr meganode) const { return meganode.region == node_region_->id(); }
+  // Whether `p` can name a meganode here: in this tree's node region, on a meganode's boundary, inside the region
+  // (whether one is there now or not). Requests are checked against it before their pointers are followed.
+  bool IsMeganodeAddress(GlobalPtr p) const {
+    return IsLocal(p) && p.offset % meganode_bytes_ == 0 && p.offset / meganode_bytes_ < megas_.size();
+  }
+  // The deepest level of meganodes a request may name (far above any real tree: 16 KiB meganodes of 255-byte keys
+  // reach level 10 only past 2^64 keys).
+  static constexpr int kMaxMeganodeLevel = 32;
   const RegionSet& regions() const { return regions_; }
   const Region& node_region() const { return *node_region_; }
   const Region& extent_region() const { return *extent_region_; }
@@ -237,8 +252,9 @@ class GlobalTree {
     split_copy_observer_ = std::move(o);
   }
 
-  // Checks every meganode (its local tree's invariants) and the meganodes' chains: at each level, left to right,
-  // ranges that tile the key space and entries inside their meganode's range. Only while no writer runs.
+  // Checks every meganode (its local tree's invariants, entries inside its range) and the chains of the meganodes the
+  // tree reaches from its root (all of them when the root is elsewhere): at each level, left to right, ranges that
+  // tile the key space. Only while no writer runs.
   Status CheckInvariants() const;
 
  private:
@@ -288,6 +304,9 @@ class GlobalTree {
   bool WantsRemote();
   // Makes every write reported so far durable (WriteSink::Sync) before a peer is told of this server's state.
   Status SyncBeforePeers();
+  // What a separator -> child insert relies on, where it can be seen here: the meganode left of the separator at the
+  // child's level (`left`, or a right sibling it split into since) ends at the separator and links to the child.
+  Status CheckLeftOfSeparator(GlobalPtr left, const std::string& separator, GlobalPtr child) const;
   // Unseals a remote meganode, retrying from the background thread until it works.
   void UnsealRemote(const RemoteMeganode& meganode, int attempt);
   void SetClusterRoot(GlobalPtr root);

@@ -512,9 +512,7 @@ void StoreService::HandlePeer(uint16_t method, std::string_view request, rpc::Re
         return responder.Fail(Status::FailedPrecondition(
             fmt::format("server {} does not hold meganode {}:{}", server_id_, at.region, at.offset)));
       }
-      if (r.level() < 1 || r.separator().empty()) {
-        return responder.Fail(Status::InvalidArgument("a separator needs a level >= 1 and a key"));
-      }
+      // The level, key and child are checked by the tree, against what it holds.
       s = store_->InsertSeparator(at, r.level(), r.separator(), GlobalPtr::Unpack(r.child()));
       break;
     }
@@ -587,6 +585,17 @@ void StoreService::Handle(uint16_t method, std::string_view request, rpc::Respon
   if (!serving) {
     return responder.Fail(Status::Unavailable(fmt::format(
         "server {} is not serving: it lost touch with the membership or is registering again; retry", server_id_)));
+  }
+  if (packed_start != 0 && !store_->IsMeganodeAddress(start)) {
+    return responder.Fail(Status::InvalidArgument(fmt::format(
+        "the request begins at {}:{}, which is no meganode's address on server {}", start.region, start.offset,
+        server_id_)));
+  }
+  if (method == StoreMethod::STORE_SCAN &&
+      (scan_request.start().size() > kMaxKeySize || scan_request.end().size() > kMaxKeySize)) {
+    return responder.Fail(Status::InvalidArgument(fmt::format(
+        "a scan's start and end keys are at most {} bytes (these are {} and {})", kMaxKeySize,
+        scan_request.start().size(), scan_request.end().size())));
   }
   // The leaf meganode that answered, for the client's path cache, unless it is the one the client began at (and it
   // did not ask).
