@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs dependencies, builds Cell (Release, with tests) and runs every test (the verbs transport's included, in a
 # qemu guest with Soft-RoCE: test/rxe/); then builds the concurrency tests under ThreadSanitizer and runs them again;
-# then fuzzes the RPC frame decoder for 60 s. Exit status is non-zero if anything fails.
+# then fuzzes the RPC frame decoder and the store's request handler for 60 s each, and shows the store fuzzer finds a
+# field left unchecked on purpose. Exit status is non-zero if anything fails.
 #
 #   deploy/test.sh   (BUILD_DIR, TSAN_BUILD_DIR, FUZZ_BUILD_DIR may be set; defaults build/, build-tsan/, build-fuzz/;
 #                     CELL_FUZZ_SECONDS sets the fuzzing time)
@@ -25,9 +26,33 @@ cmake -S . -B "$tsan" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCELL_SANITIZE
 cmake --build "$tsan" -j "$jobs"
 TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" ctest --test-dir "$tsan" --output-on-failure -L concurrency
 
-echo "== libFuzzer: the RPC frame decoder for ${CELL_FUZZ_SECONDS:-60} s ($fuzz)"
+seconds=${CELL_FUZZ_SECONDS:-60}
+echo "== libFuzzer: the RPC frame decoder and the store's request handler, ${seconds} s each ($fuzz)"
 cmake -S . -B "$fuzz" -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DCELL_FUZZ=ON -DCELL_BUILD_TESTS=OFF -DCELL_BUILD_BENCH=OFF
-cmake --build "$fuzz" --target rpc_frame_fuzz
-mkdir -p "$fuzz/corpus"
-"$fuzz/bin/rpc_frame_fuzz" -max_total_time="${CELL_FUZZ_SECONDS:-60}" -print_final_stats=1 \
+cmake --build "$fuzz" -j "$jobs" --target rpc_frame_fuzz store_request_fuzz store_request_fuzz_planted
+mkdir -p "$fuzz/corpus" "$fuzz/store-corpus"
+"$fuzz/bin/rpc_frame_fuzz" -max_total_time="$seconds" -print_final_stats=1 \
   -artifact_prefix="$fuzz/" "$fuzz/corpus"
+# The store's targets log what they refuse on stderr: -close_fd_mask=2 keeps libFuzzer's own report only.
+store_flags=(-max_len=4096 -len_control=0 -close_fd_mask=2)
+"$fuzz/bin/store_request_fuzz" -max_total_time="$seconds" -print_final_stats=1 "${store_flags[@]}" \
+  -artifact_prefix="$fuzz/store-" "$fuzz/store-corpus"
+
+# The checker must be able to fail: over a tree built with one field left unchecked (CELL_FUZZ_PLANTED_BUG: the
+# range of MEGA_FILL's entries), starting from the corpus above, the fuzzer must report an inconsistent tree.
+echo "== libFuzzer: the store fuzzer finds a field left unchecked (within 300 s)"
+planted=$(mktemp -d)
+cp -r "$fuzz/store-corpus/." "$planted/"
+if "$fuzz/bin/store_request_fuzz_planted" -max_total_time=300 "${store_flags[@]}" -artifact_prefix="$planted/" \
+     "$planted" > "$planted/log" 2>&1; then
+  echo "the store fuzzer did not find the planted unchecked field in 300 s" >&2
+  exit 1
+fi
+found=$(ls "$planted"/crash-* 2>/dev/null | head -n 1)
+if [ -z "$found" ] || ! "$fuzz/bin/store_request_fuzz_planted" "$found" 2>&1 | grep -q "fails its consistency check"; then
+  echo "the planted store fuzzer stopped, but not on an inconsistent tree:" >&2
+  tail -n 20 "$planted/log" >&2
+  exit 1
+fi
+echo "found it: $("$fuzz/bin/store_request_fuzz_planted" "$found" 2>&1 | grep -m1 "fails its consistency check")"
+rm -rf "$planted"
