@@ -14,10 +14,12 @@
 #   --dir=DIR       where pids, logs, the servers' write-ahead logs (DIR/data) and the ZooKeeper data go (default ${TMPDIR:-/tmp}/cell-local-cluster).
 #   --server-flag=F passed to every cell-server (repeatable), e.g. --server-flag=--meganode-size=1MiB to see the
 #                   tree spread over the servers after a few thousand keys.
+#   --insecure      no keys: the servers accept anyone (on loopback only). By default the cluster has keys, made
+#                   with `cellctl keygen` into DIR/keys: client.key (for clients) and peer.key (for the servers).
 #   BUILD_DIR       the build to run (default build/).
 #
-# start prints CELL_CLUSTER=<cluster URI> (for cellctl --cluster, or the CELL_CLUSTER variable cellctl reads), and
-# writes it to DIR/env. Each server's log is DIR/server<i>.log.
+# start prints CELL_CLUSTER=<cluster URI> and CELL_KEY_FILE=<client key> (the variables cellctl reads; or pass
+# --cluster and --key-file), and writes them to DIR/env. Each server's log is DIR/server<i>.log.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 bin=${BUILD_DIR:-$root/build}/bin
@@ -27,7 +29,7 @@ die() { echo "local-cluster.sh: $*" >&2; exit 1; }
 [ $# -ge 1 ] || die "usage: local-cluster.sh start|status|stop [options] (see --help)"
 command=$1
 shift
-membership=embedded servers=1 base_port=7000 dir=${TMPDIR:-/tmp}/cell-local-cluster
+membership=embedded servers=1 base_port=7000 dir=${TMPDIR:-/tmp}/cell-local-cluster insecure=0
 server_flags=()
 for arg in "$@"; do
   case "$arg" in
@@ -36,6 +38,7 @@ for arg in "$@"; do
     --servers=*) servers=${arg#*=} ;;
     --base-port=*) base_port=${arg#*=} ;;
     --dir=*) dir=${arg#*=} ;;
+    --insecure) insecure=1 ;;
     *) die "unknown argument '$arg' (see --help)" ;;
   esac
 done
@@ -80,12 +83,14 @@ status_cluster() {
   local f i
   { [ -r "$dir/env" ] && [ -e "$dir/$marker" ]; } || { echo "no local cluster in $dir"; return 1; }
   cat "$dir/env"
+  local key_file
+  key_file=$(sed -n 's/^CELL_KEY_FILE=//p' "$dir/env")
   for f in "$dir"/server*.pid; do
     [ -e "$f" ] || continue
     i=${f##*/server}; i=${i%.pid}
     if server_alive "$i"; then echo "server $i: running (pid $(<"$f"))"; else echo "server $i: NOT running (see $dir/server$i.log)"; fi
   done
-  "$bin/cellctl" --cluster="$(sed -n 's/^CELL_CLUSTER=//p' "$dir/env")" servers
+  CELL_KEY_FILE=$key_file "$bin/cellctl" --cluster="$(sed -n 's/^CELL_CLUSTER=//p' "$dir/env")" servers
 }
 
 start_cluster() {
@@ -116,6 +121,16 @@ start_cluster() {
   trap '[ "$started" = 1 ] || { echo "local-cluster.sh: start failed; stopping what was started" >&2; stop_cluster >&2; }' EXIT
   trap 'exit 130' INT TERM
 
+  # The cluster's keys: the client key for clients, the peer key for the servers among themselves.
+  local key_args=() client_key=""
+  if [ "$insecure" = 0 ]; then
+    mkdir -m 700 "$dir/keys"
+    "$bin/cellctl" keygen "$dir/keys/client.key" >/dev/null
+    "$bin/cellctl" keygen "$dir/keys/peer.key" >/dev/null
+    client_key="$dir/keys/client.key"
+    key_args=(--client-key-file="$client_key" --peer-key-file="$dir/keys/peer.key")
+  fi
+
   cluster=""
   if [ "$membership" = zookeeper ]; then
     local zk_env
@@ -129,7 +144,7 @@ start_cluster() {
     mkdir -p "$dir/data"
     local args=(--listen="tcp://127.0.0.1:$port" --listen="shm://$dir/server$i.sock" --id="$i" --data-dir="$dir/data")
     if [ "$membership" = zookeeper ]; then args+=(--membership="$cluster"); fi
-    args+=(${server_flags[@]+"${server_flags[@]}"})
+    args+=(${key_args[@]+"${key_args[@]}"} ${server_flags[@]+"${server_flags[@]}"})
     "$bin/cell-server" "${args[@]}" >"$dir/server$i.out" 2>"$dir/server$i.log" </dev/null &
     pid=$!
     disown
@@ -148,10 +163,11 @@ start_cluster() {
     if [ -z "$cluster" ]; then cluster="tcp://127.0.0.1:$port"; fi
     echo "server $i: pid $pid, $(grep '^listening ' "$dir/server$i.out" | sed 's/^listening //' | tr '\n' ' ')"
   done
-  echo "CELL_CLUSTER=$cluster" >"$dir/env"
+  { echo "CELL_CLUSTER=$cluster"; echo "CELL_KEY_FILE=$client_key"; } >"$dir/env"
   started=1
   trap - INT TERM
   echo "CELL_CLUSTER=$cluster"
+  echo "CELL_KEY_FILE=$client_key"
 }
 
 case "$command" in
