@@ -184,6 +184,8 @@ int main(int argc, char** argv) {
       ->capture_default_str()->check(CLI::IsMember({"cell", "redis"}));
   app.add_option("--cluster", options.cluster,
                  "cell: the cluster URI (zk://... or an embedded server's tcp://...); required");
+  app.add_option("--key-file", options.key_file, "cell: the cluster's client key, for servers with keys")
+      ->envname("CELL_KEY_FILE");
   auto* redis_option = app.add_option("--redis", redis_address, "redis: HOST:PORT, [IPV6]:PORT or unix:/path/to/socket")
                            ->capture_default_str();
   app.add_option("--search", options.search, "cell: adaptive, server, client, dex or fixed:<fraction server-side>")
