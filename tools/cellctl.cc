@@ -192,6 +192,10 @@ int main(int argc, char** argv) {
     std::printf("wrote a new key to %s\n", key_path.c_str());
     return 0;
   }
+  if (options.cluster.empty()) {  // every command but keygen talks to a cluster
+    std::fprintf(stderr, "cellctl: --cluster is required (or the CELL_CLUSTER environment variable); see --help\n");
+    return 2;
+  }
   options.timeout = std::chrono::milliseconds(timeout_ms);
   auto client = cell::Client::Open(options);
   if (!client.ok()) return Fail(client.status());
