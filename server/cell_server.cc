@@ -329,6 +329,7 @@ Status CellServer::TakeOver() {
     const auto start = std::chrono::steady_clock::now();
     StoreConfig store = config_.store;
     store.data_dir = config_.data_dir;
+    store.peer_key = peer_key_;  // its splits and separators go to other servers too
     auto adopted = StoreService::Adopt(store, membership_.get(), config_.id, r.region, *lock);
     if (!adopted.ok()) {
       // Backing off (1 s, 2 s, ... 1 min): each attempt replays the whole log.
