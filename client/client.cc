@@ -135,7 +135,9 @@ StatusOr<std::vector<Client::ServerStats>> Client::StoreStats() {
     out.push_back({.server = s.server(), .meganodes = s.meganodes(), .meganode_splits = s.meganode_splits(),
                    .remote_splits = s.remote_splits(), .root_splits = s.root_splits(), .requests = s.requests(),
                    .redirects = s.redirects(), .extent_bytes_used = s.extent_bytes_used(),
-                   .held_writes = s.held_writes()});
+                   .extent_bytes_free = s.extent_bytes_free(), .node_bytes_used = s.node_bytes_used(),
+                   .node_bytes_free = s.node_bytes_free(), .held_writes = s.held_writes(),
+                   .room_splits = s.room_splits()});
   }
   std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.server < b.server; });
   return out;

@@ -352,6 +352,16 @@ class StoreClient::ReadRouter {
       }
       return Status::Unavailable(fmt::format("reading from server {}: {}", server, s.message()));
     }
+    if (s.IsUnavailable()) {
+      // The server does not serve the region (yet: a takeover is registering it; or any more): the route is re-read
+      // from the table before the operation retries.
+      client_->cache_.OnWrongOwner(p.region, link->server, 0);
+      const uint64_t server = link->server;
+      for (Link& l : links_) {
+        if (l.region == p.region) l = Link{};
+      }
+      return Status::Unavailable(fmt::format("reading region {} from server {}: {}", p.region, server, s.message()));
+    }
     return s;
   }
 

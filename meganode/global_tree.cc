@@ -142,6 +142,10 @@ size_t GlobalTree::meganodes_in_use() const {
   return std::count_if(megas_.begin(), megas_.end(), [](const auto& m) { return m != nullptr; });
 }
 
+namespace {
+void FreeMeganodeHeader(Meganode& store);
+}  // namespace
+
 StatusOr<GlobalTree::Mega*> GlobalTree::NewMeganode(const btree::MeganodeInfo& info) {
   size_t index = 0;
   {
@@ -154,11 +158,27 @@ StatusOr<GlobalTree::Mega*> GlobalTree::NewMeganode(const btree::MeganodeInfo& i
     megas_[index]->generation = next_generation_++;
   }
   Mega* m = megas_[index].get();
-  CELL_ASSIGN_OR_RETURN(m->store, Meganode::Create(node_region_.get(), index * meganode_bytes_, meganode_bytes_));
-  m->store->set_write_sink(write_sink_);
-  CELL_RETURN_IF_ERROR(btree::BLinkTree::Format(m->store.get(), info));
-  m->tree = std::make_unique<btree::BLinkTree>(m->store.get(), source_.get());
+  Status made = [&]() -> Status {
+    if (fault_) CELL_RETURN_IF_ERROR(fault_("new meganode"));
+    CELL_ASSIGN_OR_RETURN(m->store, Meganode::Create(node_region_.get(), index * meganode_bytes_, meganode_bytes_));
+    m->store->set_write_sink(write_sink_);
+    CELL_RETURN_IF_ERROR(btree::BLinkTree::Format(m->store.get(), info));
+    m->tree = std::make_unique<btree::BLinkTree>(m->store.get(), source_.get());
+    return Status::OK();
+  }();
+  if (!made.ok()) {
+    ReleaseMeganode(m);  // nothing can point to it yet
+    return made;
+  }
   return m;
+}
+
+void GlobalTree::ReleaseMeganode(Mega* m) {
+  if (m->store != nullptr && NodeView(m->store->SlotWords(0)).version() != 0) FreeMeganodeHeader(*m->store);
+  std::lock_guard lock(megas_mu_);
+  for (auto& slot : megas_) {
+    if (slot.get() == m) graveyard_.push_back(std::move(slot));  // the object stays, as Abandon's do
+  }
 }
 
 namespace {
@@ -299,7 +319,8 @@ Status GlobalTree::AwaitSplit(Mega* m, Lock& lock) {
 }
 
 Status GlobalTree::Write(int level, std::string_view key, const std::function<Status(btree::BLinkTree&)>& write,
-                         GlobalPtr start, GlobalPtr* elsewhere, btree::MeganodeRange* range) {
+                         GlobalPtr start, GlobalPtr* elsewhere, btree::MeganodeRange* range,
+                         const std::vector<uint64_t>* record, GlobalPtr* extent) {
   btree::SearchKey k(key);
   GlobalReader reader(source_.get(), first_, node_region_->id());
   for (int attempt = 0; attempt < 10000; ++attempt) {
@@ -331,10 +352,29 @@ Status GlobalTree::Write(int level, std::string_view key, const std::function<St
         continue;
       }
       seen_splits = mega->splits;
+      if (record != nullptr && extent->is_null()) {
+        // The key's leaf meganode is here: its record goes into this server's extents (kept across attempts).
+        auto allocated = extents_->Allocate(record->size() * 8);
+        if (!allocated.ok()) {
+          lock.unlock();
+          return NoRoom(mega, level, fmt::format("extent region {} is full: a record of {} bytes does not fit "
+                                                 "({} of {} bytes free)",
+                                                 extent_region_->id(), extents_->BlockSizeFor(record->size() * 8),
+                                                 extents_->capacity() - extents_->bytes_in_use(),
+                                                 extents_->capacity()));
+        }
+        *extent = *allocated;
+        WriteRecord(*extent, *record);
+      }
       s = write(*mega->tree);
     }
-    if (s.IsResourceExhausted()) {  // the meganode is full (records were allocated before): split it, try again
-      CELL_RETURN_IF_ERROR(Split(mega, level, seen_splits, /*may_go_remote=*/false));
+    if (s.IsResourceExhausted()) {  // the meganode is full: split it, try again
+      Status split = Split(mega, level, seen_splits, Placement::kLocal);
+      if (split.IsResourceExhausted() && meganodes_in_use() == megas_.size()) {
+        return NoRoom(mega, level, fmt::format("all {} meganodes of node region {} are in use", megas_.size(),
+                                               node_region_->id()));
+      }
+      CELL_RETURN_IF_ERROR(split);
       continue;
     }
     if (s.ok()) MaybeQueueSplit(mega, level);
@@ -345,6 +385,35 @@ Status GlobalTree::Write(int level, std::string_view key, const std::function<St
     return s;
   }
   return Status::Aborted("the meganode for a key kept changing");
+}
+
+Status GlobalTree::NoRoom(Mega* m, int level, const std::string& what) {
+  const int64_t now = std::chrono::steady_clock::now().time_since_epoch().count();
+  if (peers_ != nullptr && now >= relief_failed_until_.load(std::memory_order_relaxed)) {
+    // Half of the meganode (entries and records) moves to a server with room, from the background thread; the
+    // writer retries meanwhile, and finds room here or the key there (or, if no server took it, is told so).
+    if (!m->split_queued.exchange(true)) {
+      Post([this, m, level] {
+        uint64_t seen = 0;
+        {
+          std::shared_lock lock(m->split_mu);
+          seen = m->splits;
+        }
+        m->split_queued.store(false);
+        Status s = Split(m, level, seen, Placement::kRemoteOnly);
+        if (s.ok()) stats_.room_splits.fetch_add(1, std::memory_order_relaxed);
+        if (!s.ok() && !s.IsUnavailable()) {
+          // No server took it: for a while, writers that find no room here are told so at once.
+          relief_failed_until_.store(
+              (std::chrono::steady_clock::now() + std::chrono::milliseconds(100)).time_since_epoch().count(),
+              std::memory_order_relaxed);
+          LogWarning("could not move part of a full meganode to another server: {}", s.ToString());
+        }
+      });
+    }
+    return Status::Unavailable(what + "; moving part of the meganode to a server with room: retry");
+  }
+  return Status::ResourceExhausted(what + (peers_ == nullptr ? "" : "; no other server has room for it either"));
 }
 
 bool GlobalTree::WantsRemote() {
@@ -372,7 +441,7 @@ void GlobalTree::MaybeQueueSplit(Mega* m, int level) {
     }
     m->split_queued.store(false);
     if (!full_enough) return;
-    Status s = Split(m, level, seen, /*may_go_remote=*/true);
+    Status s = Split(m, level, seen, Placement::kRemoteIfWanted);
     // ResourceExhausted: mostly empty nodes (deleted entries), nothing to split; Unavailable: try again later.
     if (!s.ok() && !s.IsResourceExhausted() && !s.IsUnavailable()) {
       LogWarning("a background meganode split failed: {}", s.ToString());
@@ -501,19 +570,20 @@ Status GlobalTree::Scan(std::string_view start, std::string_view end, size_t lim
 
 Status GlobalTree::Put(std::string_view key, std::string_view value, GlobalPtr start, GlobalPtr* elsewhere,
                        btree::MeganodeRange* range) {
+  *elsewhere = GlobalPtr();  // (a caller may pass the start's own variable)
   CELL_RETURN_IF_ERROR(CheckKeyValue(key, value));
   if (start == first_) start = GlobalPtr();  // the first meganode stands for the root (where a walk starts over)
   thread_local std::vector<uint64_t> record;
   const uint64_t checksum = btree::EncodeRecord(key, value, &record);
-  auto extent = extents_->Allocate(record.size() * 8);
-  if (!extent.ok()) return extent.status();
-  WriteRecord(*extent, record);
-  const LeafValue entry{*extent, static_cast<uint32_t>(btree::RecordLength(key.size(), value.size())), checksum};
+  const auto length = static_cast<uint32_t>(btree::RecordLength(key.size(), value.size()));
+  // The record is allocated and written by Write once it has found the key's leaf meganode here (into `extent`):
+  // where the key's meganode is on another server, it is that server's extents that hold it.
+  GlobalPtr extent;
   std::optional<LeafValue> replaced;
-  Status s = Write(0, key, [&](btree::BLinkTree& tree) { return tree.Put(key, entry, &replaced); }, start, elsewhere,
-                   range);
+  Status s = Write(0, key, [&](btree::BLinkTree& tree) { return tree.Put(key, LeafValue{extent, length, checksum}, &replaced); },
+                   start, elsewhere, range, &record, &extent);
   if (!s.ok() || !elsewhere->is_null()) {
-    extents_->Free(*extent);
+    if (!extent.is_null()) extents_->Free(extent);
     return s;
   }
   if (replaced) return extents_->Free(replaced->ptr);
@@ -522,6 +592,7 @@ Status GlobalTree::Put(std::string_view key, std::string_view value, GlobalPtr s
 
 Status GlobalTree::Get(std::string_view key, std::string* value, GlobalPtr start, GlobalPtr* elsewhere,
                        btree::MeganodeRange* range) {
+  *elsewhere = GlobalPtr();
   CELL_RETURN_IF_ERROR(CheckKeyValue(key, {}));
   if (start == first_) start = GlobalPtr();  // the first meganode stands for the root
   GlobalReader reader(source_.get(), first_, node_region_->id());
@@ -538,6 +609,7 @@ Status GlobalTree::Get(std::string_view key, std::string* value, GlobalPtr start
 }
 
 Status GlobalTree::Delete(std::string_view key, GlobalPtr start, GlobalPtr* elsewhere, btree::MeganodeRange* range) {
+  *elsewhere = GlobalPtr();
   CELL_RETURN_IF_ERROR(CheckKeyValue(key, {}));
   if (start == first_) start = GlobalPtr();  // the first meganode stands for the root
   LeafValue removed;
@@ -549,6 +621,7 @@ Status GlobalTree::Delete(std::string_view key, GlobalPtr start, GlobalPtr* else
 
 Status GlobalTree::Scan(std::string_view start, std::string_view end, size_t limit, std::vector<btree::KeyValue>* out,
                         GlobalPtr from_meganode, GlobalPtr* elsewhere, std::string* resume) {
+  *elsewhere = GlobalPtr();
   if (from_meganode == first_) from_meganode = GlobalPtr();  // the first meganode stands for the root
   GlobalReader reader(source_.get(), first_, node_region_->id());
   CELL_RETURN_IF_ERROR(reader.Scan(start, end, limit, out, from_meganode));
@@ -684,9 +757,12 @@ Status GlobalTree::Abandon(const RemoteMeganode& meganode) {
   return Status::OK();
 }
 
-Status GlobalTree::Split(Mega* m, int level, uint64_t seen_splits, bool may_go_remote) {
+Status GlobalTree::Split(Mega* m, int level, uint64_t seen_splits, Placement placement) {
   // Asked before any lock is taken: it may ask the membership.
-  const bool try_remote = may_go_remote && WantsRemote();
+  const bool try_remote = placement == Placement::kRemoteOnly     ? peers_ != nullptr && peers_->HavePeers()
+                          : placement == Placement::kRemoteIfWanted ? WantsRemote()
+                                                                    : false;
+  if (placement == Placement::kRemoteOnly && !try_remote) return Status::ResourceExhausted("no other live server");
   Meganode& store = *m->store;
   std::string sep;
   std::vector<btree::NodeEntry> right;  // the right half's entries: unchanged until the split ends (its writers wait)
@@ -779,6 +855,9 @@ Status GlobalTree::Split(Mega* m, int level, uint64_t seen_splits, bool may_go_r
       right_half = n->ptr;
       remote_half = *n;
       remote = true;
+    } else if (placement == Placement::kRemoteOnly) {
+      end_split();  // a local split would not make room here
+      return n.status();
     } else {
       LogWarning("placing a meganode's right half on another server failed ({}); splitting locally",
                  n.status().ToString());
@@ -793,13 +872,15 @@ Status GlobalTree::Split(Mega* m, int level, uint64_t seen_splits, bool may_go_r
       end_split();
       return n.status();
     }
-    for (const btree::NodeEntry& e : right) {
+    Status filled = fault_ ? fault_("right half") : Status::OK();
+    for (size_t i = 0; i < right.size() && filled.ok(); ++i) {
       std::optional<LeafValue> replaced;
-      Status s = (*n)->tree->Put(e.key, e.value, &replaced);
-      if (!s.ok()) {
-        end_split();
-        return Status::Internal("the right half of a meganode does not fit a new one: " + s.ToString());
-      }
+      filled = (*n)->tree->Put(right[i].key, right[i].value, &replaced);
+    }
+    if (!filled.ok()) {
+      ReleaseMeganode(*n);  // pending, named by no header: its place goes back
+      end_split();
+      return Status::Internal("the right half of a meganode does not fit a new one: " + filled.ToString());
     }
     right_half = (*n)->store->meganode();
     // No writer may change N before M is cut (step 4 in global_tree.h).

@@ -175,6 +175,7 @@ class GlobalTree {
     std::atomic<uint64_t> root_splits{0};    // new root meganodes
     std::atomic<uint64_t> remote_separators{0};  // attempts to send a separator to a parent meganode elsewhere
     std::atomic<uint64_t> held_writes{0};        // writes that met a split of their meganode's right half (waited or retried)
+    std::atomic<uint64_t> room_splits{0};        // remote splits made because this server had no room (NoRoom)
   };
 
   static StatusOr<std::unique_ptr<GlobalTree>> Open(const GlobalTreeOptions& options);
@@ -188,9 +189,11 @@ class GlobalTree {
   Status Scan(std::string_view start, std::string_view end, size_t limit, std::vector<btree::KeyValue>* out);
 
   // The same, for a server: the walk begins at meganode `start` (null: the root) and covers this tree's meganodes.
-  // When the key's meganode is on another server, nothing is done here: OK, with *elsewhere naming the meganode to
+  // When the key's meganode is on another server, nothing is done here: OK, with *elsewhere (always set) naming the meganode to
   // go on from (the first meganode: start again at the root server). Writes give Unavailable (retry) while their
-  // meganode is sealed or being split to another server. `range`, if not null, is for the client's path cache: on
+  // meganode is sealed or being split to another server, or while part of a full meganode moves to a server with
+  // room (NoRoom); a put's record is allocated here only once its leaf meganode is found here, so a full server
+  // stops only the writes to its own meganodes. `range`, if not null, is for the client's path cache: on
   // the way in, range->meganode is the meganode the caller already knows (null: none); if the leaf meganode that
   // answered is another, range->meganode is set to it and its range is read.
   Status Get(std::string_view key, std::string* value, GlobalPtr start, GlobalPtr* elsewhere,
@@ -238,7 +241,10 @@ class GlobalTree {
   const Region& node_region() const { return *node_region_; }
   const Region& extent_region() const { return *extent_region_; }
   size_t meganodes_in_use() const;
+  uint64_t node_bytes_used() const { return meganodes_in_use() * meganode_bytes_; }
+  uint64_t node_bytes_capacity() const { return megas_.size() * meganode_bytes_; }
   uint64_t extent_bytes_used() const { return extents_->bytes_in_use(); }
+  uint64_t extent_bytes_capacity() const { return extents_->capacity(); }
   const Stats& stats() const { return stats_; }
   // What recovery did (all zeros for a tree that was formatted).
   const TreeRecovery& recovery() const { return recovery_; }
@@ -246,6 +252,10 @@ class GlobalTree {
   // Test seam: called by a split after it has published the left half's header and before it cuts the nodes (the
   // window in step 4), with the split key. It runs on the splitting thread, with the split locks held.
   void set_split_observer(std::function<void(const std::string& separator)> o) { split_observer_ = std::move(o); }
+  // Test seam: called at the points where a failure must leave nothing behind, by name: "new meganode" (a
+  // NewMeganode that has taken its place in the node region), "right half" (a local split that has made its new
+  // meganode and is filling it). An error it returns is taken as that step's failure. Set it before writers run.
+  void set_fault_injector(std::function<Status(std::string_view point)> f) { fault_ = std::move(f); }
   // Test seam: called by a split in phase 2 (the right half marked, M's split lock not held), with the split key and
   // whether the right half goes to another server. It runs on the splitting thread.
   void set_split_copy_observer(std::function<void(const std::string& separator, bool remote)> o) {
@@ -291,13 +301,23 @@ class GlobalTree {
   template <typename Lock>
   Status AwaitSplit(Mega* m, Lock& lock);
   // Runs `write` on the meganode at `level` (0: leaf meganodes) covering `key`, under its split lock, splitting
-  // meganodes that are full. *elsewhere: as for Put.
+  // meganodes that are full. *elsewhere: as for Put. With `record`, a leaf write's record: before `write` runs it
+  // is allocated and written into this server's extents, its block in *extent (null on the way in; the caller frees
+  // it unless the write used it).
   Status Write(int level, std::string_view key, const std::function<Status(btree::BLinkTree&)>& write,
-               GlobalPtr start, GlobalPtr* elsewhere, btree::MeganodeRange* range = nullptr);
+               GlobalPtr start, GlobalPtr* elsewhere, btree::MeganodeRange* range = nullptr,
+               const std::vector<uint64_t>* record = nullptr, GlobalPtr* extent = nullptr);
+  // Where a split may put its right half: here (a writer's split), on another server if the balance of meganodes
+  // asks for it (the background thread's proactive splits), or on another server only (making room here).
+  enum class Placement { kLocal, kRemoteIfWanted, kRemoteOnly };
   // Splits `m` (at `level` among meganodes) unless it has split since the caller saw `seen_splits`; then inserts the
-  // separator above. `may_go_remote`: the background thread's splits may put the right half on another server. If
-  // another split of `m` is under way, waits for it (OK) or, if that one is remote, gives Unavailable.
-  Status Split(Mega* m, int level, uint64_t seen_splits, bool may_go_remote);
+  // separator above. Remote placements run on the background thread only. If another split of `m` is under way,
+  // waits for it (OK) or, if that one is remote, gives Unavailable.
+  Status Split(Mega* m, int level, uint64_t seen_splits, Placement placement);
+  // A write into `m` found no room on this server (`what`: which region, and how full). With other live servers,
+  // half of `m` is moved to one with room (a background kRemoteOnly split) and the writer is told to retry
+  // (Unavailable); ResourceExhausted when there is no other server, or none took the last such move (for 100 ms).
+  Status NoRoom(Mega* m, int level, const std::string& what);
   // Queues a background split of `m` if it is 3/4 full and a remote split is wanted.
   void MaybeQueueSplit(Mega* m, int level);
   // Whether a split should place its right half on another server (asks the membership: background thread only).
@@ -307,6 +327,8 @@ class GlobalTree {
   // What a separator -> child insert relies on, where it can be seen here: the meganode left of the separator at the
   // child's level (`left`, or a right sibling it split into since) ends at the separator and links to the child.
   Status CheckLeftOfSeparator(GlobalPtr left, const std::string& separator, GlobalPtr child) const;
+  // Gives back the place of a meganode nothing points to (one made for a split that failed): its header freed.
+  void ReleaseMeganode(Mega* m);
   // Unseals a remote meganode, retrying from the background thread until it works.
   void UnsealRemote(const RemoteMeganode& meganode, int attempt);
   void SetClusterRoot(GlobalPtr root);
@@ -321,6 +343,7 @@ class GlobalTree {
   btree::WriteSink* write_sink_ = nullptr;
   std::atomic<uint64_t> placed_remotely_{0};  // meganodes this tree's splits put on other servers
   std::atomic<bool> peers_hint_{true};        // HavePeers, as the background thread last saw it
+  std::atomic<int64_t> relief_failed_until_{0};  // steady_clock ticks: NoRoom's move found no server until then
   RegionSet regions_;
   std::unique_ptr<ExtentAllocator> extents_;
   std::unique_ptr<btree::LocalNodeSource> source_;
@@ -335,6 +358,7 @@ class GlobalTree {
   std::atomic<uint64_t> next_split_id_{0};  // marks splits in the log (seeded from the clock: unique across restarts)
   std::function<void(const std::string&)> split_observer_;
   std::function<void(const std::string&, bool)> split_copy_observer_;
+  std::function<Status(std::string_view)> fault_;
 
   std::mutex bg_mu_;  // guards what follows
   std::condition_variable bg_cv_;

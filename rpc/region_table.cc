@@ -11,6 +11,13 @@ Status ReadOutsideRegion(uint32_t id, uint64_t offset, uint64_t length, uint64_t
       "one-sided read of [{}, {}) refused: it is not inside region {} ({} bytes)", offset, offset + length, id, size));
 }
 
+Status NotRegistered(uint32_t id) {
+  return Status::Unavailable(fmt::format(
+      "one-sided read refused: region {} is not registered on this server (not yet, or no longer); retry with the "
+      "region table's owner",
+      id));
+}
+
 Status RegionTable::Add(const RegionRegistration& region) {
   if (region.id == 0) return Status::InvalidArgument("region id 0 is reserved for the null pointer");
   if (region.base == nullptr || reinterpret_cast<uintptr_t>(region.base) % 8 != 0 || region.size % 8 != 0 ||
@@ -33,8 +40,7 @@ StatusOr<const char*> RegionTable::Resolve(uint32_t id, uint64_t offset, uint64_
     if (offset > r.size || length > r.size - offset) return ReadOutsideRegion(id, offset, length, r.size);
     return static_cast<const char*>(r.base) + offset;
   }
-  return Status::InvalidArgument(
-      fmt::format("one-sided read refused: region {} is not registered on this server", id));
+  return NotRegistered(id);
 }
 
 std::optional<RegionRegistration> RegionTable::Find(uint32_t id) const {

@@ -28,5 +28,8 @@ class RegionTable {
 
 // The message for a read of [offset, offset + length) that falls outside a region of `size` bytes.
 Status ReadOutsideRegion(uint32_t id, uint64_t offset, uint64_t length, uint64_t size);
+// The refusal of a read of a region this server does not serve (not yet: its takeover is under way; or no longer):
+// Unavailable, since the region table will name the server that does, and a retry there can succeed.
+Status NotRegistered(uint32_t id);
 
 }  // namespace cell::rpc

@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
+#include "btree/record_format.h"
 #include "server/proto/store.pb.h"
 
 namespace cell::server {
@@ -15,7 +18,10 @@ constexpr size_t kFillBytes = size_t{4} << 20;  // one MEGA_FILL request carries
 StatusOr<std::vector<membership::ServerInfo>> ServerPeers::Others(bool fresh) {
   {
     std::lock_guard lock(mu_);
-    if (!fresh && std::chrono::steady_clock::now() - others_read_ < std::chrono::seconds(1)) return others_;
+    // (None known is asked again at once: a server that just joined may be what a full server waits for.)
+    if (!fresh && !others_.empty() && std::chrono::steady_clock::now() - others_read_ < std::chrono::seconds(1)) {
+      return others_;
+    }
   }
   CELL_ASSIGN_OR_RETURN(auto servers, membership_->ListServers());
   std::vector<membership::ServerInfo> others;
@@ -76,15 +82,14 @@ StatusOr<meganode::RemoteMeganode> ServerPeers::CreateMeganode(const btree::Mega
                                                 const std::vector<meganode::MovedEntry>& entries) {
   CELL_ASSIGN_OR_RETURN(auto others, Others(false));
   if (others.empty()) return Status::Unavailable("no other live server to place a meganode on");
-  Status last;
-  // Round robin over the other servers; a full or unreachable one is skipped.
-  for (size_t tried = 0; tried < others.size(); ++tried) {
-    size_t pick;
-    {
-      std::lock_guard lock(mu_);
-      pick = next_++ % others.size();
-    }
-    auto connection = ConnectionTo(others[pick]);
+  uint64_t record_bytes = 0;  // what the entries' records will take there (a leaf meganode's)
+  for (const auto& e : entries) record_bytes += btree::RecordLength(e.key.size(), e.value.size());
+  Status last = Status::ResourceExhausted(fmt::format(
+      "none of the {} other live servers has a free meganode and {} bytes of record memory", others.size(),
+      record_bytes));
+  // The servers with the most free capacity first; a full or unreachable one is skipped.
+  for (const membership::ServerInfo* server : ByFreeCapacity(others, info.level == 0 ? record_bytes : 0)) {
+    auto connection = ConnectionTo(*server);
     if (!connection.ok()) {
       last = connection.status();
       continue;
@@ -119,6 +124,31 @@ StatusOr<meganode::RemoteMeganode> ServerPeers::CreateMeganode(const btree::Mega
     Abandon(*meganode);
   }
   return Status::FromCode(last.code(), "no other server could take a meganode: " + last.message());
+}
+
+std::vector<const membership::ServerInfo*> ServerPeers::ByFreeCapacity(
+    const std::vector<membership::ServerInfo>& servers, uint64_t record_bytes) {
+  std::vector<std::pair<double, const membership::ServerInfo*>> ranked;
+  for (const auto& server : servers) {
+    auto connection = ConnectionTo(server);
+    if (!connection.ok()) continue;
+    auto bytes = rpc::CallSync(**connection, StoreMethod::STORE_STATS, "",
+                               std::chrono::duration_cast<std::chrono::microseconds>(timeout_));
+    proto::StoreStats stats;
+    if (!bytes.ok() || !stats.ParseFromString(*bytes)) continue;
+    // Whole meganodes free, and room for the records (with the buddy allocator's rounding, up to twice the bytes).
+    if (stats.node_bytes_free() == 0 || stats.extent_bytes_free() < 2 * record_bytes) continue;
+    const auto fraction = [](uint64_t free, uint64_t used) {
+      return free + used == 0 ? 0.0 : static_cast<double>(free) / static_cast<double>(free + used);
+    };
+    ranked.emplace_back(std::min(fraction(stats.node_bytes_free(), stats.node_bytes_used()),
+                                 fraction(stats.extent_bytes_free(), stats.extent_bytes_used())),
+                        &server);
+  }
+  std::stable_sort(ranked.begin(), ranked.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::vector<const membership::ServerInfo*> out;
+  for (const auto& [room, server] : ranked) out.push_back(server);
+  return out;
 }
 
 Status ServerPeers::Unseal(const meganode::RemoteMeganode& meganode) {

@@ -1,6 +1,7 @@
 // ServerPeers: what this server's tree asks of the other servers (meganode/global_tree.h, Peers), over the same rpc
 // layer clients use: the MEGA_* requests of server/proto/store.proto. Servers are found through the membership
-// (region -> owner -> addresses); one connection per peer, made again when it fails. Called only from the tree's
+// (region -> owner -> addresses); one connection per peer, made again when it fails. A new meganode goes to the
+// live server with the most free capacity (asked of each, at each placement). Called only from the tree's
 // background thread; every call is bounded by the rpc timeout.
 #pragma once
 
@@ -33,10 +34,14 @@ class ServerPeers final : public meganode::Peers {
   Status InsertSeparator(GlobalPtr at, int level, const std::string& separator, GlobalPtr child) override;
 
  private:
-  // The live servers other than this one, re-read at most once a second.
+  // The live servers other than this one, re-read at most once a second (at once while none is known, or `fresh`).
   StatusOr<std::vector<membership::ServerInfo>> Others(bool fresh);
   StatusOr<std::shared_ptr<rpc::Connection>> ConnectionTo(const membership::ServerInfo& server);
   StatusOr<std::shared_ptr<rpc::Connection>> OwnerOf(uint32_t region);
+  // Of `servers`, those with a free meganode and twice `record_bytes` of free record memory, by free capacity (the
+  // smaller of the free fractions of node and extent region), most first; each is asked for its STORE_STATS.
+  std::vector<const membership::ServerInfo*> ByFreeCapacity(const std::vector<membership::ServerInfo>& servers,
+                                                            uint64_t record_bytes);
   // A MEGA_* call; the meganode the reply names.
   StatusOr<meganode::RemoteMeganode> Call(rpc::Connection& connection, uint16_t method, const std::string& request);
 
@@ -48,7 +53,6 @@ class ServerPeers final : public meganode::Peers {
   std::map<uint64_t, std::shared_ptr<rpc::Connection>> connections_;
   std::vector<membership::ServerInfo> others_;
   std::chrono::steady_clock::time_point others_read_;
-  size_t next_ = 0;  // round robin over others_
 };
 
 }  // namespace cell::server

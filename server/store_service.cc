@@ -547,6 +547,10 @@ void StoreService::Handle(uint16_t method, std::string_view request, rpc::Respon
     stats.set_remote_splits(store_->stats().remote_splits.load());
     stats.set_redirects(redirects_.load(std::memory_order_relaxed));
     stats.set_held_writes(store_->stats().held_writes.load());
+    stats.set_node_bytes_used(store_->node_bytes_used());
+    stats.set_node_bytes_free(store_->node_bytes_capacity() - store_->node_bytes_used());
+    stats.set_extent_bytes_free(store_->extent_bytes_capacity() - store_->extent_bytes_used());
+    stats.set_room_splits(store_->stats().room_splits.load());
     return responder.Reply(stats.SerializeAsString());
   }
   if (IsPeerMethod(method)) {
@@ -626,6 +630,9 @@ void StoreService::Handle(uint16_t method, std::string_view request, rpc::Respon
     case StoreMethod::STORE_PUT: {
       GlobalPtr elsewhere;
       Status s = store_->Put(key_request.key(), key_request.value(), start, &elsewhere, &range);
+      if (s.IsResourceExhausted() || s.IsUnavailable()) {
+        s = Status::FromCode(s.code(), fmt::format("server {}: {}", server_id_, s.message()));
+      }
       if (!s.ok()) return responder.Fail(s);
       if (!elsewhere.is_null()) reply.set_elsewhere(elsewhere.Pack());
       break;

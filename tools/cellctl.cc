@@ -105,15 +105,17 @@ int Scan(cell::Client& client, const std::string& start, const std::string& end,
 int Stats(cell::Client& client) {
   auto stats = client.StoreStats();
   if (!stats.ok()) return Fail(stats.status());
-  std::printf("%-8s %-10s %-8s %-14s %-12s %-12s %-10s %-12s %s\n", "SERVER", "MEGANODES", "SPLITS", "REMOTE SPLITS",
-              "ROOT SPLITS", "REQUESTS", "REDIRECTS", "HELD WRITES", "RECORDS");
+  std::printf("%-8s %-10s %-8s %-14s %-12s %-12s %-10s %-12s %-12s %-12s %-12s %s\n", "SERVER", "MEGANODES",
+              "SPLITS", "REMOTE SPLITS", "ROOT SPLITS", "REQUESTS", "REDIRECTS", "HELD WRITES", "NODES USED",
+              "NODES FREE", "RECORDS", "RECORDS FREE");
   for (const auto& s : *stats) {
-    std::printf("%-8llu %-10llu %-8llu %-14llu %-12llu %-12llu %-10llu %-12llu %s\n",
+    std::printf("%-8llu %-10llu %-8llu %-14llu %-12llu %-12llu %-10llu %-12llu %-12s %-12s %-12s %s\n",
                 static_cast<unsigned long long>(s.server), static_cast<unsigned long long>(s.meganodes),
                 static_cast<unsigned long long>(s.meganode_splits), static_cast<unsigned long long>(s.remote_splits),
                 static_cast<unsigned long long>(s.root_splits), static_cast<unsigned long long>(s.requests),
                 static_cast<unsigned long long>(s.redirects), static_cast<unsigned long long>(s.held_writes),
-                Bytes(s.extent_bytes_used).c_str());
+                Bytes(s.node_bytes_used).c_str(), Bytes(s.node_bytes_free).c_str(), Bytes(s.extent_bytes_used).c_str(),
+                Bytes(s.extent_bytes_free).c_str());
   }
   return 0;
 }
@@ -169,7 +171,7 @@ int main(int argc, char** argv) {
   scan->add_option("start", start, "first key (default: the smallest)");
   scan->add_option("end", end, "end key, excluded (default: no bound)");
   scan->add_option("--limit", limit, "at most this many pairs")->capture_default_str();
-  CLI::App* stats = app.add_subcommand("stats", "per server: meganodes in use, splits, requests, record bytes");
+  CLI::App* stats = app.add_subcommand("stats", "per server: meganodes in use, splits, requests, node and record bytes used and free");
   std::string prefix = "user";
   size_t count = 1000, value_bytes = 0;
   std::string key_path;

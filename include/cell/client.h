@@ -165,8 +165,12 @@ class Client {
     uint64_t root_splits = 0;
     uint64_t requests = 0;         // store requests answered
     uint64_t redirects = 0;        // of which were sent on to another server's meganode
-    uint64_t extent_bytes_used = 0;
+    uint64_t extent_bytes_used = 0;  // record memory (the server's own extent region)
+    uint64_t extent_bytes_free = 0;
+    uint64_t node_bytes_used = 0;    // meganodes (the server's own node region, in whole meganodes)
+    uint64_t node_bytes_free = 0;
     uint64_t held_writes = 0;      // writes that met a meganode split holding off its right half (waited or retried)
+    uint64_t room_splits = 0;      // remote splits made because the server had no room for a write
   };
   StatusOr<std::vector<ServerStats>> StoreStats();
 

@@ -101,8 +101,7 @@ class ShmServer final : public SocketServer {
       pass_fd = dup(nic_fd_);
       reply.set_size(kNicStateBytes);
     } else if (auto region = regions().Find(request.region()); !region) {
-      refused = Status::InvalidArgument(
-          fmt::format("one-sided read refused: region {} is not registered on this server", request.region()));
+      refused = NotRegistered(request.region());
     } else {
       // A descriptor opened O_RDONLY cannot be mapped writable: the client can read the region, never change it.
       const std::string proc = fmt::format("/proc/self/fd/{}", region->fd);
@@ -320,15 +319,17 @@ class ShmConnection final : public Connection {
   Status RequestDescriptor(proto::MapRequest request, bool nic_state, int* fd, uint64_t* size) {
     *fd = -1;
     if (!map_health_.ok()) return map_health_;
-    Status s = ExchangeMapRequest(std::move(request), nic_state, fd, size);
-    if (!s.ok() && !s.IsInvalidArgument() && s.code() != Status::Code::kFailedPrecondition) {
+    bool refused = false;
+    Status s = ExchangeMapRequest(std::move(request), nic_state, fd, size, &refused);
+    if (!s.ok() && !refused) {
       map_health_ = Status::Unavailable(fmt::format("region map channel to {} is broken: {}", uri_, s.ToString()));
       shutdown(map_fd_, SHUT_RDWR);
     }
     return s;
   }
 
-  Status ExchangeMapRequest(proto::MapRequest request, bool nic_state, int* fd, uint64_t* size) {
+  // *refused: the error is the server's answer (the socket is still in step), not a failure of the exchange.
+  Status ExchangeMapRequest(proto::MapRequest request, bool nic_state, int* fd, uint64_t* size, bool* refused) {
     const auto deadline = Clock::now() + options_.connect_timeout;
     request.set_nic_state(nic_state);
     std::string frame;
@@ -347,6 +348,7 @@ class ShmConnection final : public Connection {
       s = Status::Unavailable(fmt::format("map reply for request {} while waiting for {}", header.request_id, id));
     } else if (s.ok() && header.type == FrameType::kError) {
       s = ErrorFromFrame(header.aux, payload);
+      *refused = true;
     } else if (s.ok()) {
       proto::MapReply reply;
       if (header.type != FrameType::kMapReply || !reply.ParseFromString(payload) || *fd < 0 ||

@@ -356,8 +356,7 @@ void VerbsConnection::StartRead(WaitingRead read, bool may_fetch) {
       if (!fetch_in_flight_) StartFetchLocked();
       return;
     }
-    refused = Status::InvalidArgument(
-        fmt::format("one-sided read refused: region {} is not registered on this server", read.remote.region));
+    refused = NotRegistered(read.remote.region);
   } else if (const RemoteRegion& r = it->second;
              read.remote.offset > r.size || read.length > r.size - read.remote.offset) {
     refused = ReadOutsideRegion(read.remote.region, read.remote.offset, read.length, r.size);

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <chrono>
@@ -523,6 +524,119 @@ TEST(GlobalTree, ConcurrentWritersThroughSplitsLoseNothing) {
     ASSERT_EQ(kv.value, it->second);
     ++it;
   }
+}
+
+// A step that fails after taking a meganode's place gives it back: a new meganode whose formatting fails, and a local
+// split whose right half cannot be filled. The count of meganodes in use returns to what it was, every key stays,
+// and the next split works.
+TEST(GlobalTree, AFailedNewMeganodeOrRightHalfGivesItsPlaceBack) {
+  auto tree = SmallTree(16 << 10, 64);
+  ASSERT_NE(tree, nullptr);
+  int stored = 0;
+  while (tree->stats().splits.load() < 2) ASSERT_TRUE(tree->Put(Key(stored++), "v").ok());
+  for (const char* point : {"new meganode", "right half"}) {
+    SCOPED_TRACE(point);
+    const size_t before = tree->meganodes_in_use();
+    const uint64_t splits = tree->stats().splits.load();
+    int injected = 0;
+    tree->set_fault_injector([&](std::string_view at) {
+      if (at != point || injected > 0) return Status::OK();
+      ++injected;
+      return Status::Internal(std::string("injected at ") + point);
+    });
+    Status s;
+    while (injected == 0 && stored < 100000) {
+      s = tree->Put(Key(stored), "v");
+      if (s.ok()) ++stored;
+    }
+    ASSERT_EQ(injected, 1) << "no split reached the injected failure";
+    EXPECT_EQ(s.code(), Status::Code::kInternal) << s.ToString();
+    EXPECT_EQ(tree->meganodes_in_use(), before) << "the failed step kept a meganode's place";
+    EXPECT_EQ(tree->stats().splits.load(), splits);
+    tree->set_fault_injector(nullptr);
+    ASSERT_TRUE(tree->Put(Key(stored++), "v").ok());  // the split runs again, and works
+    EXPECT_EQ(tree->meganodes_in_use(), before + 1);
+    ASSERT_TRUE(tree->CheckInvariants().ok()) << tree->CheckInvariants().ToString();
+  }
+  for (int i = 0; i < stored; ++i) {
+    std::string v;
+    ASSERT_TRUE(tree->Get(Key(i), &v).ok()) << Key(i);
+  }
+}
+
+// Two servers' trees, the root's with a quarter of the record memory: a put's record goes to the server holding its
+// key's leaf meganode, and a server whose extents are full moves half of the meganode a write needs to a server with
+// room (the writer retries meanwhile). Random keys fill 90% of the two servers' record memory together before the
+// first ResourceExhausted, which then names the region, the bytes asked and the bytes free; every stored key reads.
+TEST(GlobalTree, AFullServerMovesHalfAMeganodeToAServerWithRoom) {
+  std::atomic<GlobalTree*> root_tree{nullptr}, other_tree{nullptr};
+  InProcessPeers to_other(&other_tree), to_root(&root_tree);
+  GlobalTreeOptions o;
+  o.meganode_bytes = 32 << 10;
+  o.meganodes = 256;
+  o.extent_region_bytes = 256 << 10;
+  o.peers = &to_other;
+  auto a = GlobalTree::Open(o);
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  o.root = false;
+  o.first_meganode = (*a)->first_meganode();
+  o.node_region_id = 3;
+  o.extent_region_id = 4;
+  o.extent_region_bytes = 768 << 10;
+  o.peers = &to_root;
+  auto b = GlobalTree::Open(o);
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  root_tree = a->get();
+  other_tree = b->get();
+  // A put as a client makes it: begun at the root's server, followed where the key's meganode is, retried while
+  // part of a full meganode moves.
+  const auto put = [&](const std::string& key, const std::string& value) {
+    Status s;
+    for (int attempt = 0; attempt < 20000; ++attempt) {
+      GlobalPtr next;
+      s = (*a)->Put(key, value, GlobalPtr(), &next);
+      while (s.ok() && !next.is_null()) {
+        GlobalTree* holder = (*a)->IsLocal(next) ? a->get() : b->get();
+        s = holder->Put(key, value, next, &next);
+      }
+      if (!s.IsUnavailable()) return s;
+      std::this_thread::sleep_for(std::chrono::microseconds(200));  // a client's back-off before its retry
+    }
+    return s;
+  };
+  const auto get = [&](const std::string& key, std::string* value) {
+    GlobalPtr next;
+    Status s = (*a)->Get(key, value, GlobalPtr(), &next);
+    while (s.ok() && !next.is_null()) s = ((*a)->IsLocal(next) ? a->get() : b->get())->Get(key, value, next, &next);
+    return s;
+  };
+  std::vector<int> order(20000);
+  for (int i = 0; i < static_cast<int>(order.size()); ++i) order[i] = i;
+  std::shuffle(order.begin(), order.end(), std::mt19937(7));
+  const std::string value(200, 'r');  // with its key and header a record fills a 256-byte block
+  std::vector<std::string> stored;
+  Status s;
+  for (int i : order) {
+    s = put(Key(i), value);
+    if (!s.ok()) break;
+    stored.push_back(Key(i));
+  }
+  ASSERT_TRUE(s.IsResourceExhausted()) << s.ToString();
+  EXPECT_NE(s.message().find("is full: a record of 256 bytes does not fit"), std::string::npos) << s.ToString();
+  const uint64_t used = (*a)->extent_bytes_used() + (*b)->extent_bytes_used();
+  const uint64_t capacity = (256 + 768) << 10;
+  EXPECT_GE(used, capacity * 9 / 10) << "the first ResourceExhausted came with " << used << " of " << capacity
+                                     << " bytes of records in use";
+  EXPECT_GT((*a)->stats().room_splits.load() + (*b)->stats().room_splits.load(), 0u);
+  for (const std::string& key : stored) {
+    std::string v;
+    ASSERT_TRUE(get(key, &v).ok()) << key;
+    ASSERT_EQ(v, value);
+  }
+  root_tree = nullptr;
+  other_tree = nullptr;
+  a->reset();
+  b->reset();
 }
 
 }  // namespace
