@@ -213,6 +213,7 @@ TEST_F(LogTest, APowerLossKeepsWhatWasSyncedAndNothingAfter) {
   FaultEnv env;
   auto file = env.NewWritableFile(path_);
   ASSERT_TRUE(file.ok());
+  ASSERT_TRUE(env.SyncDir(dir_).ok());  // the new file's name is durable
   log::Writer writer(file->get());
   ASSERT_TRUE(writer.AddRecord("synced 1").ok());
   ASSERT_TRUE(writer.AddRecord(Bytes(40'000, 12)).ok());
@@ -230,6 +231,44 @@ TEST_F(LogTest, APowerLossKeepsWhatWasSyncedAndNothingAfter) {
   env.FailSyncs(false);
   env.FailWrites(true);
   EXPECT_FALSE(writer.AddRecord("x").ok());
+}
+
+// The power loss of the fault-injecting Env also loses directory entries not followed by a sync of their
+// directory: files created, renamed and removed come back as they were at the last SyncDir; synced ones stay.
+TEST_F(LogTest, APowerLossUndoesDirectoryEntriesNotSynced) {
+  FaultEnv env;
+  const auto write = [&](const std::string& path, const std::string& contents) {
+    auto f = env.NewWritableFile(path);
+    ASSERT_TRUE(f.ok());
+    ASSERT_TRUE((*f)->Append(contents).ok());
+    ASSERT_TRUE((*f)->Sync().ok());
+    ASSERT_TRUE((*f)->Close().ok());
+  };
+  write(dir_ + "/kept", "kept");
+  write(dir_ + "/removed", "removed");
+  write(dir_ + "/renamed", "renamed");
+  write(dir_ + "/replaced", "old");
+  ASSERT_TRUE(env.SyncDir(dir_).ok());
+  write(dir_ + "/created", "created");                               // never synced in its directory
+  ASSERT_TRUE(env.RemoveFile(dir_ + "/removed").ok());
+  ASSERT_TRUE(env.RenameFile(dir_ + "/renamed", dir_ + "/moved").ok());
+  write(dir_ + "/replaced.tmp", "new");
+  ASSERT_TRUE(env.RenameFile(dir_ + "/replaced.tmp", dir_ + "/replaced").ok());
+  ASSERT_TRUE(env.DropUnsyncedData().ok());
+  EXPECT_FALSE(Env::Posix()->FileExists(dir_ + "/created"));
+  EXPECT_EQ(ReadFileToString(Env::Posix(), dir_ + "/removed").value(), "removed");
+  EXPECT_FALSE(Env::Posix()->FileExists(dir_ + "/moved"));
+  EXPECT_EQ(ReadFileToString(Env::Posix(), dir_ + "/renamed").value(), "renamed");
+  EXPECT_EQ(ReadFileToString(Env::Posix(), dir_ + "/replaced").value(), "old");
+  EXPECT_FALSE(Env::Posix()->FileExists(dir_ + "/replaced.tmp"));
+  EXPECT_EQ(ReadFileToString(Env::Posix(), dir_ + "/kept").value(), "kept");
+  // The same changes followed by a sync of the directory survive.
+  ASSERT_TRUE(WriteFileAtomically(&env, dir_ + "/replaced", "new").ok());  // syncs the directory itself
+  ASSERT_TRUE(env.RemoveFile(dir_ + "/removed").ok());
+  ASSERT_TRUE(env.SyncDir(dir_).ok());
+  ASSERT_TRUE(env.DropUnsyncedData().ok());
+  EXPECT_EQ(ReadFileToString(Env::Posix(), dir_ + "/replaced").value(), "new");
+  EXPECT_FALSE(Env::Posix()->FileExists(dir_ + "/removed"));
 }
 
 TEST_F(LogTest, AFileIsReplacedAtomically) {
