@@ -637,7 +637,7 @@ namespace {
 bool PlausibleMeganode(GlobalPtr p) { return p.is_null() || p.region != 0; }
 }  // namespace
 
-StatusOr<RemoteMeganode> GlobalTree::CreateSealed(const btree::MeganodeInfo& info) {
+StatusOr<RemoteMeganode> GlobalTree::CreateSealed(const btree::MeganodeInfo& info, uint64_t token) {
   if (!info.cluster_root.is_null()) return Status::InvalidArgument("only the root server's first meganode names the root");
   if (info.min.size() > kMaxKeySize || info.max.size() > kMaxKeySize ||
       (!info.max.empty() && btree::CompareKeys(info.min, info.max) >= 0)) {
@@ -653,11 +653,44 @@ StatusOr<RemoteMeganode> GlobalTree::CreateSealed(const btree::MeganodeInfo& inf
     return Status::InvalidArgument(fmt::format("the right link {}:{} names no meganode", info.right.region,
                                                info.right.offset));
   }
+  // One token at a time (placements are rare: a lock across the create is cheap).
+  std::lock_guard one(token_mu_);
+  if (token != 0) {
+    std::lock_guard lock(megas_mu_);
+    if (std::find(abandoned_tokens_.begin(), abandoned_tokens_.end(), token) != abandoned_tokens_.end()) {
+      return Status::FailedPrecondition("this meganode's split abandoned it before it was created");
+    }
+    for (const auto& m : megas_) {
+      if (m != nullptr && m->token == token && m->sealed.load()) return RemoteMeganode{m->store->meganode(), m->generation};
+    }
+  }
   btree::MeganodeInfo sealed = info;
   sealed.state = btree::kFlagSealed;  // in its header too, so that a restart keeps it sealed
   CELL_ASSIGN_OR_RETURN(Mega * m, NewMeganode(sealed));
   m->sealed.store(true, std::memory_order_release);  // before anyone can know its pointer
+  {
+    std::lock_guard lock(megas_mu_);
+    m->token = token;
+  }
   return RemoteMeganode{m->store->meganode(), m->generation};
+}
+
+Status GlobalTree::AbandonCreated(uint64_t token) {
+  if (token == 0) return Status::InvalidArgument("abandoning a create needs its token");
+  std::lock_guard one(token_mu_);
+  RemoteMeganode made;
+  {
+    std::lock_guard lock(megas_mu_);
+    for (const auto& m : megas_) {
+      if (m != nullptr && m->token == token && m->sealed.load()) made = RemoteMeganode{m->store->meganode(), m->generation};
+    }
+    if (made.ptr.is_null()) {
+      abandoned_tokens_.push_back(token);
+      if (abandoned_tokens_.size() > 1024) abandoned_tokens_.pop_front();
+      return Status::OK();
+    }
+  }
+  return Abandon(made);
 }
 
 StatusOr<GlobalTree::Mega*> GlobalTree::LockSealed(const RemoteMeganode& r, std::unique_lock<SplitLock>* lock) {

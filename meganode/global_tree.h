@@ -61,6 +61,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -212,7 +213,13 @@ class GlobalTree {
   // holds its place has another generation).
   // InvalidArgument for a range that is not one (keys over the limit, min >= max), a level outside
   // 0..kMaxMeganodeLevel, or a right link into this region that names no meganode's address.
-  StatusOr<RemoteMeganode> CreateSealed(const btree::MeganodeInfo& info);
+  // `token` (0: none), chosen by the splitting server for this placement, makes the create idempotent: the same token
+  // again gives the same meganode while it is sealed (a retry whose reply was lost), and AbandonCreated(token) frees
+  // it even when the splitter never learnt its pointer.
+  StatusOr<RemoteMeganode> CreateSealed(const btree::MeganodeInfo& info, uint64_t token = 0);
+  // Frees the sealed meganode CreateSealed made with `token`; if none was made yet (the abandon overtook the
+  // create), a later create with that token is refused. OK either way.
+  Status AbandonCreated(uint64_t token);
   // Adds entries to a sealed meganode (records are written here). InvalidArgument for an entry outside the
   // meganode's range or the key and value limits, or (internal meganodes) without a plausible child pointer. On
   // error the meganode is to be abandoned.
@@ -283,6 +290,7 @@ class GlobalTree {
     uint64_t generation = 0;                // unique in this tree's life
     bool abandoned = false;                 // guarded by split_mu: freed by Abandon (kept, never deleted, in graveyard_)
     bool recovered_sealed = false;          // sealed before a restart: its generation is lost, any one is accepted
+    uint64_t token = 0;                     // CreateSealed's token (0: none); guarded by megas_mu_
   };
 
   GlobalTree() = default;
@@ -351,7 +359,9 @@ class GlobalTree {
   std::vector<std::unique_ptr<Mega>> megas_;  // by index in the node region; null: free
   std::vector<std::unique_ptr<Mega>> graveyard_;  // abandoned meganodes: their places are free, the objects stay
   uint64_t next_generation_ = 1;                  // guarded by megas_mu_
+  std::deque<uint64_t> abandoned_tokens_;         // AbandonCreated before any create (the last 1,024); megas_mu_
   mutable std::mutex megas_mu_;               // guards megas_ slots being filled
+  std::mutex token_mu_;                       // CreateSealed and AbandonCreated with tokens, one at a time
   std::mutex root_mu_;                        // one root split at a time
   Stats stats_;
   TreeRecovery recovery_;

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "btree/record_format.h"
+#include "common/log.h"
 #include "server/proto/store.pb.h"
 
 namespace cell::server {
@@ -95,6 +96,7 @@ StatusOr<meganode::RemoteMeganode> ServerPeers::CreateMeganode(const btree::Mega
       continue;
     }
     proto::MegaCreate create;
+    create.set_token(NewToken());
     create.mutable_info()->set_min(info.min);
     create.mutable_info()->set_max(info.max);
     create.mutable_info()->set_right(info.right.Pack());
@@ -102,6 +104,9 @@ StatusOr<meganode::RemoteMeganode> ServerPeers::CreateMeganode(const btree::Mega
     auto meganode = Call(**connection, StoreMethod::MEGA_CREATE, create.SerializeAsString());
     if (!meganode.ok()) {
       last = meganode.status();
+      // Its reply may be what was lost (a timeout, a connection that failed): the peer may hold a sealed meganode
+      // this server cannot name. Abandoned by token (a late create with it is refused there).
+      if (meganode.status().IsUnavailable() || meganode.status().IsDeadlineExceeded()) AbandonCreated(*server, create.token());
       continue;
     }
     Status filled = Status::OK();
@@ -157,6 +162,24 @@ Status ServerPeers::Unseal(const meganode::RemoteMeganode& meganode) {
   ref.set_meganode(meganode.ptr.Pack());
   ref.set_generation(meganode.generation);
   return Call(*connection, StoreMethod::MEGA_UNSEAL, ref.SerializeAsString()).status();
+}
+
+uint64_t ServerPeers::NewToken() {
+  std::lock_guard lock(mu_);
+  uint64_t token = 0;
+  while (token == 0) token = token_rng_();
+  return token;
+}
+
+void ServerPeers::AbandonCreated(const membership::ServerInfo& server, uint64_t token) {
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    auto connection = ConnectionTo(server);  // a fresh one if the create's failed
+    if (!connection.ok()) continue;
+    proto::MegaRef ref;
+    ref.set_token(token);
+    if (Call(**connection, StoreMethod::MEGA_ABANDON, ref.SerializeAsString()).ok()) return;
+  }
+  LogWarning("could not abandon an unanswered meganode create on server {}: it may stay sealed there", server.id);
 }
 
 void ServerPeers::Abandon(const meganode::RemoteMeganode& meganode) {

@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -42,6 +43,10 @@ class ServerPeers final : public meganode::Peers {
   // smaller of the free fractions of node and extent region), most first; each is asked for its STORE_STATS.
   std::vector<const membership::ServerInfo*> ByFreeCapacity(const std::vector<membership::ServerInfo>& servers,
                                                             uint64_t record_bytes);
+  // A MEGA_CREATE token: random, nonzero.
+  uint64_t NewToken();
+  // Frees, on `server`, the meganode a MEGA_CREATE with `token` made, if it made one (best effort, a few tries).
+  void AbandonCreated(const membership::ServerInfo& server, uint64_t token);
   // A MEGA_* call; the meganode the reply names.
   StatusOr<meganode::RemoteMeganode> Call(rpc::Connection& connection, uint16_t method, const std::string& request);
 
@@ -53,6 +58,7 @@ class ServerPeers final : public meganode::Peers {
   std::map<uint64_t, std::shared_ptr<rpc::Connection>> connections_;
   std::vector<membership::ServerInfo> others_;
   std::chrono::steady_clock::time_point others_read_;
+  std::mt19937_64 token_rng_{std::random_device{}()};
 };
 
 }  // namespace cell::server

@@ -478,7 +478,7 @@ void StoreService::HandlePeer(uint16_t method, std::string_view request, rpc::Re
       info.max = create.info().max();
       info.right = GlobalPtr::Unpack(create.info().right());
       info.level = create.info().level();
-      auto m = store_->CreateSealed(info);
+      auto m = store_->CreateSealed(info, create.token());
       if (!m.ok()) return responder.Fail(m.status());
       reply.set_meganode(m->ptr.Pack());
       reply.set_generation(m->generation);
@@ -501,7 +501,11 @@ void StoreService::HandlePeer(uint16_t method, std::string_view request, rpc::Re
       proto::MegaRef ref;
       if (!Parse(request, &ref, responder)) return;
       const meganode::RemoteMeganode m{GlobalPtr::Unpack(ref.meganode()), ref.generation()};
-      s = method == StoreMethod::MEGA_UNSEAL ? store_->Unseal(m) : store_->Abandon(m);
+      if (method == StoreMethod::MEGA_ABANDON && ref.token() != 0) {
+        s = store_->AbandonCreated(ref.token());
+      } else {
+        s = method == StoreMethod::MEGA_UNSEAL ? store_->Unseal(m) : store_->Abandon(m);
+      }
       break;
     }
     case StoreMethod::MEGA_INSERT_SEPARATOR: {

@@ -12,6 +12,7 @@
 #include <future>
 #include <map>
 #include <random>
+#include <shared_mutex>
 #include <thread>
 
 #include "btree/global_reader.h"
@@ -334,6 +335,36 @@ TEST(GlobalTree, SealedMeganodesAreNamedByGenerationAndAbandonedOnesStayGone) {
   EXPECT_TRUE(tree->Abandon(*second).code() == Status::Code::kFailedPrecondition) << "an unsealed meganode is not abandoned";
 }
 
+// A MEGA_CREATE whose reply is lost: the splitting server cannot name the sealed meganode it made, so it abandons it
+// by the create's token. A retried create with the token gives the same meganode; an abandon by token frees it, and
+// one that overtakes its create makes the create fail. The count of meganodes in use returns to what it was.
+TEST(GlobalTree, ACreateWhoseReplyWasLostIsAbandonedByItsToken) {
+  auto tree = SmallTree();
+  ASSERT_NE(tree, nullptr);
+  const size_t before = tree->meganodes_in_use();
+  btree::MeganodeInfo info;
+  info.min = "m";
+  auto made = tree->CreateSealed(info, /*token=*/77);
+  ASSERT_TRUE(made.ok()) << made.status().ToString();
+  auto again = tree->CreateSealed(info, 77);  // the splitter retried: the reply to the first was lost
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->ptr, made->ptr);
+  EXPECT_EQ(again->generation, made->generation);
+  EXPECT_EQ(tree->meganodes_in_use(), before + 1);
+  ASSERT_TRUE(tree->AbandonCreated(77).ok());
+  EXPECT_EQ(tree->meganodes_in_use(), before) << "the unanswered create kept its meganode";
+  EXPECT_EQ(tree->Fill(*made, {MovedEntry{"m1", "v", GlobalPtr()}}).code(), Status::Code::kFailedPrecondition);
+  // The abandon arrives first (a new connection overtook the old one): the create that follows is refused.
+  ASSERT_TRUE(tree->AbandonCreated(78).ok());
+  EXPECT_EQ(tree->CreateSealed(info, 78).status().code(), Status::Code::kFailedPrecondition);
+  EXPECT_EQ(tree->meganodes_in_use(), before);
+  // Tokens are the splitter's: another token makes another meganode.
+  auto other = tree->CreateSealed(info, 79);
+  ASSERT_TRUE(other.ok());
+  EXPECT_EQ(tree->meganodes_in_use(), before + 1);
+  EXPECT_EQ(tree->AbandonCreated(0).code(), Status::Code::kInvalidArgument);
+}
+
 // Cell's split blocks only the right half: while a split copies the entries >= its key into the new meganode, a
 // writer of a key below it goes on, and a writer of a key at or above it waits for the split to end.
 TEST(GlobalTree, ASplitHoldsOffOnlyTheWritersOfItsRightHalf) {
@@ -383,12 +414,15 @@ TEST(GlobalTree, ASplitHoldsOffOnlyTheWritersOfItsRightHalf) {
 
 // Peers for a tree whose remote splits go to another tree in the same process (a unit-test stand-in for server/'s
 // rpc peers). The other tree is set once both are open, and cleared before either goes; meanwhile calls fail.
+// The other tree of a pair, called directly. Calls hold `gate` shared: a test unlinks the trees under it exclusively
+// (Unlink), so no background thread is still inside the other tree when either is destroyed.
 class InProcessPeers final : public Peers {
  public:
-  explicit InProcessPeers(std::atomic<GlobalTree*>* other) : other_(other) {}
+  InProcessPeers(std::atomic<GlobalTree*>* other, std::shared_mutex* gate) : other_(other), gate_(gate) {}
   bool HavePeers() override { return other_->load() != nullptr; }
   StatusOr<RemoteMeganode> CreateMeganode(const btree::MeganodeInfo& info,
                                           const std::vector<MovedEntry>& entries) override {
+    std::shared_lock lock(*gate_);
     CELL_ASSIGN_OR_RETURN(GlobalTree * other, Other());
     CELL_ASSIGN_OR_RETURN(RemoteMeganode n, other->CreateSealed(info));
     if (Status s = other->Fill(n, entries); !s.ok()) {
@@ -398,13 +432,16 @@ class InProcessPeers final : public Peers {
     return n;
   }
   Status Unseal(const RemoteMeganode& meganode) override {
+    std::shared_lock lock(*gate_);
     CELL_ASSIGN_OR_RETURN(GlobalTree * other, Other());
     return other->Unseal(meganode);
   }
   void Abandon(const RemoteMeganode& meganode) override {
+    std::shared_lock lock(*gate_);
     if (auto other = Other(); other.ok()) (void)(*other)->Abandon(meganode);
   }
   Status InsertSeparator(GlobalPtr at, int level, const std::string& separator, GlobalPtr child) override {
+    std::shared_lock lock(*gate_);
     CELL_ASSIGN_OR_RETURN(GlobalTree * other, Other());
     return other->InsertSeparator(at, level, separator, child);
   }
@@ -416,13 +453,22 @@ class InProcessPeers final : public Peers {
     return other;
   }
   std::atomic<GlobalTree*>* other_;
+  std::shared_mutex* gate_;
 };
+
+// Unlinks a pair of trees: from now on their peers' calls fail, and none is under way.
+void Unlink(std::shared_mutex& gate, std::atomic<GlobalTree*>& a, std::atomic<GlobalTree*>& b) {
+  std::unique_lock lock(gate);
+  a = nullptr;
+  b = nullptr;
+}
 
 // A split whose right half goes to another server holds no lock while it copies: writers below the split key go on,
 // and writers at or above it are told to retry (Unavailable) rather than wait on the network.
 TEST(GlobalTree, ARemoteSplitTellsOnlyTheRightHalfsWritersToRetry) {
   std::atomic<GlobalTree*> root_tree{nullptr}, other_tree{nullptr};
-  InProcessPeers to_other(&other_tree), to_root(&root_tree);
+  std::shared_mutex gate;
+  InProcessPeers to_other(&other_tree, &gate), to_root(&root_tree, &gate);
   GlobalTreeOptions o;
   o.meganode_bytes = 32 << 10;
   // Room for many local splits: remote splits run on the background thread, and a writer that fills meganodes
@@ -475,8 +521,7 @@ TEST(GlobalTree, ARemoteSplitTellsOnlyTheRightHalfsWritersToRetry) {
   ASSERT_TRUE(get(sep, &value).ok());
   EXPECT_EQ(value, "old");
   // Each tree's peers name the other: unlink them, then stop the background threads.
-  root_tree = nullptr;
-  other_tree = nullptr;
+  Unlink(gate, root_tree, other_tree);
   a->reset();
   b->reset();
 }
@@ -570,7 +615,8 @@ TEST(GlobalTree, AFailedNewMeganodeOrRightHalfGivesItsPlaceBack) {
 // first ResourceExhausted, which then names the region, the bytes asked and the bytes free; every stored key reads.
 TEST(GlobalTree, AFullServerMovesHalfAMeganodeToAServerWithRoom) {
   std::atomic<GlobalTree*> root_tree{nullptr}, other_tree{nullptr};
-  InProcessPeers to_other(&other_tree), to_root(&root_tree);
+  std::shared_mutex gate;
+  InProcessPeers to_other(&other_tree, &gate), to_root(&root_tree, &gate);
   GlobalTreeOptions o;
   o.meganode_bytes = 32 << 10;
   o.meganodes = 256;
@@ -633,8 +679,7 @@ TEST(GlobalTree, AFullServerMovesHalfAMeganodeToAServerWithRoom) {
     ASSERT_TRUE(get(key, &v).ok()) << key;
     ASSERT_EQ(v, value);
   }
-  root_tree = nullptr;
-  other_tree = nullptr;
+  Unlink(gate, root_tree, other_tree);
   a->reset();
   b->reset();
 }
