@@ -398,7 +398,7 @@ void CellServer::Handle(uint16_t method, std::string_view request, rpc::Responde
                         region)));
       }
     }
-    return service->Handle(method, request, std::move(responder), serving());
+    return service->Handle(method, request, std::move(responder), serving(), &lease_);
   }
   if (TableService::IsTableMethod(method)) {
     if (table_service_ == nullptr) {

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <map>
 #include <condition_variable>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <shared_mutex>
@@ -111,6 +112,8 @@ class CellServer final : public rpc::RpcHandler {
   std::vector<std::unique_ptr<rpc::Server>> listeners_;
   std::vector<std::string> uris_;
   std::atomic<bool> serving_{false};
+  // What every store answer is checked against as it is sent (StoreService::Handle): the membership's lease, fresh.
+  const std::function<Status()> lease_ = [this] { return membership_->ServingStatus(); };
   std::atomic<bool> registered_{false};  // set once RegisterServer succeeded: only then does Stop unregister
 
   std::mutex stop_mu_;

@@ -538,7 +538,20 @@ bool StoreService::IsPeerMethod(uint16_t method) {
 }
 
 
-void StoreService::Handle(uint16_t method, std::string_view request, rpc::Responder responder, bool serving) {
+Status StoreService::MayAnswer(const std::function<Status()>* lease) const {
+  if (lost_.load(std::memory_order_acquire)) {
+    return Status::Unavailable(fmt::format("server {} no longer holds region {}; retry with the region table's owner",
+                                           server_id_, node_region_));
+  }
+  if (lease == nullptr) return Status::OK();
+  Status s = (*lease)();
+  if (s.ok()) return s;
+  return Status::Unavailable(fmt::format("server {} may not answer for region {} now ({}); retry", server_id_,
+                                         node_region_, s.message()));
+}
+
+void StoreService::Handle(uint16_t method, std::string_view request, rpc::Responder responder, bool serving,
+                          const std::function<Status()>* lease) {
   requests_.fetch_add(1, std::memory_order_relaxed);
   if (method == StoreMethod::STORE_STATS) {
     proto::StoreStats stats;
@@ -705,13 +718,17 @@ void StoreService::Handle(uint16_t method, std::string_view request, rpc::Respon
   if (logger_ != nullptr && (method == StoreMethod::STORE_PUT || method == StoreMethod::STORE_DELETE)) {
     // Acknowledged only once durable (sync), or at once (async: on disk within the flush interval). The reply waits
     // for the fdatasync on the log's committer thread; this worker goes on to its next request (group commit).
-    logger_->CommitThen([this, responder = std::move(responder), bytes = reply.SerializeAsString()](
+    logger_->CommitThen([this, lease, responder = std::move(responder), bytes = reply.SerializeAsString()](
                             const Status& s) mutable {
-      if (s.ok()) return responder.Reply(bytes);
-      responder.Fail(NotLogged(s));
+      if (!s.ok()) return responder.Fail(NotLogged(s));
+      // Acknowledged only under a lease that is still valid now that the write is durable: a server that was paused
+      // meanwhile past its session may have been taken over, and its client must not count this write as done.
+      if (Status may = MayAnswer(lease); !may.ok()) return responder.Fail(may);
+      responder.Reply(bytes);
     });
     return;
   }
+  if (Status may = MayAnswer(lease); !may.ok()) return responder.Fail(may);
   responder.Reply(reply.SerializeAsString());
 }
 

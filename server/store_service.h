@@ -13,6 +13,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -114,11 +115,17 @@ class StoreService {
   size_t meganodes_in_use() const { return store_->meganodes_in_use(); }
   // The requests servers send each other (MEGA_*): only connections with the peer key may make them.
   static bool IsPeerMethod(uint16_t method);
-  // Answers a store request; `serving` is false while the server is fenced.
-  void Handle(uint16_t method, std::string_view request, rpc::Responder responder, bool serving);
+  // Answers a store request; `serving` is false while the server is fenced. `lease` (null: none) is asked again as
+  // each answer is sent (a write's once it is durable): an answer goes out only while it says OK, so a server paused
+  // or cut off past its lease never acknowledges a write or answers a read that a survivor's writes may have
+  // overtaken (docs/DESIGN.md, "Ownership").
+  void Handle(uint16_t method, std::string_view request, rpc::Responder responder, bool serving,
+              const std::function<Status()>* lease = nullptr);
 
  private:
   StoreService() = default;
+  // Refuses what `lease` no longer allows (and regions lost meanwhile): Unavailable, for the client to retry.
+  Status MayAnswer(const std::function<Status()>* lease) const;
   // The MEGA_* requests of other servers.
   void HandlePeer(uint16_t method, std::string_view request, rpc::Responder responder);
   // The tree's options for this service's regions (its peers made here).
