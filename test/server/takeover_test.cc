@@ -7,9 +7,12 @@
 // its old regions with the survivor, and it starts with new ones.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <filesystem>
+#include <map>
+#include <mutex>
 #include <optional>
 #include <random>
 #include <set>
@@ -41,6 +44,7 @@ class Takeover : public ::testing::Test {
     auto& zk = testing::ZooKeeperHarness::Shared();
     ASSERT_FALSE(zk.connect().empty()) << zk.error();
     name_ = fmt::format("{}-{}", ::testing::UnitTest::GetInstance()->current_test_info()->name(), getpid());
+    std::replace(name_.begin(), name_.end(), '/', '-');  // a parameterized test's name: one path component
     cluster_ = fmt::format("zk://{}/cell/{}", zk.connect(), name_);
     dir_ = fmt::format("{}/cell-takeover-{}", ::testing::TempDir(), name_);
     std::filesystem::remove_all(dir_);
@@ -70,10 +74,10 @@ class Takeover : public ::testing::Test {
     for (const std::string& a : testing::ServerKeyArgs()) args.push_back(a);  // the cluster runs with keys
     return testing::StartServer(args);
   }
-  std::unique_ptr<Client> Open(std::chrono::milliseconds timeout = 30s) {
+  std::unique_ptr<Client> Open(std::chrono::milliseconds timeout = 30s, const std::string& search = "server") {
     ClientOptions options;
     options.cluster = cluster_;
-    options.search = "server";
+    options.search = search;
     options.timeout = timeout;
     options.key_file = testing::ClientKeyFile();
     auto client = Client::Open(options);
@@ -85,7 +89,8 @@ class Takeover : public ::testing::Test {
   std::vector<testing::RunningServer> servers_;
   std::unique_ptr<membership::ZooKeeperMembership> table_;
 
-  void Run(bool kill_root);
+  // `search`: the readers' search mode (gets and scans during the takeover); the writers search on the servers.
+  void Run(bool kill_root, const std::string& search);
   // Polls `done` every millisecond for at most 60 s (the writers' progress: a condition, not a timed wait).
   template <typename F>
   static bool WaitFor(F done) {
@@ -98,7 +103,37 @@ class Takeover : public ::testing::Test {
   }
 };
 
-void Takeover::Run(bool kill_root) {
+// What failed during a run, by status code, with an example of each.
+class Failures {
+ public:
+  void Add(const Status& s) {
+    std::lock_guard lock(mu_);
+    seen_.emplace(s.code(), s.ToString());  // the first of each code
+    ++counts_[s.code()];
+  }
+  // Anything but Unavailable (no server could answer now) and DeadlineExceeded (none did in time), described.
+  std::string Unexpected() const {
+    std::lock_guard lock(mu_);
+    std::string out;
+    for (const auto& [code, example] : seen_) {
+      if (code != Status::Code::kUnavailable && code != Status::Code::kDeadlineExceeded) out += example + "; ";
+    }
+    return out;
+  }
+  uint64_t count() const {
+    std::lock_guard lock(mu_);
+    uint64_t n = 0;
+    for (const auto& [code, c] : counts_) n += c;
+    return n;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::map<Status::Code, std::string> seen_;
+  std::map<Status::Code, uint64_t> counts_;
+};
+
+void Takeover::Run(bool kill_root, const std::string& search) {
   // What each key may hold: after an acknowledged write, exactly its result; an unacknowledged one adds its result.
   std::vector<std::set<std::optional<std::string>>> allowed(kKeys, {std::nullopt});
   {
@@ -124,9 +159,35 @@ void Takeover::Run(bool kill_root) {
   ASSERT_TRUE(recorded.ok()) << recorded.status().ToString();
   const uint32_t victim_node = recorded->first;
 
-  std::atomic<uint64_t> acked{0}, failed{0};
+  std::atomic<uint64_t> acked{0}, failed{0}, reads{0};
   std::atomic<bool> stop{false};
+  Failures write_failures, read_failures;
   std::vector<std::thread> writers;
+  // Readers with the mode under test: gets and short scans all through the takeover. A read may fail while its
+  // keys' region moves, but only as Unavailable or DeadlineExceeded (never, say, a one-sided read's refusal of a
+  // region the new owner has not registered yet).
+  for (int t = 0; t < 3; ++t) writers.emplace_back([&, t] {
+    auto client = Open(5s, search);
+    ASSERT_NE(client, nullptr);
+    std::mt19937_64 r(7 + t);
+    while (!stop.load()) {
+      const uint64_t k = r() % kKeys;
+      Status s;
+      if (r() % 8 == 0) {
+        std::vector<std::pair<std::string, std::string>> out;
+        s = client->Scan(Key(k), Key(k + 20), 20, &out);
+      } else {
+        std::string value;
+        s = client->Get(Key(k), &value);
+        if (s.IsNotFound()) s = Status::OK();
+      }
+      if (s.ok()) {
+        reads.fetch_add(1);
+      } else {
+        read_failures.Add(s);
+      }
+    }
+  });
   for (int t = 0; t < 2; ++t) {
     writers.emplace_back([&, t] {
       auto client = Open();
@@ -149,6 +210,7 @@ void Takeover::Run(bool kill_root) {
         } else {
           allowed[k].insert(after);
           failed.fetch_add(1);
+          write_failures.Add(s);
         }
       }
     });
@@ -192,6 +254,9 @@ void Takeover::Run(bool kill_root) {
   ASSERT_TRUE(WaitFor([&] { return acked.load() >= after_takeover + 1000; })) << "writes stalled after the takeover";
   stop = true;
   for (auto& w : writers) w.join();
+  EXPECT_EQ(write_failures.Unexpected(), "") << "writes failed otherwise than Unavailable or DeadlineExceeded";
+  EXPECT_EQ(read_failures.Unexpected(), "") << search << " reads failed otherwise than Unavailable or DeadlineExceeded";
+  EXPECT_GT(reads.load(), 0u);
 
   const auto check = [&](const char* when) {
     auto client = Open();
@@ -231,16 +296,26 @@ void Takeover::Run(bool kill_root) {
   EXPECT_NE(renewed->first, victim_node) << "the returning server serves its old region again";
   EXPECT_EQ(table_->GetRegion(renewed->first)->owner, victim);
   check("after the killed server returned");
-  std::printf("{\"victim\":\"%s\",\"kill_to_new_owner_s\":%.2f,\"kill_to_served_s\":%.2f,\"acked_writes\":%llu,"
-              "\"unacknowledged_writes\":%llu,\"keys_checked\":%llu}\n",
-              kill_root ? "root server" : "other server", to_owner, to_served,
+  std::printf("{\"victim\":\"%s\",\"search\":\"%s\",\"kill_to_new_owner_s\":%.2f,\"kill_to_served_s\":%.2f,"
+              "\"acked_writes\":%llu,\"unacknowledged_writes\":%llu,\"reads\":%llu,\"failed_reads\":%llu,"
+              "\"keys_checked\":%llu}\n",
+              kill_root ? "root server" : "other server", search.c_str(), to_owner, to_served,
               static_cast<unsigned long long>(acked.load()),
-              static_cast<unsigned long long>(failed.load()), static_cast<unsigned long long>(2 * kKeys));
+              static_cast<unsigned long long>(failed.load()), static_cast<unsigned long long>(reads.load()),
+              static_cast<unsigned long long>(read_failures.count()), static_cast<unsigned long long>(2 * kKeys));
 }
 
-TEST_F(Takeover, ADeadServersRegionsAreServedAgainByASurvivorAndItIsFencedWhenItReturns) { Run(false); }
+// The readers' search mode: on the servers, by one-sided reads, or chosen per server by the selector.
+class TakeoverUnderLoad : public Takeover, public ::testing::WithParamInterface<std::string> {};
 
-TEST_F(Takeover, TheRootServersRegionsTooAndWithThemTheWholeTree) { Run(true); }
+TEST_P(TakeoverUnderLoad, ADeadServersRegionsAreServedAgainByASurvivorAndItIsFencedWhenItReturns) {
+  Run(false, GetParam());
+}
+
+TEST_P(TakeoverUnderLoad, TheRootServersRegionsTooAndWithThemTheWholeTree) { Run(true, GetParam()); }
+
+INSTANTIATE_TEST_SUITE_P(Search, TakeoverUnderLoad, ::testing::Values("server", "client", "adaptive"),
+                         [](const auto& info) { return info.param; });
 
 // The killed server comes straight back, racing its own takeover: whichever wins (the server reclaiming its regions
 // at a new epoch, or a survivor adopting them), the regions are served, by exactly one of them, with every
