@@ -65,6 +65,13 @@ TEST(EmbeddedServer, ServesItsTableToClientsOverEachTransport) {
   EXPECT_EQ(rc, 0) << out;
   EXPECT_NE(out.find(server.uris[0]), std::string::npos) << out;
   EXPECT_NE(out.find("1 live server"), std::string::npos) << out;
+  // Capacity per server: one meganode of the default 16 x 64 MiB in use, the 1 GiB of record memory all free.
+  std::tie(rc, out) = Cellctl({"--cluster=" + server.uris[0], "stats"});
+  EXPECT_EQ(rc, 0) << out;
+  for (const char* column : {"NODES USED", "NODES FREE", "RECORDS", "RECORDS FREE"}) {
+    EXPECT_NE(out.find(column), std::string::npos) << column << " missing: " << out;
+  }
+  EXPECT_NE(out.find("64.0 MiB     960.0 MiB    0 B          1.0 GiB"), std::string::npos) << out;
 }
 
 TEST(EmbeddedServer, ClientsSeeItGoAndComeBack) {
