@@ -36,6 +36,7 @@ StatusOr<std::vector<membership::ServerInfo>> ServerPeers::Others(bool fresh) {
 }
 
 bool ServerPeers::HavePeers() {
+  RetryAbandons();  // (the tree's background thread asks about once a second)
   auto others = Others(false);
   return others.ok() && !others->empty();
 }
@@ -171,15 +172,45 @@ uint64_t ServerPeers::NewToken() {
   return token;
 }
 
+bool ServerPeers::TryAbandonCreated(const membership::ServerInfo& server, uint64_t token) {
+  auto connection = ConnectionTo(server);  // a fresh one if the create's failed
+  if (!connection.ok()) return false;
+  proto::MegaRef ref;
+  ref.set_token(token);
+  return Call(**connection, StoreMethod::MEGA_ABANDON, ref.SerializeAsString()).ok();
+}
+
 void ServerPeers::AbandonCreated(const membership::ServerInfo& server, uint64_t token) {
-  for (int attempt = 0; attempt < 3; ++attempt) {
-    auto connection = ConnectionTo(server);  // a fresh one if the create's failed
-    if (!connection.ok()) continue;
-    proto::MegaRef ref;
-    ref.set_token(token);
-    if (Call(**connection, StoreMethod::MEGA_ABANDON, ref.SerializeAsString()).ok()) return;
+  if (TryAbandonCreated(server, token)) return;
+  std::lock_guard lock(mu_);
+  pending_abandons_.emplace_back(server.id, token);  // tried again by RetryAbandons
+}
+
+void ServerPeers::RetryAbandons() {
+  std::vector<std::pair<uint64_t, uint64_t>> pending;
+  {
+    std::lock_guard lock(mu_);
+    pending.swap(pending_abandons_);
   }
-  LogWarning("could not abandon an unanswered meganode create on server {}: it may stay sealed there", server.id);
+  if (pending.empty()) return;
+  auto others = Others(true);
+  if (!others.ok()) {
+    std::lock_guard lock(mu_);
+    pending_abandons_.insert(pending_abandons_.end(), pending.begin(), pending.end());
+    return;
+  }
+  for (const auto& [server, token] : pending) {
+    const auto it = std::find_if(others->begin(), others->end(), [&](const auto& s) { return s.id == server; });
+    if (it == others->end()) {
+      // Gone: a meganode it made for this create stays sealed in its regions, wherever they are recovered.
+      LogWarning("server {} left before it could be told to abandon an unanswered meganode create", server);
+      continue;
+    }
+    if (!TryAbandonCreated(*it, token)) {
+      std::lock_guard lock(mu_);
+      pending_abandons_.emplace_back(server, token);
+    }
+  }
 }
 
 void ServerPeers::Abandon(const meganode::RemoteMeganode& meganode) {

@@ -45,8 +45,12 @@ class ServerPeers final : public meganode::Peers {
                                                             uint64_t record_bytes);
   // A MEGA_CREATE token: random, nonzero.
   uint64_t NewToken();
-  // Frees, on `server`, the meganode a MEGA_CREATE with `token` made, if it made one (best effort, a few tries).
+  // Frees, on `server`, the meganode a MEGA_CREATE with `token` made, if it made one; if the server cannot be told
+  // now, it is told later (RetryAbandons), while it stays live.
   void AbandonCreated(const membership::ServerInfo& server, uint64_t token);
+  bool TryAbandonCreated(const membership::ServerInfo& server, uint64_t token);
+  // Tries the abandons still owed again (from HavePeers, which the tree's background thread calls about once a second).
+  void RetryAbandons();
   // A MEGA_* call; the meganode the reply names.
   StatusOr<meganode::RemoteMeganode> Call(rpc::Connection& connection, uint16_t method, const std::string& request);
 
@@ -59,6 +63,7 @@ class ServerPeers final : public meganode::Peers {
   std::vector<membership::ServerInfo> others_;
   std::chrono::steady_clock::time_point others_read_;
   std::mt19937_64 token_rng_{std::random_device{}()};
+  std::vector<std::pair<uint64_t, uint64_t>> pending_abandons_;  // (server id, MEGA_CREATE token) still to abandon
 };
 
 }  // namespace cell::server

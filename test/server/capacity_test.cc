@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <mutex>
 #include <random>
 #include <set>
@@ -136,10 +137,14 @@ TEST_F(Capacity, AFullRootServerDoesNotStopNewClientsWhenOthersHaveRoom) {
     ASSERT_TRUE(s.IsResourceExhausted()) << s.ToString();
     EXPECT_NE(s.message().find("no other server has room"), std::string::npos) << s.ToString();
   }
+  // A server whose last attempt to make room found no other server refuses at once, without trying again, for
+  // 100 ms (GlobalTree::NoRoom): the puts below come after that window, whenever the new servers are ready.
+  const auto refused_at = std::chrono::steady_clock::now();
   for (int id = 2; id <= 3; ++id) {
     servers_.push_back(Start(id, "4MiB"));
     ASSERT_FALSE(servers_.back().ready.empty());
   }
+  std::this_thread::sleep_until(refused_at + 150ms);  // the documented window, not a synchronisation
   auto client = Open();  // cold: its first put begins at the root server
   ASSERT_NE(client, nullptr);
   for (const std::string key : {"aaa", "m000500", "user0200000", "zzz"}) {
