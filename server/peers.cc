@@ -199,8 +199,9 @@ void ServerPeers::RetryAbandons() {
     pending_abandons_.insert(pending_abandons_.end(), pending.begin(), pending.end());
     return;
   }
-  for (const auto& [server, token] : pending) {
-    const auto it = std::find_if(others->begin(), others->end(), [&](const auto& s) { return s.id == server; });
+  for (const auto& owed : pending) {
+    const uint64_t server = owed.first, token = owed.second;
+    const auto it = std::find_if(others->begin(), others->end(), [server](const auto& s) { return s.id == server; });
     if (it == others->end()) {
       // Gone: a meganode it made for this create stays sealed in its regions, wherever they are recovered.
       LogWarning("server {} left before it could be told to abandon an unanswered meganode create", server);
