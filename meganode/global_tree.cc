@@ -580,8 +580,10 @@ Status GlobalTree::Put(std::string_view key, std::string_view value, GlobalPtr s
   // where the key's meganode is on another server, it is that server's extents that hold it.
   GlobalPtr extent;
   std::optional<LeafValue> replaced;
-  Status s = Write(0, key, [&](btree::BLinkTree& tree) { return tree.Put(key, LeafValue{extent, length, checksum}, &replaced); },
-                   start, elsewhere, range, &record, &extent);
+  const auto put = [&](btree::BLinkTree& tree) {
+    return tree.Put(key, LeafValue{extent, length, checksum}, &replaced);
+  };
+  Status s = Write(0, key, put, start, elsewhere, range, &record, &extent);
   if (!s.ok() || !elsewhere->is_null()) {
     if (!extent.is_null()) extents_->Free(extent);
     return s;
@@ -661,7 +663,9 @@ StatusOr<RemoteMeganode> GlobalTree::CreateSealed(const btree::MeganodeInfo& inf
       return Status::FailedPrecondition("this meganode's split abandoned it before it was created");
     }
     for (const auto& m : megas_) {
-      if (m != nullptr && m->token == token && m->sealed.load()) return RemoteMeganode{m->store->meganode(), m->generation};
+      if (m != nullptr && m->token == token && m->sealed.load()) {
+        return RemoteMeganode{m->store->meganode(), m->generation};  // a retry: its first reply was lost
+      }
     }
   }
   btree::MeganodeInfo sealed = info;
@@ -682,7 +686,9 @@ Status GlobalTree::AbandonCreated(uint64_t token) {
   {
     std::lock_guard lock(megas_mu_);
     for (const auto& m : megas_) {
-      if (m != nullptr && m->token == token && m->sealed.load()) made = RemoteMeganode{m->store->meganode(), m->generation};
+      if (m != nullptr && m->token == token && m->sealed.load()) {
+        made = RemoteMeganode{m->store->meganode(), m->generation};
+      }
     }
     if (made.ptr.is_null()) {
       abandoned_tokens_.push_back(token);

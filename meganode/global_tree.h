@@ -190,13 +190,13 @@ class GlobalTree {
   Status Scan(std::string_view start, std::string_view end, size_t limit, std::vector<btree::KeyValue>* out);
 
   // The same, for a server: the walk begins at meganode `start` (null: the root) and covers this tree's meganodes.
-  // When the key's meganode is on another server, nothing is done here: OK, with *elsewhere (always set) naming the meganode to
-  // go on from (the first meganode: start again at the root server). Writes give Unavailable (retry) while their
-  // meganode is sealed or being split to another server, or while part of a full meganode moves to a server with
-  // room (NoRoom); a put's record is allocated here only once its leaf meganode is found here, so a full server
-  // stops only the writes to its own meganodes. `range`, if not null, is for the client's path cache: on
-  // the way in, range->meganode is the meganode the caller already knows (null: none); if the leaf meganode that
-  // answered is another, range->meganode is set to it and its range is read.
+  // When the key's meganode is on another server, nothing is done here: OK, with *elsewhere (always set; null when
+  // the walk ended here) naming the meganode to go on from (the first meganode: start again at the root server).
+  // Writes give Unavailable (retry) while their meganode is sealed or being split to another server, or while part
+  // of a full meganode moves to a server with room (NoRoom); a put's record is allocated here only once its leaf
+  // meganode is found here, so a full server stops only the writes to its own meganodes. `range`, if not null, is
+  // for the client's path cache: on the way in, range->meganode is the meganode the caller already knows (null:
+  // none); if the leaf meganode that answered is another, range->meganode is set to it and its range is read.
   Status Get(std::string_view key, std::string* value, GlobalPtr start, GlobalPtr* elsewhere,
              btree::MeganodeRange* range = nullptr);
   Status Put(std::string_view key, std::string_view value, GlobalPtr start, GlobalPtr* elsewhere,

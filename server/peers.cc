@@ -107,7 +107,9 @@ StatusOr<meganode::RemoteMeganode> ServerPeers::CreateMeganode(const btree::Mega
       last = meganode.status();
       // Its reply may be what was lost (a timeout, a connection that failed): the peer may hold a sealed meganode
       // this server cannot name. Abandoned by token (a late create with it is refused there).
-      if (meganode.status().IsUnavailable() || meganode.status().IsDeadlineExceeded()) AbandonCreated(*server, create.token());
+      if (meganode.status().IsUnavailable() || meganode.status().IsDeadlineExceeded()) {
+        AbandonCreated(*server, create.token());
+      }
       continue;
     }
     Status filled = Status::OK();

@@ -171,7 +171,8 @@ int main(int argc, char** argv) {
   scan->add_option("start", start, "first key (default: the smallest)");
   scan->add_option("end", end, "end key, excluded (default: no bound)");
   scan->add_option("--limit", limit, "at most this many pairs")->capture_default_str();
-  CLI::App* stats = app.add_subcommand("stats", "per server: meganodes in use, splits, requests, node and record bytes used and free");
+  CLI::App* stats = app.add_subcommand(
+      "stats", "per server: meganodes in use, splits, requests, node and record bytes used and free");
   std::string prefix = "user";
   size_t count = 1000, value_bytes = 0;
   std::string key_path;
