@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <condition_variable>
+#include <filesystem>
+#include <fstream>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -275,6 +277,26 @@ TEST_F(ZooKeeperServers, AServerPausedPastItsSessionAcknowledgesNoWriteItHadUnde
   ASSERT_TRUE(entry.ok());
 
   ASSERT_EQ(kill(server.process->pid(), SIGSTOP), 0);
+  // The put must reach a stopped server (a loaded machine may take a while to stop every thread): each of the
+  // process's threads is seen in state T first.
+  const auto all_stopped = [pid = server.process->pid()] {
+    std::error_code error;
+    int threads = 0;
+    for (const auto& task : std::filesystem::directory_iterator(fmt::format("/proc/{}/task", pid), error)) {
+      std::ifstream stat(task.path() / "stat");
+      std::string line;
+      std::getline(stat, line);
+      const size_t close = line.rfind(')');
+      if (close == std::string::npos || close + 2 >= line.size() || line[close + 2] != 'T') return false;
+      ++threads;
+    }
+    return !error && threads > 0;
+  };
+  const auto stop_deadline = std::chrono::steady_clock::now() + 10s;
+  while (!all_stopped() && std::chrono::steady_clock::now() < stop_deadline) {
+    std::this_thread::sleep_for(1ms);  // polling /proc for the stop to take effect
+  }
+  ASSERT_TRUE(all_stopped()) << "the server's threads did not all stop";
   Status during = Status::Internal("not done");
   std::thread put([&] { during = (*client)->Put("k", "during"); });  // waits in the stopped server's socket
   const bool left = events_.WaitFor(membership::MembershipEvent::Kind::kServerLeft, 7, 30s);  // session expired
