@@ -223,9 +223,11 @@ StatusOr<uint64_t> TakeCheckpoint(const std::string& dir, RegionLog* log, const 
 }
 
 StatusOr<Recovery> Recover(const std::string& dir, const std::vector<CheckpointRegion>& regions,
-                           const std::function<Status(uint64_t, const LogRecord&)>& apply, Env* env) {
+                           const std::function<Status(uint64_t, const LogRecord&)>& apply, Env* env,
+                           RecoverMode mode) {
   Recovery out;
-  if (env->FileExists(dir)) {
+  const bool repair = mode == RecoverMode::kRepair;
+  if (repair && env->FileExists(dir)) {
     // A checkpoint a crash interrupted never took its name: its .tmp is garbage (as big as the regions).
     CELL_ASSIGN_OR_RETURN(const std::vector<std::string> names, env->GetChildren(dir));
     for (const std::string& name : names) {
@@ -242,10 +244,10 @@ StatusOr<Recovery> Recover(const std::string& dir, const std::vector<CheckpointR
       loaded = true;
     } else if (s.IsCorruption()) {
       // Set aside (kept for inspection, no longer counted among the two newest), so that pruning keeps a good one.
-      LogError("log {}: {}; set aside as .bad, trying an older checkpoint", dir, s.ToString());
+      LogError("log {}: {}; {}trying an older checkpoint", dir, s.ToString(), repair ? "set aside as .bad, " : "");
       out.problems.push_back(s.message());
       zero = false;  // the failed load may have written some chunks
-      CELL_RETURN_IF_ERROR(env->RenameFile(CheckpointPath(dir, *it), CheckpointPath(dir, *it) + ".bad"));
+      if (repair) CELL_RETURN_IF_ERROR(env->RenameFile(CheckpointPath(dir, *it), CheckpointPath(dir, *it) + ".bad"));
     } else {
       return s;  // could not be read (an I/O error): nothing is known to be damaged
     }
@@ -260,7 +262,7 @@ StatusOr<Recovery> Recover(const std::string& dir, const std::vector<CheckpointR
       }
     }
   }
-  auto replay = RegionLog::Recover(dir, out.checkpoint_lsn, apply, env);
+  auto replay = RegionLog::Recover(dir, out.checkpoint_lsn, apply, env, mode);
   if (!replay.ok()) {
     if (out.problems.empty()) return replay.status();
     return Status::FromCode(replay.status().code(),

@@ -80,9 +80,9 @@ struct Recovery {
 // fails them is renamed aside to .bad, and the regions are zeroed again before the next is tried), then replays the
 // log's later records through `apply`, cutting off a torn or damaged tail (RegionLog::Recover). Corruption, with what
 // was found, if the checkpoints and logs left cannot rebuild them (records missing between the checkpoint and the
-// log).
+// log). Under RecoverMode::kReadOnly the same, but no file is removed, renamed or cut.
 StatusOr<Recovery> Recover(const std::string& dir, const std::vector<CheckpointRegion>& regions,
                            const std::function<Status(uint64_t lsn, const LogRecord&)>& apply,
-                           Env* env = Env::Posix());
+                           Env* env = Env::Posix(), RecoverMode mode = RecoverMode::kRepair);
 
 }  // namespace cell::logging

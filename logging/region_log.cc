@@ -154,7 +154,8 @@ StatusOr<LogRecord> LogRecord::Decode(std::string_view record, uint64_t* lsn) {
 }
 
 StatusOr<ReplayReport> RegionLog::Recover(const std::string& dir, uint64_t after_lsn,
-                                          const std::function<Status(uint64_t, const LogRecord&)>& apply, Env* env) {
+                                          const std::function<Status(uint64_t, const LogRecord&)>& apply, Env* env,
+                                          RecoverMode mode) {
   ReplayReport report;
   CELL_ASSIGN_OR_RETURN(const std::vector<uint64_t> files, Files(dir, env));
   if (!files.empty() && files.front() > after_lsn + 1) {
@@ -202,9 +203,16 @@ StatusOr<ReplayReport> RegionLog::Recover(const std::string& dir, uint64_t after
       report.last_lsn = files[i + 1] - 1;
       continue;
     }
-    // Cut the log at its last whole record: what follows is not read again, and appends come after it.
     report.end = torn ? log::Reader::End::kTornTail : log::Reader::End::kCorrupt;
     const size_t dropped_files = files.size() - i - 1;
+    if (mode == RecoverMode::kReadOnly) {
+      // (A tail being appended to by a paused owner that resumed looks torn too: it is past what was acknowledged.)
+      report.damage = fmt::format("{}; read up to offset {} of that file{} (nothing changed)", damage, valid_length,
+                                  dropped_files == 0 ? "" : fmt::format(", {} later files not read", dropped_files));
+      LogInfo("region log {}: {}", dir, report.damage);
+      break;
+    }
+    // Cut the log at its last whole record: what follows is not read again, and appends come after it.
     CELL_RETURN_IF_ERROR(env->Truncate(path, valid_length));
     {
       CELL_ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> cut, env->NewAppendableFile(path));

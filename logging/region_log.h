@@ -85,16 +85,22 @@ struct ReplayReport {
   std::string damage;         // empty if the log ended cleanly; otherwise where, what, and what was dropped
 };
 
+// What recovery may do to the files it reads. kRepair: cut off damage, remove what interrupted checkpoints left and
+// set damaged checkpoints aside, as the log's own server does before it appends. kReadOnly: change nothing, only
+// stop at the damage; for a survivor taking over a log that its old owner, paused rather than dead, may still be
+// appending to (the survivor goes on in a log directory of its own, server/store_service.h).
+enum class RecoverMode { kRepair, kReadOnly };
+
 class RegionLog {
  public:
   // Replays the logs in `dir` in order: calls `apply` for each record whose lsn is above `after_lsn` (Corruption if
   // the files left begin after after_lsn + 1: records are missing), and stops at
-  // the first damage, or at the first record `apply` refuses (its error is returned). Damage is then cut off (the
-  // damaged file truncated to its last whole record, later files removed), so that appends after it are read
-  // next time; the report says what was dropped. A missing directory is an empty log.
+  // the first damage, or at the first record `apply` refuses (its error is returned). Under kRepair the damage is
+  // then cut off (the damaged file truncated to its last whole record, later files removed), so that appends after
+  // it are read next time; the report says what was dropped. A missing directory is an empty log.
   static StatusOr<ReplayReport> Recover(const std::string& dir, uint64_t after_lsn,
                                         const std::function<Status(uint64_t lsn, const LogRecord&)>& apply,
-                                        Env* env = Env::Posix());
+                                        Env* env = Env::Posix(), RecoverMode mode = RecoverMode::kRepair);
 
   // Starts appending to `dir` (created if missing) in a new file, numbering records from `next_lsn` (one past the
   // last one Recover read, or past the checkpoint's). FailedPrecondition if the log holds later records.

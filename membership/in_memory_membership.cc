@@ -78,7 +78,8 @@ StatusOr<std::vector<RegionEntry>> InMemoryMembership::ListRegions() {
   return out;
 }
 
-StatusOr<RegionEntry> InMemoryMembership::ChangeOwner(uint32_t region, uint64_t expected_epoch, uint64_t new_owner) {
+StatusOr<RegionEntry> InMemoryMembership::ChangeOwner(uint32_t region, uint64_t expected_epoch, uint64_t new_owner,
+                                                      std::optional<uint64_t> log_epoch) {
   std::lock_guard order(watchers_mu_);  // changes and their notifications in one order
   RegionEntry entry;
   {
@@ -91,6 +92,7 @@ StatusOr<RegionEntry> InMemoryMembership::ChangeOwner(uint32_t region, uint64_t 
     }
     it->second.owner = new_owner;
     it->second.epoch = expected_epoch + 1;
+    if (log_epoch.has_value()) it->second.log_epoch = *log_epoch;
     entry = it->second;
   }
   Notify(MembershipEvent{MembershipEvent::Kind::kRegionChanged, 0, entry});

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,9 +30,11 @@ struct ServerInfo {
 };
 
 struct RegionEntry {
-  uint32_t region = 0;  // nonzero
-  uint64_t owner = 0;   // server id; 0: no owner (its server died and nobody has taken it yet)
-  uint64_t epoch = 0;   // 1 at creation, +1 at every owner change
+  uint32_t region = 0;     // nonzero
+  uint64_t owner = 0;      // server id; 0: no owner (its server died and nobody has taken it yet)
+  uint64_t epoch = 0;      // 1 at creation, +1 at every change of the entry
+  uint64_t log_epoch = 0;  // a node region's log directory: the one its owner at this epoch began (a takeover's);
+                           // 0: the region's first (server/store_service.h, LogDir)
 
   friend bool operator==(const RegionEntry&, const RegionEntry&) = default;
 };
@@ -74,9 +77,11 @@ class Membership : public RegionTableReader {
   // Makes `region` the root region unless another has been claimed already; returns the root region either way (a
   // claim is made once in a cluster's life, so servers starting together agree on which of them formats the tree).
   virtual StatusOr<uint32_t> ClaimRoot(uint32_t region) = 0;
-  // Sets the owner if the region is still at `expected_epoch`, moving it to expected_epoch + 1. Aborted (with the
-  // current entry in the message) when another change came first: re-read, decide again.
-  virtual StatusOr<RegionEntry> ChangeOwner(uint32_t region, uint64_t expected_epoch, uint64_t new_owner) = 0;
+  // Sets the owner, and with `log_epoch` the log directory, if the region is still at `expected_epoch`, moving it to
+  // expected_epoch + 1 (the log directory is kept otherwise). Aborted (with the current entry in the message) when
+  // another change came first: re-read, decide again.
+  virtual StatusOr<RegionEntry> ChangeOwner(uint32_t region, uint64_t expected_epoch, uint64_t new_owner,
+                                            std::optional<uint64_t> log_epoch = std::nullopt) = 0;
 
   // Calls `watcher` after every change from now on, until the Membership is destroyed.
   virtual void Watch(std::function<void(const MembershipEvent&)> watcher) = 0;

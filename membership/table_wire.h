@@ -24,10 +24,11 @@ inline void ToProto(const RegionEntry& in, proto::Region* out) {
   out->set_region(in.region);
   out->set_owner(in.owner);
   out->set_epoch(in.epoch);
+  out->set_log_epoch(in.log_epoch);
 }
 
 inline RegionEntry FromProto(const proto::Region& in) {
-  return RegionEntry{.region = in.region(), .owner = in.owner(), .epoch = in.epoch()};
+  return RegionEntry{.region = in.region(), .owner = in.owner(), .epoch = in.epoch(), .log_epoch = in.log_epoch()};
 }
 
 }  // namespace cell::membership

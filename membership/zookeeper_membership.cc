@@ -72,12 +72,15 @@ StatusOr<RegionEntry> ZooKeeperMembership::ParseRegion(uint32_t region, std::str
     } else if (key == "epoch") {
       have_epoch = ParseNumber(value, &entry.epoch) && entry.epoch > 0;
       ok = ok && have_epoch;
+    } else if (key == "log_epoch") {
+      ok = ok && ParseNumber(value, &entry.log_epoch) && entry.log_epoch > 0;
     }
   }
   if (!ok || !have_owner || !have_epoch) {
-    return Status::Corruption(fmt::format("region table entry {} is malformed (want \"owner=<id>\\nepoch=<n>\\n\", "
-                                          "found {:?}); not trusting it",
-                                          path, std::string(data.substr(0, 200))));
+    return Status::Corruption(fmt::format(
+        "region table entry {} is malformed (want \"owner=<id>\\nepoch=<n>\\n[log_epoch=<n>\\n]\", found {:?}); not "
+        "trusting it",
+        path, std::string(data.substr(0, 200))));
   }
   return entry;
 }
@@ -570,7 +573,8 @@ StatusOr<std::vector<RegionEntry>> ZooKeeperMembership::ListRegions() {
   return out;
 }
 
-StatusOr<RegionEntry> ZooKeeperMembership::ChangeOwner(uint32_t region, uint64_t expected_epoch, uint64_t new_owner) {
+StatusOr<RegionEntry> ZooKeeperMembership::ChangeOwner(uint32_t region, uint64_t expected_epoch, uint64_t new_owner,
+                                                       std::optional<uint64_t> log_epoch) {
   const std::string path = Path("regions/" + RegionName(region));
   int version = 0;
   auto data = ReadNode(path, false, &version);
@@ -583,8 +587,9 @@ StatusOr<RegionEntry> ZooKeeperMembership::ChangeOwner(uint32_t region, uint64_t
                                        region, now.epoch, now.owner, expected_epoch));
   };
   if (current->epoch != expected_epoch) return stale(*current);
-  const RegionEntry next{region, new_owner, expected_epoch + 1};
-  const std::string update = fmt::format("owner={}\nepoch={}\n", next.owner, next.epoch);
+  const RegionEntry next{region, new_owner, expected_epoch + 1, log_epoch.value_or(current->log_epoch)};
+  std::string update = fmt::format("owner={}\nepoch={}\n", next.owner, next.epoch);
+  if (next.log_epoch != 0) update += fmt::format("log_epoch={}\n", next.log_epoch);
   bool retried = false;
   const int rc = Retry([&] { return zoo_set(zh_, path.c_str(), update.data(), static_cast<int>(update.size()), version); },
                        &retried);

@@ -69,7 +69,8 @@ class ZooKeeperMembership final : public Membership {
   StatusOr<RegionEntry> CreateRegion(uint32_t region, uint64_t owner) override;
   StatusOr<RegionEntry> GetRegion(uint32_t region) override;
   StatusOr<std::vector<RegionEntry>> ListRegions() override;
-  StatusOr<RegionEntry> ChangeOwner(uint32_t region, uint64_t expected_epoch, uint64_t new_owner) override;
+  StatusOr<RegionEntry> ChangeOwner(uint32_t region, uint64_t expected_epoch, uint64_t new_owner,
+                                    std::optional<uint64_t> log_epoch = std::nullopt) override;
   StatusOr<uint32_t> RootRegion() override;
   StatusOr<uint32_t> ClaimRoot(uint32_t region) override;
   void Watch(std::function<void(const MembershipEvent&)> watcher) override;

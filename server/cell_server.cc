@@ -106,14 +106,6 @@ StatusOr<std::unique_ptr<CellServer>> CellServer::Start(const ServerConfig& conf
     server->membership_ = std::move(m);
   }
 
-  StoreConfig store = config.store;
-  store.data_dir = config.data_dir;
-  store.peer_key = server->peer_key_;
-  if (store.data_dir.empty()) {
-    LogWarning("server {}: no --data-dir: writes are not logged, and a restart loses the data", server->config_.id);
-  }
-  CELL_ASSIGN_OR_RETURN(server->store_, StoreService::Open(store, server->membership_.get(), server->config_.id));
-
   rpc::ServerOptions options;
   options.workers = config.workers;
   options.worker_cpus = config.worker_cpus;
@@ -136,16 +128,15 @@ StatusOr<std::unique_ptr<CellServer>> CellServer::Start(const ServerConfig& conf
       return Status::FromCode(listener.status().code(),
                               fmt::format("--listen={}: {}", uri, listener.status().message()));
     }
-    for (const rpc::RegionRegistration& region : server->store_->regions()) {
-      CELL_RETURN_IF_ERROR((*listener)->RegisterRegion(region));
-    }
     seen[scheme] = (*listener)->uri();
     server->uris_.push_back((*listener)->uri());
     server->listeners_.push_back(std::move(*listener));
   }
 
-  // A server restarted after a crash may find its previous incarnation still registered, until that one's
-  // ZooKeeper session expires: wait for it (a little longer than a session timeout), and no longer.
+  // Registered before its regions are claimed and recovered, so that survivors, which take only dead servers'
+  // regions, leave them alone meanwhile (store requests get Unavailable until then). A server restarted after a crash
+  // may find its previous incarnation still registered, until that one's ZooKeeper session expires: wait for it (a
+  // little longer than a session timeout), and no longer.
   const auto register_by = std::chrono::steady_clock::now() + config.zk_session_timeout * 2;
   for (;;) {
     Status s = server->membership_->RegisterServer(server->Self());
@@ -154,6 +145,30 @@ StatusOr<std::unique_ptr<CellServer>> CellServer::Start(const ServerConfig& conf
     std::this_thread::sleep_for(std::chrono::milliseconds(100));  // polling ZooKeeper for the old session's end
   }
   server->registered_ = true;
+
+  StoreConfig store = config.store;
+  store.data_dir = config.data_dir;
+  store.peer_key = server->peer_key_;
+  if (store.data_dir.empty()) {
+    LogWarning("server {}: no --data-dir: writes are not logged, and a restart loses the data", server->config_.id);
+  }
+  for (int attempt = 1;; ++attempt) {
+    auto opened = StoreService::Open(store, server->membership_.get(), server->config_.id);
+    if (opened.ok()) {
+      server->store_ = std::move(*opened);
+      break;
+    }
+    // Taken over while it recovered its regions (in the gap between its old session's end and its registration, a
+    // survivor saw it dead): the next attempt finds them another's and starts with new ones.
+    if (!opened.status().IsAborted() || attempt == 3) return opened.status();
+    LogWarning("server {}: {}; starting again", server->config_.id, opened.status().ToString());
+  }
+  for (auto& listener : server->listeners_) {
+    for (const rpc::RegionRegistration& region : server->store_->regions()) {
+      CELL_RETURN_IF_ERROR(listener->RegisterRegion(region));
+    }
+  }
+  server->store_ready_.store(true, std::memory_order_release);
   server->serving_ = true;
   server->fencing_ = std::thread([raw = server.get()] { raw->FencingLoop(); });
   // Regions this server holds that the table gives to another server are refused from then on (and the server
@@ -241,6 +256,24 @@ Status CellServer::CheckFencing() {
     owned += r.owner == config_.id ? 1 : 0;
     OnRegionOwner(r);  // a change missed while cut off
   }
+  // What the table still gives it is claimed again at a new epoch before anything is served: a survivor that saw this
+  // server gone may be about to take a region (a compare-and-set at the epoch it read). Exactly one of the two wins;
+  // if the survivor does, this server learns it here and serves nothing.
+  for (const uint32_t region : node_regions()) {
+    for (const auto& r : regions) {
+      if (r.region != region || r.owner != config_.id) continue;
+      auto claimed = membership_->ChangeOwner(region, r.epoch, config_.id);
+      if (claimed.ok()) {
+        ServiceFor(region)->set_epoch(claimed->epoch);
+      } else if (claimed.status().IsAborted()) {
+        auto now = membership_->GetRegion(region);
+        if (now.ok()) OnRegionOwner(*now);
+        if (!lost_region_.load()) return claimed.status();  // (changed by this server itself: decide again)
+      } else {
+        return claimed.status();
+      }
+    }
+  }
   if (lost_region_.load()) return Status::FailedPrecondition("a region this server served belongs to another now");
   serving = membership_->ServingStatus();
   if (serving.ok()) {
@@ -308,29 +341,27 @@ Status CellServer::TakeOver() {
     // directory) are taken over, with their extent regions.
     if (!dead && r.owner != config_.id) continue;
     std::error_code error;
-    if (!std::filesystem::exists(fmt::format("{}/regions-{}/MANIFEST", config_.data_dir, r.region), error)) continue;
+    const std::string log_dir = StoreService::LogDir(config_.data_dir, r.region, r.log_epoch);
+    if (!std::filesystem::exists(log_dir + "/MANIFEST", error)) continue;
     // The dead server's regions fall to one survivor, by region id: the others leave them alone.
     if (r.owner != config_.id && live[r.region % live.size()] != config_.id) continue;
     if (auto it = retry_at_.find(r.region); it != retry_at_.end() && now < it->second.first) continue;
     if (stopping()) return Status::OK();
-    // The log directory first: while its last owner's process (or another survivor) holds it, leave it be.
-    auto lock = StoreService::LockRegions(config_.data_dir, r.region);
-    if (!lock.ok()) continue;
-    if (r.owner != config_.id) {
-      auto mine = membership_->ChangeOwner(r.region, r.epoch, config_.id);
-      if (!mine.ok()) {
-        ::close(*lock);
-        if (!mine.status().IsAborted()) return mine.status();
-        continue;  // another server changed it first: decide again next time
-      }
-      LogInfo("server {}: taking over region {} from dead server {} (epoch {})", config_.id, r.region, r.owner,
-              mine->epoch);
+    // Claimed first, at a new epoch: a compare-and-set, so of two survivors one wins, and the old owner, if it was
+    // only paused, finds the epoch moved when it claims its regions again and serves nothing. Its lease lapsed before
+    // its session expired, so everything it acknowledged is in the log now (DESIGN, "Ownership").
+    auto mine = membership_->ChangeOwner(r.region, r.epoch, config_.id);
+    if (!mine.ok()) {
+      if (!mine.status().IsAborted()) return mine.status();
+      continue;  // another server changed it first: decide again next time
     }
+    LogInfo("server {}: taking over region {} from {} server {} (epoch {}, log {})", config_.id, r.region,
+            r.owner == config_.id ? "this" : "dead", r.owner, mine->epoch, log_dir);
     const auto start = std::chrono::steady_clock::now();
     StoreConfig store = config_.store;
     store.data_dir = config_.data_dir;
     store.peer_key = peer_key_;  // its splits and separators go to other servers too
-    auto adopted = StoreService::Adopt(store, membership_.get(), config_.id, r.region, *lock);
+    auto adopted = StoreService::Adopt(store, membership_.get(), config_.id, *mine);
     if (!adopted.ok()) {
       // Backing off (1 s, 2 s, ... 1 min): each attempt replays the whole log.
       auto& [at, failures] = retry_at_[r.region];
@@ -384,6 +415,10 @@ StoreService* CellServer::ServiceFor(uint32_t region) {
 
 void CellServer::Handle(uint16_t method, std::string_view request, rpc::Responder responder) {
   if (StoreService::IsStoreMethod(method)) {
+    if (!store_ready_.load(std::memory_order_acquire)) {
+      return responder.Fail(Status::Unavailable(
+          fmt::format("server {} is starting: its regions are being made or recovered; retry", config_.id)));
+    }
     const bool more = has_adopted_.load(std::memory_order_acquire);  // no lock per request
     // Peer requests that name a meganode go to the service holding it (MEGA_CREATE names none: this server's own).
     const bool peer = StoreService::IsPeerMethod(method) && method != proto::StoreMethod::MEGA_CREATE;

@@ -46,8 +46,8 @@ struct ServerConfig {
 
 class CellServer final : public rpc::RpcHandler {
  public:
-  // Opens the membership, creates the store's regions (the first server to claim the root holds the first meganode),
-  // starts the listeners, registers this server, and starts the fencing watch.
+  // Opens the membership, starts the listeners, registers this server, creates or recovers the store's regions (the
+  // first server to claim the root holds the first meganode), and starts the fencing watch.
   static StatusOr<std::unique_ptr<CellServer>> Start(const ServerConfig& config);
   ~CellServer() override;
 
@@ -77,8 +77,8 @@ class CellServer final : public rpc::RpcHandler {
  private:
   explicit CellServer(const ServerConfig& config) : config_(config) {}
   membership::ServerInfo Self() const;
-  // Every 200 ms until Stop: checks ServingStatus; after a session expiry renews the session, registers again and
-  // re-reads the table.
+  // Every 200 ms until Stop: checks ServingStatus; after a session expiry renews the session, registers again,
+  // re-reads the table and claims what it still gives this server again (a compare-and-set) before serving.
   void FencingLoop();
   Status CheckFencing();
   // With a data directory: every 250 ms until Stop, takes over the regions of dead servers that fall to this server
@@ -100,7 +100,8 @@ class CellServer final : public rpc::RpcHandler {
   rpc::Key peer_key_;  // what this server proves to other servers (empty: no keys)
   std::unique_ptr<membership::Membership> membership_;
   std::unique_ptr<TableService> table_service_;  // embedded only: a ZooKeeper cluster's clients read ZooKeeper
-  std::unique_ptr<StoreService> store_;
+  std::unique_ptr<StoreService> store_;  // set once, while starting (listeners up, and registered)
+  std::atomic<bool> store_ready_{false};  // store_ is set and its regions registered with the listeners
   mutable std::shared_mutex adopted_mu_;
   std::vector<std::unique_ptr<StoreService>> adopted_;  // regions taken over; guarded by adopted_mu_
   std::atomic<bool> has_adopted_{false};  // adopted_ is not empty (set once, after the first push)

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <sstream>
 
 #include "common/log.h"
@@ -98,50 +99,41 @@ StatusOr<std::unique_ptr<StoreService>> StoreService::Open(const StoreConfig& co
                                    fmt::format("another process is server {} on this data directory", server_id)));
   }
   bool restart = false;
+  uint64_t log_epoch = 0;
   const std::string regions_file = config.data_dir.empty() ? "" : RegionsFile(config.data_dir, server_id);
   if (!regions_file.empty() && env->FileExists(regions_file)) {
     CELL_ASSIGN_OR_RETURN(const auto recorded, RecordedRegions(config.data_dir, server_id));
     const auto [node, extent] = recorded;
-    // The log directory's lock first: a survivor taking the regions over holds it (and then owns them in the table).
-    auto lock = LockFile(fmt::format("{}/regions-{}/LOCK", config.data_dir, node), "");
-    if (!lock.ok() && lock.status().code() != Status::Code::kFailedPrecondition) return lock.status();
     auto entry = membership->GetRegion(node);
     if (!entry.ok() && !entry.status().IsNotFound()) return entry.status();
-    if (!lock.ok() || (entry.ok() && entry->owner != server_id && entry->owner != 0)) {
-      // Taken over while this server was down (or being taken over now): its log belongs to the new owner. This
-      // server is fenced from those regions and starts with new, empty ones.
-      LogWarning("server {}: region {} is {}; starting with new regions", server_id, node,
-                 lock.ok() ? fmt::format("owned by server {} now (epoch {})", entry->owner, entry->epoch)
-                           : std::string("held by another process (the server that took it over)"));
-      if (lock.ok()) ::close(*lock);
-    } else {
-      if (entry.ok()) {
-        // Claimed at a new epoch (a compare-and-set): a survivor that moved it first wins, and this server then
-        // starts new regions; one that tries after finds the lock held (and this server live, once registered).
-        auto claimed = membership->ChangeOwner(node, entry->epoch, server_id);
-        if (!claimed.ok() && !claimed.status().IsAborted()) {
-          ::close(*lock);
-          return claimed.status();
+    if (entry.ok() && entry->owner != server_id && entry->owner != 0) {
+      // Taken over while this server was down: its regions and their log belong to the new owner. This server is
+      // fenced from them and starts with new, empty ones.
+      LogWarning("server {}: region {} is owned by server {} now (epoch {}); starting with new regions", server_id,
+                 node, entry->owner, entry->epoch);
+    } else if (entry.ok()) {
+      // Claimed at a new epoch (a compare-and-set) before its log is read: a survivor that moved it first wins, and
+      // this server starts new regions; one that tries after finds the epoch moved. The log is this server's own (the
+      // table names only a directory its owner began), and no other process of this server id runs (the lock above).
+      auto claimed = membership->ChangeOwner(node, entry->epoch, server_id);
+      if (!claimed.ok() && !claimed.status().IsAborted()) return claimed.status();
+      if (claimed.ok()) {
+        auto extent_entry = membership->GetRegion(extent);
+        if (extent_entry.ok() && extent_entry->owner != server_id) {
+          (void)membership->ChangeOwner(extent, extent_entry->epoch, server_id);
         }
-        if (claimed.ok()) {
-          auto extent_entry = membership->GetRegion(extent);
-          if (extent_entry.ok() && extent_entry->owner != server_id) {
-            (void)membership->ChangeOwner(extent, extent_entry->epoch, server_id);
-          }
-        }
-        restart = claimed.ok();
-      } else {
-        restart = true;  // an embedded server's table began empty: the regions are created in it below
-      }
-      if (restart) {
-        service->node_region_ = node;
-        service->extent_region_ = extent;
-        service->region_lock_fd_ = *lock;
+        restart = true;
+        log_epoch = claimed->log_epoch;
       } else {
         LogWarning("server {}: region {} was taken over as this server restarted; starting with new regions",
                    server_id, node);
-        ::close(*lock);
       }
+    } else {
+      restart = true;  // an embedded server's table began empty: the regions are created in it below
+    }
+    if (restart) {
+      service->node_region_ = node;
+      service->extent_region_ = extent;
     }
   }
   if (!restart) {
@@ -161,7 +153,18 @@ StatusOr<std::unique_ptr<StoreService>> StoreService::Open(const StoreConfig& co
     }
     service->store_ = std::move(*store);
   } else {
-    CELL_RETURN_IF_ERROR(service->OpenLogged(config, options, restart));
+    service->log_dir_ = LogDir(config.data_dir, service->node_region_, log_epoch);
+    Status opened = service->OpenLogged(config, options, restart, service->log_dir_, logging::RecoverMode::kRepair);
+    if (!opened.ok() && restart) {
+      // Its old session had expired and the new one is not registered yet, so a survivor may have taken the regions
+      // over meanwhile (and removed this log): the caller starts again, with new regions.
+      auto now = membership->GetRegion(service->node_region_);
+      if (now.ok() && now->owner != server_id) {
+        return Status::Aborted(fmt::format("region {} was given to server {} while server {} was recovering it ({})",
+                                           service->node_region_, now->owner, server_id, opened.ToString()));
+      }
+    }
+    CELL_RETURN_IF_ERROR(opened);
     if (!restart) {
       // Last: only a log that holds a whole first meganode is ever recovered (a first start that stops before this
       // leaves a directory a restart does not use).
@@ -178,8 +181,8 @@ StatusOr<std::unique_ptr<StoreService>> StoreService::Open(const StoreConfig& co
     CELL_RETURN_IF_ERROR(membership->CreateRegion(service->extent_region_, server_id).status());
   }
   CELL_RETURN_IF_ERROR(node.status());
-  if (node->owner != server_id) {  // (the log directory's lock keeps survivors off while this server recovers)
-    return Status::Aborted(fmt::format("region {} was given to server {} while server {} was recovering it; restart it",
+  if (node->owner != server_id) {
+    return Status::Aborted(fmt::format("region {} was given to server {} while server {} was recovering it",
                                        service->node_region_, node->owner, server_id));
   }
   service->epoch_ = node->epoch;
@@ -208,42 +211,82 @@ meganode::GlobalTreeOptions StoreService::TreeOptions(const StoreConfig& config,
 }
 
 
-StatusOr<int> StoreService::LockRegions(const std::string& data_dir, uint32_t node_region) {
-  return LockFile(fmt::format("{}/regions-{}/LOCK", data_dir, node_region),
-                  fmt::format("another process holds region {}", node_region));
+std::string StoreService::LogDir(const std::string& data_dir, uint32_t node_region, uint64_t log_epoch) {
+  return log_epoch == 0 ? fmt::format("{}/regions-{}", data_dir, node_region)
+                        : fmt::format("{}/regions-{}.{}", data_dir, node_region, log_epoch);
 }
+
+namespace {
+// Removes every log directory of `node_region` in data_dir but `keep` (best effort: garbage, once the table names
+// `keep`; a paused old owner that resumes finds its files gone and acknowledges nothing anyway).
+void RemoveOtherLogDirs(const std::string& data_dir, uint32_t node_region, const std::string& keep) {
+  const std::string plain = fmt::format("regions-{}", node_region);
+  std::error_code error;
+  for (const auto& d : std::filesystem::directory_iterator(data_dir, error)) {
+    const std::string name = d.path().filename().string();
+    const bool generation = name.size() > plain.size() + 1 && name.starts_with(plain + ".") &&
+                            name.find_first_not_of("0123456789", plain.size() + 1) == std::string::npos;
+    if ((name != plain && !generation) || name == std::filesystem::path(keep).filename().string()) continue;
+    std::error_code removing;
+    std::filesystem::remove_all(d.path(), removing);
+    if (removing) LogWarning("removing the old log directory {}: {}", d.path().string(), removing.message());
+  }
+}
+}  // namespace
 
 StatusOr<std::unique_ptr<StoreService>> StoreService::Adopt(const StoreConfig& config,
                                                             membership::Membership* membership, uint64_t server_id,
-                                                            uint32_t node_region, int lock_fd) {
-  auto service = std::unique_ptr<StoreService>(new StoreService());
-  service->region_lock_fd_ = lock_fd;  // closed with the service, whatever happens
+                                                            const membership::RegionEntry& claimed) {
   if (config.data_dir.empty()) return Status::FailedPrecondition("only a server with a --data-dir can take over regions");
+  if (claimed.owner != server_id) {
+    return Status::InvalidArgument(fmt::format("region {} is claimed by server {}, not {}", claimed.region,
+                                               claimed.owner, server_id));
+  }
+  auto service = std::unique_ptr<StoreService>(new StoreService());
   service->server_id_ = server_id;
   service->search_cpu_us_ = config.search_cpu_us;
   service->env_ = config.env != nullptr ? config.env : logging::Env::Posix();
-  const std::string manifest_path = fmt::format("{}/regions-{}/MANIFEST", config.data_dir, node_region);
+  const std::string from = LogDir(config.data_dir, claimed.region, claimed.log_epoch);
+  const std::string to = LogDir(config.data_dir, claimed.region, claimed.epoch);
+  const std::string manifest_path = from + "/MANIFEST";
   CELL_ASSIGN_OR_RETURN(const std::string text, logging::ReadFileToString(service->env_, manifest_path));
   CELL_ASSIGN_OR_RETURN(const auto manifest, ParseManifest(text, manifest_path));
-  if (manifest.at("node_region") != node_region) {
+  if (manifest.at("node_region") != claimed.region) {
     return Status::Corruption(fmt::format("{} describes region {}", manifest_path, manifest.at("node_region")));
   }
+  // The new directory, named by this server's epoch (its compare-and-set's, so no other server writes there; one
+  // left by an earlier attempt of this server at the same epoch is garbage).
+  std::error_code error;
+  std::filesystem::remove_all(to, error);
+  if (error) return Status::Unavailable(fmt::format("clearing {}: {}", to, error.message()));
+  CELL_RETURN_IF_ERROR(service->env_->CreateDirs(to));
+  CELL_RETURN_IF_ERROR(logging::WriteFileAtomically(service->env_, to + "/MANIFEST", text));
   // The regions' shape is the dead server's, whatever this server's options say.
   StoreConfig adopted = config;
   adopted.meganode_bytes = manifest.at("meganode_bytes");
   adopted.meganodes = static_cast<uint32_t>(manifest.at("meganodes"));
   adopted.extent_region_bytes = manifest.at("extent_region_bytes");
-  service->node_region_ = node_region;
+  service->node_region_ = claimed.region;
   service->extent_region_ = static_cast<uint32_t>(manifest.at("extent_region"));
   CELL_ASSIGN_OR_RETURN(const uint32_t root, membership->RootRegion());
   const meganode::GlobalTreeOptions options = service->TreeOptions(adopted, membership, root);
-  CELL_RETURN_IF_ERROR(service->OpenLogged(adopted, options, /*restart=*/true));
-  CELL_ASSIGN_OR_RETURN(const membership::RegionEntry entry, membership->GetRegion(node_region));
-  if (entry.owner != server_id) {
-    return Status::Aborted(fmt::format("region {} is owned by server {} now, not {}", node_region, entry.owner,
-                                       server_id));
-  }
-  service->epoch_ = entry.epoch;
+  service->log_dir_ = to;
+  // The old log is read, never written: its owner may be paused rather than dead, and append to it when it resumes
+  // (nothing it appends then is acknowledged, DESIGN "Ownership").
+  CELL_RETURN_IF_ERROR(service->OpenLogged(adopted, options, /*restart=*/true, from, logging::RecoverMode::kReadOnly));
+  // The new directory holds the whole regions before the table names it.
+  CELL_RETURN_IF_ERROR(logging::TakeCheckpoint(to, service->log_.get(),
+                                               TreeCheckpointRegions(service->store_->node_region(),
+                                                                     service->store_->extent_region()),
+                                               service->env_)
+                           .status());
+  // Published by a compare-and-set: if the regions were taken from this server meanwhile (it was cut off while it
+  // recovered them), it never serves them.
+  CELL_ASSIGN_OR_RETURN(const membership::RegionEntry published,
+                        membership->ChangeOwner(claimed.region, claimed.epoch, server_id, claimed.epoch));
+  service->epoch_ = published.epoch;
+  RemoveOtherLogDirs(config.data_dir, claimed.region, to);
+  service->recovery_.records_replayed = 0;  // (the checkpoint above holds them)
   service->checkpointer_ = std::thread([raw = service.get(), every = adopted.checkpoint_log_bytes] {
     raw->CheckpointLoop(every);
   });
@@ -290,15 +333,10 @@ uint32_t StoreService::RegionOf(uint16_t method, std::string_view request) {
   }
 }
 
-Status StoreService::OpenLogged(const StoreConfig& config, meganode::GlobalTreeOptions options, bool restart) {
+Status StoreService::OpenLogged(const StoreConfig& config, meganode::GlobalTreeOptions options, bool restart,
+                                const std::string& recover_from, logging::RecoverMode mode) {
   logging::Env* env = env_;
-  log_dir_ = fmt::format("{}/regions-{}", config.data_dir, node_region_);
-  // One process per log directory: a survivor taking the regions over waits until their last owner let them go.
   CELL_RETURN_IF_ERROR(env->CreateDirs(log_dir_));
-  if (region_lock_fd_ < 0) {  // (a restart and an adoption took it already)
-    CELL_ASSIGN_OR_RETURN(region_lock_fd_, LockFile(log_dir_ + "/LOCK", fmt::format(
-        "another process holds regions {} and {}", node_region_, extent_region_)));
-  }
   const std::string manifest_path = log_dir_ + "/MANIFEST";
   const std::string manifest = Manifest(config, node_region_, extent_region_, options.root);
   if (restart) {
@@ -338,7 +376,7 @@ Status StoreService::OpenLogged(const StoreConfig& config, meganode::GlobalTreeO
       const RegionMemory n{nodes.id(), nodes.Resolve(0, nodes.size()), nodes.size()};
       const RegionMemory e{extents.id(), extents.Resolve(0, extents.size()), extents.size()};
       std::map<uint64_t, std::string> splits;  // begun and not (yet) ended
-      auto r = logging::Recover(log_dir_, TreeCheckpointRegions(nodes, extents),
+      auto r = logging::Recover(recover_from, TreeCheckpointRegions(nodes, extents),
                                 [&](uint64_t, const logging::LogRecord& record) {
                                   if (record.kind == logging::LogRecord::Kind::kSplitBegin) {
                                     splits[record.split] = record.info;
@@ -347,11 +385,11 @@ Status StoreService::OpenLogged(const StoreConfig& config, meganode::GlobalTreeO
                                   }
                                   return ApplyLogRecord(record, n, e);
                                 },
-                                env);
+                                env, mode);
       if (!r.ok()) {
         return Status::FromCode(r.status().code(),
                                 fmt::format("recovering regions {} and {} from {}: {}", node_region_, extent_region_,
-                                            log_dir_, r.status().message()));
+                                            recover_from, r.status().message()));
       }
       recovery_.recovered = true;
       recovery_.checkpoint_lsn = r->checkpoint_lsn;
@@ -402,7 +440,6 @@ StoreService::~StoreService() {
   store_.reset();  // before the log it writes to, and before the lock is released
   logger_.reset();
   log_.reset();
-  if (region_lock_fd_ >= 0) ::close(region_lock_fd_);
   if (lock_fd_ >= 0) ::close(lock_fd_);
 }
 
@@ -598,9 +635,10 @@ void StoreService::Handle(uint16_t method, std::string_view request, rpc::Respon
         "the request begins at meganode {}:{}, outside its target region {}", start.region, start.offset,
         target->region())));
   }
-  if (target->region() != node_region_ || target->epoch() > epoch_ || lost_.load(std::memory_order_acquire)) {
+  const uint64_t epoch = epoch_.load(std::memory_order_acquire);
+  if (target->region() != node_region_ || target->epoch() > epoch || lost_.load(std::memory_order_acquire)) {
     reply.mutable_wrong_owner()->set_region(target->region());
-    reply.mutable_wrong_owner()->set_epoch(target->region() == node_region_ ? epoch_ : 0);
+    reply.mutable_wrong_owner()->set_epoch(target->region() == node_region_ ? epoch : 0);
     return responder.Reply(reply.SerializeAsString());
   }
   if (!serving) {

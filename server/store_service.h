@@ -45,7 +45,7 @@ struct StoreConfig {
   double search_cpu_us = 0;
 
   // Durability (docs/DESIGN.md, "Durability"). With a data_dir, every write to the regions goes to a write-ahead log
-  // in <data_dir>/regions-<node region>/, with checkpoints there, and a restarted server recovers its regions from
+  // in a directory there (StoreService::LogDir), with checkpoints, and a restarted server recovers its regions from
   // them (<data_dir>/server-<id>.regions names them). Empty: nothing is logged; a restart loses everything.
   std::string data_dir;
   // kSync: a write is acknowledged once its records are on disk (fdatasync, shared by concurrent writes). kAsync:
@@ -74,27 +74,29 @@ class StoreService {
   // Allocates two region ids, opens the store in memfd-backed memory (so shm clients can map it), and records both
   // regions in the table as owned by `server_id`. The node region is allocated first: the cluster's first server's
   // node region is its lowest region, the root.
-  // With config.data_dir and a record of this server's regions there (server-<id>.regions), the regions are
-  // recovered from their log instead, claimed in the table at a new epoch; unless another server owns them now, or
-  // holds their log directory (taking them over): then new ones are made.
+  // With config.data_dir and a record of this server's regions there (server-<id>.regions), the regions are claimed
+  // in the table at a new epoch and recovered from the log the table names; unless another server owns them now:
+  // then new ones are made. Aborted if a survivor took them over while they were being recovered (start again).
   static StatusOr<std::unique_ptr<StoreService>> Open(const StoreConfig& config, membership::Membership* membership,
                                                       uint64_t server_id);
-  // Takes over a dead server's regions (issue 7, takeover): node region `node_region`, whose log directory
-  // <data_dir>/regions-<node_region>/ (shared storage) holds its log, checkpoints and MANIFEST (the regions' shape and
-  // extent region). The caller has made this server their owner in the table (ChangeOwner); they are recovered as a
-  // restart recovers its own, and served at the table's epoch. FailedPrecondition while another process still holds
-  // the directory (its lock).
-  // `lock_fd` is the log directory's lock (LockRegions), taken before the table was changed; the service owns it.
+  // Takes over regions of a server that died or lost its session (docs/DESIGN.md, "Takeover"). `claimed` is the
+  // node region's entry after this server made itself the owner by a compare-and-set. The log the entry names is
+  // read without changing it (its old owner may only be paused); the regions go on in a new log directory, named
+  // by claimed.epoch, which holds a checkpoint of them before the table names it (a second compare-and-set); then
+  // the other log directories of the regions are removed, and the regions are served at the table's epoch.
   static StatusOr<std::unique_ptr<StoreService>> Adopt(const StoreConfig& config, membership::Membership* membership,
-                                                       uint64_t server_id, uint32_t node_region, int lock_fd);
-  // Takes the lock of node region `node_region`'s log directory (flock, not waiting): its fd, or FailedPrecondition
-  // while another process (the regions' server, or a survivor taking them over) holds it.
-  static StatusOr<int> LockRegions(const std::string& data_dir, uint32_t node_region);
+                                                       uint64_t server_id, const membership::RegionEntry& claimed);
+  // Where a node region's log, checkpoints and MANIFEST (the regions' shape and extent region) are, on storage every
+  // server of the cluster reads: <data_dir>/regions-<node region> for the log its first server began, and
+  // <data_dir>/regions-<node region>.<epoch> for the one a takeover at that epoch began (RegionEntry::log_epoch).
+  static std::string LogDir(const std::string& data_dir, uint32_t node_region, uint64_t log_epoch);
   ~StoreService();
   uint32_t extent_region() const { return extent_region_; }
   // The table gave the regions to another server: from now on every request for them is refused ("wrong owner"),
   // until the process ends (a server that finds this exits, server/cell_server.h).
   void MarkLost(uint64_t owner, uint64_t epoch);
+  // The server claimed the node region again at `epoch` (after its session expired, server/cell_server.h).
+  void set_epoch(uint64_t epoch) { epoch_.store(epoch, std::memory_order_release); }
   bool lost() const { return lost_.load(std::memory_order_acquire); }
   // The node region a store request addresses (0: none, or not parsable): a server holding several region pairs
   // routes by it.
@@ -130,8 +132,10 @@ class StoreService {
   void HandlePeer(uint16_t method, std::string_view request, rpc::Responder responder);
   // The tree's options for this service's regions (its peers made here).
   meganode::GlobalTreeOptions TreeOptions(const StoreConfig& config, membership::Membership* membership, uint32_t root);
-  // Opens the log (first start) or recovers the regions from it (restart), and the tree on them.
-  Status OpenLogged(const StoreConfig& config, meganode::GlobalTreeOptions options, bool restart);
+  // Opens the log in log_dir_ and the tree on the regions: new ones (first start), or recovered (restart) from the
+  // log in `recover_from` (log_dir_ itself, or the old owner's after a takeover), treated as `mode` says.
+  Status OpenLogged(const StoreConfig& config, meganode::GlobalTreeOptions options, bool restart,
+                    const std::string& recover_from, logging::RecoverMode mode);
   // Waits until this thread's writes are durable as the durability option asks (OK at once without a log); with
   // `flush`, on disk whatever the option (a peer's request: another server builds on the answer).
   Status Commit(bool flush = false);
@@ -144,8 +148,7 @@ class StoreService {
   double search_cpu_us_ = 0;
   std::unique_ptr<ServerPeers> peers_;  // outlives store_ (its background thread calls peers_)
   logging::Env* env_ = nullptr;
-  int lock_fd_ = -1;         // <data_dir>/server-<id>.lock, held (flock) while this service lives (not by Adopt)
-  int region_lock_fd_ = -1;  // <log dir>/LOCK, likewise
+  int lock_fd_ = -1;  // <data_dir>/server-<id>.lock, held (flock) while this service lives (not by Adopt)
   std::atomic<bool> lost_{false};
   std::string log_dir_;
   std::unique_ptr<logging::RegionLog> log_;  // outlives store_ and logger_ (they write to it)
@@ -161,7 +164,8 @@ class StoreService {
   uint32_t extent_region_ = 0;
   std::atomic<uint64_t> requests_{0};
   std::atomic<uint64_t> redirects_{0};
-  uint64_t epoch_ = 0;  // the node region's epoch when this service took it (created, restarted or adopted)
+  // The node region's epoch when this service took it (created, restarted or adopted) or last claimed it again.
+  std::atomic<uint64_t> epoch_{0};
 };
 
 }  // namespace cell::server

@@ -8,7 +8,9 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <cstdio>
 #include <filesystem>
+#include <map>
 #include <random>
 #include <string>
 
@@ -229,6 +231,64 @@ TEST_F(CheckpointTest, FallingBackToAnOlderCheckpointRestoresItsZeroChunks) {
   EXPECT_EQ(recovery->problems.size(), 1u);
   EXPECT_TRUE(rebuilt == region_);
   EXPECT_TRUE(rebuilt_other == older_other) << "the newer checkpoint's bytes in the older's zero chunk were undone";
+}
+
+
+// A survivor reads a log its old owner may still append to (RecoverMode::kReadOnly): the same regions come back, and
+// not a byte of the directory changes, though it holds what a repairing recovery changes: a damaged newer checkpoint,
+// an interrupted checkpoint's .tmp, and a torn tail.
+TEST_F(CheckpointTest, ARecoveryThatOnlyReadsRebuildsTheSameRegionsAndChangesNoFile) {
+  {
+    auto log = RegionLog::Open(dir_, 1, {.env = &env_});
+    ASSERT_TRUE(log.ok());
+    for (int i = 0; i < 10; ++i) WriteAndLog(log->get(), i * 5000, std::string(900, 'a' + i), 1 + i % 2);
+    ASSERT_TRUE(TakeCheckpoint(dir_, log->get(), Live(), &env_).ok());
+    for (int i = 0; i < 10; ++i) WriteAndLog(log->get(), i * 7000 + 3, std::string(600, 'A' + i), 1 + i % 2);
+  }
+  const uint64_t good = ListCheckpoints(dir_).value().back();
+  std::string bad = ReadFileToString(Env::Posix(), CheckpointPath(dir_, good)).value();
+  bad[100] ^= 1;
+  ASSERT_TRUE(WriteFileAtomically(Env::Posix(), CheckpointPath(dir_, good + 1), bad).ok());
+  ASSERT_TRUE(WriteFileAtomically(Env::Posix(), CheckpointPath(dir_, good + 2) + ".tmp", "interrupted").ok());
+  const auto files = RegionLog::Files(dir_).value();
+  ASSERT_FALSE(files.empty());
+  {
+    std::FILE* f = std::fopen(RegionLog::FilePath(dir_, files.back()).c_str(), "ab");
+    ASSERT_NE(f, nullptr);
+    std::fputs("\x01\x02\x03", f);  // half a record header: an append under way
+    std::fclose(f);
+  }
+  const auto snapshot = [this] {
+    std::map<std::string, std::string> out;
+    for (const auto& e : std::filesystem::directory_iterator(dir_)) {
+      out[e.path().filename().string()] = ReadFileToString(Env::Posix(), e.path().string()).value();
+    }
+    return out;
+  };
+  const auto before = snapshot();
+
+  std::string read(kSize, '\0'), read_other(kOtherSize, '\0');
+  auto recovery = Recover(dir_, Regions(&read, &read_other), Apply(&read, &read_other), &env_, RecoverMode::kReadOnly);
+  ASSERT_TRUE(recovery.ok()) << recovery.status().ToString();
+  EXPECT_EQ(recovery->checkpoint_lsn, good);
+  EXPECT_EQ(recovery->problems.size(), 1u) << "the damaged checkpoint is passed over";
+  EXPECT_EQ(recovery->replay.records, 10u);
+  EXPECT_EQ(recovery->replay.end, log::Reader::End::kTornTail);
+  EXPECT_TRUE(read == region_);
+  EXPECT_TRUE(read_other == other_);
+  EXPECT_TRUE(snapshot() == before) << "a read-only recovery changed the directory";
+
+  // The same directory under a repairing recovery: the same regions, and the files it changes (so the check above
+  // could fail).
+  std::string repaired(kSize, '\0'), repaired_other(kOtherSize, '\0');
+  recovery = Recover(dir_, Regions(&repaired, &repaired_other), Apply(&repaired, &repaired_other), &env_);
+  ASSERT_TRUE(recovery.ok()) << recovery.status().ToString();
+  EXPECT_TRUE(repaired == region_);
+  EXPECT_TRUE(repaired_other == other_);
+  const auto after = snapshot();
+  EXPECT_FALSE(after == before);
+  EXPECT_TRUE(after.contains(std::filesystem::path(CheckpointPath(dir_, good + 1) + ".bad").filename().string()));
+  EXPECT_FALSE(after.contains(std::filesystem::path(CheckpointPath(dir_, good + 2) + ".tmp").filename().string()));
 }
 
 }  // namespace

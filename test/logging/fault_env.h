@@ -65,7 +65,7 @@ class FaultEnv final : public Env {
     CELL_ASSIGN_OR_RETURN(auto file, base_->NewWritableFile(path));
     std::lock_guard lock(mu_);
     files_[path] = {};
-    if (created) entries_.push_back({EntryOp::kCreate, path});
+    if (created) entries_.push_back(EntryOp{.kind = EntryOp::kCreate, .path = path});
     return std::unique_ptr<WritableFile>(new File(this, path, std::move(file)));
   }
   StatusOr<std::unique_ptr<WritableFile>> NewAppendableFile(const std::string& path) override {
@@ -74,7 +74,7 @@ class FaultEnv final : public Env {
     const uint64_t size = created ? 0 : base_->FileSize(path).value();
     CELL_ASSIGN_OR_RETURN(auto file, base_->NewAppendableFile(path));
     std::lock_guard lock(mu_);
-    if (created) entries_.push_back({EntryOp::kCreate, path});
+    if (created) entries_.push_back(EntryOp{.kind = EntryOp::kCreate, .path = path});
     auto [it, fresh] = files_.try_emplace(path, Tracked{size, size});
     if (fresh) it->second = {size, size};  // what was there before this Env saw it counts as durable
     return std::unique_ptr<WritableFile>(new File(this, path, std::move(file)));
@@ -90,7 +90,7 @@ class FaultEnv final : public Env {
     CELL_RETURN_IF_ERROR(Alive(path));
     std::lock_guard lock(mu_);
     // What a power loss would bring back: the file as durable (its synced bytes, if this Env wrote it).
-    EntryOp op{EntryOp::kRemove, path};
+    EntryOp op{.kind = EntryOp::kRemove, .path = path};
     CELL_ASSIGN_OR_RETURN(op.contents, DurableContents(path));
     CELL_RETURN_IF_ERROR(base_->RemoveFile(path));
     files_.erase(path);
@@ -100,7 +100,7 @@ class FaultEnv final : public Env {
   Status RenameFile(const std::string& from, const std::string& to) override {
     CELL_RETURN_IF_ERROR(Alive(from));
     std::lock_guard lock(mu_);
-    EntryOp op{EntryOp::kRename, to, from};
+    EntryOp op{.kind = EntryOp::kRename, .path = to, .from = from};
     op.replaced = base_->FileExists(to);
     if (op.replaced) {
       CELL_ASSIGN_OR_RETURN(op.contents, DurableContents(to));
@@ -142,11 +142,11 @@ class FaultEnv final : public Env {
   };
   // A change to a directory entry since its directory's last sync.
   struct EntryOp {
-    enum Kind { kCreate, kRemove, kRename } kind;
-    std::string path;      // created, removed, or renamed to
-    std::string from;      // kRename: the old name
+    enum Kind { kCreate, kRemove, kRename } kind = kCreate;
+    std::string path{};    // created, removed, or renamed to
+    std::string from{};    // kRename: the old name
     bool replaced = false;  // kRename: `path` existed before, holding `contents`
-    std::string contents;  // kRemove, and kRename that replaced: what the entry held (durably)
+    std::string contents{};  // kRemove, and kRename that replaced: what the entry held (durably)
   };
   static std::string Normal(const std::string& path) {
     return std::filesystem::path(path).lexically_normal().string();

@@ -103,6 +103,17 @@ TEST_P(MembershipTest, OwnerChangesAreCompareAndSetOnTheEpoch) {
   ASSERT_TRUE(now.ok());
   EXPECT_EQ(*now, (RegionEntry{*id, 2, 2}));
   EXPECT_TRUE(m_->GetRegion(*id + 1000).status().IsNotFound());
+
+  // A takeover names its log directory in the same kind of change; later owner changes keep it.
+  auto published = m_->ChangeOwner(*id, 2, 3, 2);
+  ASSERT_TRUE(published.ok()) << published.status().ToString();
+  EXPECT_EQ(*published, (RegionEntry{*id, 3, 3, 2}));
+  auto kept = m_->ChangeOwner(*id, 3, 3);
+  ASSERT_TRUE(kept.ok()) << kept.status().ToString();
+  EXPECT_EQ(*kept, (RegionEntry{*id, 3, 4, 2}));
+  EXPECT_EQ(*m_->GetRegion(*id), (RegionEntry{*id, 3, 4, 2}));
+  EXPECT_EQ(m_->ListRegions()->back(), (RegionEntry{*id, 3, 4, 2}));
+  EXPECT_TRUE(m_->ChangeOwner(*id, 3, 4, 9).status().IsAborted()) << "a stale epoch moves no log directory either";
 }
 
 TEST_P(MembershipTest, RacingTakeoversHaveExactlyOneWinner) {
@@ -398,7 +409,8 @@ TEST(ZooKeeperMembership, AMalformedZnodeInZooKeeperIsRefused) {
 }
 
 TEST(ZooKeeperMembership, MalformedEntriesAreReportedNotTrusted) {
-  for (const char* bad : {"", "owner=7\n", "epoch=3\n", "owner=x\nepoch=1\n", "owner=1\nepoch=0\n", "garbage"}) {
+  for (const char* bad : {"", "owner=7\n", "epoch=3\n", "owner=x\nepoch=1\n", "owner=1\nepoch=0\n", "garbage",
+                          "owner=1\nepoch=2\nlog_epoch=x\n", "owner=1\nepoch=2\nlog_epoch=0\n"}) {
     auto r = ZooKeeperMembership::ParseRegion(4, bad, "/cell/default/regions/00000004");
     ASSERT_FALSE(r.ok()) << bad;
     EXPECT_TRUE(r.status().IsCorruption()) << r.status().ToString();
@@ -407,6 +419,9 @@ TEST(ZooKeeperMembership, MalformedEntriesAreReportedNotTrusted) {
   auto good = ZooKeeperMembership::ParseRegion(4, "owner=7\nepoch=3\n", "p");
   ASSERT_TRUE(good.ok());
   EXPECT_EQ(*good, (RegionEntry{4, 7, 3}));
+  good = ZooKeeperMembership::ParseRegion(4, "owner=7\nepoch=3\nlog_epoch=2\n", "p");
+  ASSERT_TRUE(good.ok());
+  EXPECT_EQ(*good, (RegionEntry{4, 7, 3, 2}));
   EXPECT_FALSE(ZooKeeperMembership::ParseServer(3, "tcp=tcp://h:1\n", "p").ok());  // no capacity
   auto server = ZooKeeperMembership::ParseServer(3, "capacity=10\ntcp=tcp://h:1\n", "p");
   ASSERT_TRUE(server.ok());

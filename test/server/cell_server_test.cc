@@ -244,6 +244,10 @@ TEST_F(ZooKeeperServers, AServerStoppedPastItsSessionRegistersAgainWhenItResumes
   RunningServer server = Start(7);
   ASSERT_FALSE(server.ready.empty());
   ASSERT_TRUE(events_.WaitFor(membership::MembershipEvent::Kind::kServerJoined, 7, 20s));
+  auto root = observer_->RootRegion();
+  ASSERT_TRUE(root.ok());
+  auto before = observer_->GetRegion(*root);
+  ASSERT_TRUE(before.ok());
   ASSERT_EQ(kill(server.process->pid(), SIGSTOP), 0);
   // ZooKeeper expires its session (2 s) and drops its ephemeral node.
   const bool left = events_.WaitFor(membership::MembershipEvent::Kind::kServerLeft, 7, 30s);
@@ -255,6 +259,18 @@ TEST_F(ZooKeeperServers, AServerStoppedPastItsSessionRegistersAgainWhenItResumes
   ASSERT_TRUE(servers.ok());
   ASSERT_EQ(servers->size(), 1u);
   EXPECT_EQ(servers->front().addresses.at("tcp"), server.uris[0]);
+  // Before it serves again it claims its region again at a new epoch (so that a survivor that saw it gone and is
+  // about to take the region over, at the epoch it read, fails), and then it serves it.
+  ClientOptions options;
+  options.cluster = cluster_;
+  options.timeout = 20s;
+  auto client = Client::Open(options);
+  ASSERT_TRUE(client.ok()) << client.status().ToString();
+  ASSERT_TRUE((*client)->Put("k", "after").ok());
+  auto after = observer_->GetRegion(*root);
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(after->owner, 7u);
+  EXPECT_EQ(after->epoch, before->epoch + 1) << "the resumed server did not claim its region again";
 }
 
 // The acknowledgement rule (docs/DESIGN.md, "Ownership"): a put reaches a server that is paused (SIGSTOP) past its

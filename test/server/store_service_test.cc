@@ -45,7 +45,7 @@ class StoreServiceLease : public ::testing::TestWithParam<bool> {
       std::filesystem::create_directories(dir_);
       config.data_dir = dir_;
     }
-    ASSERT_TRUE(membership_.RegisterServer(membership::ServerInfo{.id = 1}).ok());
+    ASSERT_TRUE(membership_.RegisterServer(membership::ServerInfo{.id = 1, .addresses = {}}).ok());
     auto service = StoreService::Open(config, &membership_, 1);
     ASSERT_TRUE(service.ok()) << service.status().ToString();
     service_ = std::move(*service);
