@@ -1,5 +1,7 @@
 #include "client/path_cache.h"
 
+#include <optional>
+
 namespace cell::client {
 
 namespace {
@@ -25,23 +27,33 @@ void PathCache::Erase(Map::iterator it) {
 void PathCache::Insert(const btree::MeganodeRange& range) {
   if (range.meganode.is_null() || capacity_ == 0) return;
   std::lock_guard lock(mu_);
-  // Entries overlapping [min, max): the one before min if it reaches past min, and those starting inside.
+  // Entries overlapping [min, max) keep their parts outside it: a meganode is a correct start for any key at or above
+  // its min, so a split learnt of never leaves the keys beside it uncached (they would start at the root again).
+  std::optional<Entry> above;  // the part at and above max of an entry reaching past it, to be re-keyed at max
   auto it = ranges_.lower_bound(range.min);
   if (it != ranges_.begin()) {
     auto before = std::prev(it);
-    if (Below(range.min, before->second.max)) Erase(before);
+    if (Below(range.min, before->second.max)) {
+      if (!range.max.empty() && Below(range.max, before->second.max)) above = before->second;
+      before->second.max = range.min;
+    }
   }
   while (it != ranges_.end() && Below(it->first, range.max)) {
+    if (!range.max.empty() && Below(range.max, it->second.max)) above = it->second;
     auto next = std::next(it);
     Erase(it);
     it = next;
   }
-  while (ranges_.size() >= capacity_) {
+  const auto add = [&](const std::string& min, const std::string& max, GlobalPtr meganode) {
+    lru_.push_front(min);
+    ranges_.emplace(min, Entry{max, meganode, lru_.begin()});
+  };
+  add(range.min, range.max, range.meganode);
+  if (above) add(range.max, above->max, above->meganode);
+  while (ranges_.size() > capacity_) {
     auto oldest = ranges_.find(lru_.back());
     Erase(oldest);
   }
-  lru_.push_front(range.min);
-  ranges_.emplace(range.min, Entry{range.max, range.meganode, lru_.begin()});
 }
 
 size_t PathCache::size() const {

@@ -24,7 +24,7 @@ class PathCache {
 
   // The cached leaf meganode whose range holds `key`, or null.
   GlobalPtr Lookup(std::string_view key);
-  // Caches `range`, replacing the entries it overlaps.
+  // Caches `range`. Entries it overlaps keep their parts outside it (their meganodes are still correct starts there).
   void Insert(const btree::MeganodeRange& range);
   size_t size() const;
 

@@ -542,11 +542,15 @@ Status StoreClient::GetServerSide(std::string_view key, std::string* value, Dead
 
 Status StoreClient::GetClientSide(std::string_view key, std::string* value, Deadline deadline,
                                   uint64_t sample_server) {
+  // Routed to the server of the meganode it begins at (the key's cached leaf, else the root's): a search that
+  // begins at a leaf needs no other server, the root's included (down, it may be taken over meanwhile).
   return Run([&](rpc::Connection& connection, const Route& route, GlobalPtr, Deadline d) -> Attempt {
+    auto root = Root();
+    if (!root.ok()) return {root.status(), false};
     ReadRouter router(this, d, route, connection);
     if (sample_server != 0) router.Measure(sample_server);
     btree::CopyingNodeSource source(router.Fetcher(), nodes_.get());
-    btree::GlobalReader reader(&source, GlobalPtr{route.entry.region, 0});
+    btree::GlobalReader reader(&source, GlobalPtr{*root, 0});
     GlobalPtr start = paths_.Lookup(key);
     const bool cached = !start.is_null();
     if (!cached) {
@@ -574,7 +578,7 @@ Status StoreClient::GetClientSide(std::string_view key, std::string* value, Dead
     if (ShouldRetry(s)) return {s, true};
     if (s.IsNotFound()) return {Status::NotFound(fmt::format("no key '{}'", key)), false};
     return {s, false};
-  }, deadline);
+  }, deadline, paths_.Lookup(key));
 }
 
 StatusOr<std::vector<std::string>> StoreClient::ServerStats() {

@@ -69,6 +69,9 @@ class StoreClient {
   Status Scan(std::string_view start, std::string_view end, size_t limit, std::vector<btree::KeyValue>* out);
 
   const Stats& stats() const { return stats_; }
+  // The leaf meganode the path cache holds for `key` (null if none), where the next operation on it begins: after a
+  // Get of the key, the meganode (and so the region and server) holding it then. For tests that sort keys by server.
+  GlobalPtr CachedLeaf(std::string_view key) { return paths_.Lookup(key); }
   const btree::NodeCache* node_cache() const { return nodes_.get(); }
   const selector::Selector& selector() const { return *selector_; }
   // Each live server's STORE_STATS reply (server/proto/store.proto), serialized.

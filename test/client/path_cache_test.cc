@@ -25,7 +25,7 @@ TEST(PathCache, FindsTheRangeHoldingAKeyAndNothingOutside) {
   EXPECT_EQ(cache.Lookup("\xff\xff").offset, 3u << 20);
 }
 
-TEST(PathCache, ANewerRangeReplacesTheOnesItOverlaps) {
+TEST(PathCache, ANewerRangeReplacesTheOnesItOverlapsWithinItsBoundsOnly) {
   PathCache cache;
   cache.Insert(Range(1, "a", "z"));
   // The meganode split: its left half keeps [a, k), a new one took [k, z).
@@ -34,10 +34,20 @@ TEST(PathCache, ANewerRangeReplacesTheOnesItOverlaps) {
   EXPECT_EQ(cache.size(), 2u);
   EXPECT_EQ(cache.Lookup("j").offset, 1u << 20);
   EXPECT_EQ(cache.Lookup("k").offset, 2u << 20);
-  // A range covering both replaces both.
+  // A range learnt later overlapping both: they keep their parts outside it, and those keys still have a start.
   cache.Insert(Range(3, "b", "y"));
-  EXPECT_EQ(cache.size(), 1u);
-  EXPECT_TRUE(cache.Lookup("a").is_null());
+  EXPECT_EQ(cache.size(), 3u);
+  EXPECT_EQ(cache.Lookup("a").offset, 1u << 20);
+  EXPECT_EQ(cache.Lookup("b").offset, 3u << 20);
+  EXPECT_EQ(cache.Lookup("x").offset, 3u << 20);
+  EXPECT_EQ(cache.Lookup("y").offset, 2u << 20);
+  EXPECT_TRUE(cache.Lookup("z").is_null());
+  // A split learnt of inside one range: the range keeps both sides of it.
+  cache.Insert(Range(4, "c", "d"));
+  EXPECT_EQ(cache.size(), 5u);
+  EXPECT_EQ(cache.Lookup("b").offset, 3u << 20);
+  EXPECT_EQ(cache.Lookup("c").offset, 4u << 20);
+  EXPECT_EQ(cache.Lookup("d").offset, 3u << 20);
   EXPECT_EQ(cache.Lookup("x").offset, 3u << 20);
 }
 
