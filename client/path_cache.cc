@@ -48,8 +48,8 @@ void PathCache::Insert(const btree::MeganodeRange& range) {
     lru_.push_front(min);
     ranges_.emplace(min, Entry{max, meganode, lru_.begin()});
   };
-  add(range.min, range.max, range.meganode);
   if (above) add(range.max, above->max, above->meganode);
+  add(range.min, range.max, range.meganode);  // the most recently used
   while (ranges_.size() > capacity_) {
     auto oldest = ranges_.find(lru_.back());
     Erase(oldest);

@@ -108,9 +108,31 @@ void RegionCache::OnWrongOwner(uint32_t region, uint64_t server, uint64_t server
   ++stats_.invalidations;
 }
 
+StatusOr<std::chrono::steady_clock::time_point> RegionCache::ReadLease(uint64_t server) {
+  {
+    std::lock_guard lock(mu_);
+    auto it = leases_.find(server);
+    if (it != leases_.end() && std::chrono::steady_clock::now() < it->second) return it->second;
+    ++stats_.lease_renewals;
+  }
+  // The lease runs from before the question: the answer describes the table at some moment after this one.
+  const auto asked = std::chrono::steady_clock::now();
+  CELL_ASSIGN_OR_RETURN(const bool registered, table_->IsRegistered(server));
+  if (!registered) {
+    OnServerUnreachable(server);
+    return Status::Unavailable(fmt::format(
+        "server {} is no longer registered: its regions are moving to another server; retry", server));
+  }
+  std::lock_guard lock(mu_);
+  auto& until = leases_[server];
+  until = std::max(until, asked + membership::kReadLease);
+  return until;
+}
+
 void RegionCache::OnServerUnreachable(uint64_t server) {
   std::lock_guard lock(mu_);
   servers_.erase(server);
+  leases_.erase(server);
   for (auto r = regions_.begin(); r != regions_.end();) {
     if (r->second.owner == server) {
       r = regions_.erase(r);

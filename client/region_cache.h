@@ -9,6 +9,7 @@
 // that it owns the region (at the epoch the table gives it) before it answers for it.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -31,6 +32,7 @@ class RegionCache {
     uint64_t hits = 0;
     uint64_t table_reads = 0;  // GetRegion and ListServers calls on the table
     uint64_t invalidations = 0;
+    uint64_t lease_renewals = 0;  // IsRegistered calls on the table (one-sided reads' leases)
   };
 
   // `table` must outlive the cache. Thread-safe.
@@ -49,8 +51,13 @@ class RegionCache {
   // entry unless it is already newer than what that server knows and names another owner.
   void OnWrongOwner(uint32_t region, uint64_t server, uint64_t server_epoch);
 
-  // A connection to `server` failed: drops its addresses and every region it owned in the cache.
+  // A connection to `server` failed: drops its addresses, its read lease and every region it owned in the cache.
   void OnServerUnreachable(uint64_t server);
+
+  // One-sided reads' lease on `server` (membership::kReadLease): the time until which a one-sided read of it may
+  // begin. When the one held has run out, it is renewed by a fresh read of the table (the server still registered);
+  // Unavailable, with the server's routes dropped, once it is not (its regions are moving to a survivor: retry).
+  StatusOr<std::chrono::steady_clock::time_point> ReadLease(uint64_t server);
 
   Stats stats() const;
 
@@ -62,6 +69,7 @@ class RegionCache {
   // The highest epoch seen for each region (cached, or named in a complaint); kept after the entry is dropped, so
   // the cache never goes back to an older entry. A few bytes per region ever looked up.
   std::map<uint32_t, uint64_t> known_epochs_;
+  std::map<uint64_t, std::chrono::steady_clock::time_point> leases_;  // server -> read lease's end
   Stats stats_;
   static constexpr int kStaleTableRetries = 3;
 };

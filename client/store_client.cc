@@ -122,9 +122,12 @@ StatusOr<std::shared_ptr<rpc::Connection>> StoreClient::ConnectionTo(const membe
   rpc::ClientOptions rpc_options;
   rpc_options.call_timeout = options_.timeout;
   rpc_options.key = options_.key;
-  // Each transport tried gets what is left of the deadline.
-  auto connection = rpc::ConnectFirst(server.addresses, options_.transports, rpc_options,
-                                      [deadline] { return Remaining(deadline); });
+  // Each transport tried gets what is left of the deadline, up to kConnectTimeout: a server that is paused (its kernel
+  // accepts, it never answers the handshake) must not hold the operation until its deadline; the operation retries,
+  // re-reading the route, and finds the survivor once one has taken the server's regions over.
+  auto connection = rpc::ConnectFirst(server.addresses, options_.transports, rpc_options, [deadline] {
+    return std::min(Remaining(deadline), std::chrono::duration_cast<std::chrono::milliseconds>(kConnectTimeout));
+  });
   if (!connection.ok()) {
     // A refused key stays refused (PermissionDenied, not retried); anything else may pass (Unavailable).
     return Status::FromCode(
@@ -304,6 +307,7 @@ class StoreClient::ReadRouter {
     uint64_t server = 0;
     rpc::Connection* connection = nullptr;
     std::shared_ptr<rpc::Connection> owned;  // keeps `connection` alive, unless it is the operation's own
+    std::chrono::steady_clock::time_point lease_until{};  // reads of `server` may begin until then (ReadLease)
   };
   StatusOr<Link*> LinkFor(uint32_t region) {
     for (Link& l : links_) {
@@ -321,6 +325,11 @@ class StoreClient::ReadRouter {
                  ? Status::Corruption(fmt::format("a pointer names region {}, which does not exist", region))
                  : route.status();
     }
+    // Under a lease first (Read): no connection is made to a server that is no longer registered.
+    auto lease = client_->cache_.ReadLease(route->owner().id);
+    if (!lease.ok()) {
+      return Status::Unavailable(fmt::format("reading from server {}: {}", route->owner().id, lease.status().message()));
+    }
     auto connection = client_->ConnectionTo(route->owner(), deadline_);
     if (!connection.ok()) {
       client_->Forget(route->owner().id, nullptr);
@@ -328,13 +337,28 @@ class StoreClient::ReadRouter {
     }
     Link& slot = links_[next_++ % links_.size()];
     rpc::Connection* raw = connection->get();
-    slot = Link{region, route->owner().id, raw, std::move(*connection)};
+    slot = Link{region, route->owner().id, raw, std::move(*connection), *lease};
     return &slot;
   }
 
   Status Read(GlobalPtr p, size_t words, uint64_t* dst) {
     CELL_ASSIGN_OR_RETURN(Link * link, LinkFor(p.region));
-    const auto begin = measure_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
+    // Only under a lease on the server (docs/DESIGN.md, "One-sided reads and a deposed owner"): a server that lost
+    // its registration may be paused or cut off and deposed, and its memory older than a survivor's writes.
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= link->lease_until) {
+      auto lease = client_->cache_.ReadLease(link->server);
+      if (!lease.ok()) {
+        const uint64_t server = link->server;
+        if (link->connection == home_) home_ = nullptr;
+        for (Link& l : links_) {
+          if (l.server == server) l = Link{};
+        }
+        return Status::Unavailable(fmt::format("reading from server {}: {}", server, lease.status().message()));
+      }
+      link->lease_until = *lease;
+    }
+    const auto begin = measure_ ? now : std::chrono::steady_clock::time_point();
     Status s = rpc::ReadSync(*link->connection, p, static_cast<uint32_t>(words * 8), dst);
     if (measure_ && s.ok()) {
       ++reads_;
@@ -546,7 +570,7 @@ Status StoreClient::GetClientSide(std::string_view key, std::string* value, Dead
   // begins at a leaf needs no other server, the root's included (down, it may be taken over meanwhile).
   return Run([&](rpc::Connection& connection, const Route& route, GlobalPtr, Deadline d) -> Attempt {
     auto root = Root();
-    if (!root.ok()) return {root.status(), false};
+    if (!root.ok()) return {root.status(), root.status().IsUnavailable() || root.status().IsDeadlineExceeded()};
     ReadRouter router(this, d, route, connection);
     if (sample_server != 0) router.Measure(sample_server);
     btree::CopyingNodeSource source(router.Fetcher(), nodes_.get());

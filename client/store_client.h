@@ -42,6 +42,8 @@ struct StoreClientOptions {
 
 class StoreClient {
  public:
+  // How long setting up a connection (a transport's handshake and key proofs) may take before the operation retries.
+  static constexpr std::chrono::seconds kConnectTimeout{2};
   struct Stats {
     std::atomic<uint64_t> server_searches{0};
     std::atomic<uint64_t> client_searches{0};

@@ -10,6 +10,7 @@
 // that cached (owner, epoch) can tell a stale answer from a current one.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -59,7 +60,23 @@ class RegionTableReader {
   // The root region: the node region whose offset 0 holds the cluster's first meganode (and so the root pointer),
   // claimed once by the cluster's first server (ClaimRoot). NotFound before any server has claimed it.
   virtual StatusOr<uint32_t> RootRegion() = 0;
+  // Whether server `id` is registered, read fresh (ZooKeeper: after a sync, so a yes means it was registered at some
+  // moment after the call began). A client renews its one-sided reads' lease on a server with it (kReadLease).
+  virtual StatusOr<bool> IsRegistered(uint64_t id) {
+    CELL_ASSIGN_OR_RETURN(const std::vector<ServerInfo> servers, ListServers());
+    for (const ServerInfo& s : servers) {
+      if (s.id == id) return true;
+    }
+    return false;
+  }
 };
+
+// One-sided reads' lease (docs/DESIGN.md, "One-sided reads and a deposed owner"). A client begins a one-sided read of
+// a server only within this long of a fresh confirmation that the server is registered (IsRegistered), and a
+// survivor takes over a region no sooner than this long after it found the region's owner's registration gone. So
+// no client still reads a deposed owner's memory once the survivor takes writes. (Each side measures it on its own
+// monotonic clock: their rates must agree to well within it.)
+inline constexpr std::chrono::milliseconds kReadLease{1000};
 
 // The whole interface: what servers use.
 class Membership : public RegionTableReader {

@@ -4,7 +4,10 @@
 
 #include <algorithm>
 #include <charconv>
+#include <condition_variable>
 #include <future>
+#include <memory>
+#include <mutex>
 #include <shared_mutex>
 #include <cstdlib>
 
@@ -491,6 +494,56 @@ StatusOr<std::vector<ServerInfo>> ZooKeeperMembership::ListServers() {
   std::vector<ServerInfo> out;
   for (auto& [id, info] : servers) out.push_back(std::move(info));
   return out;
+}
+
+StatusOr<bool> ZooKeeperMembership::IsRegistered(uint64_t id) {
+  // A sync first: the server this client reads from catches up with the leader as of now, so the read after it is no
+  // older than this call (a plain read may come from a follower that lags).
+  struct Synced {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
+    int rc = ZOK;
+  };
+  auto synced = std::make_shared<Synced>();
+  const std::string path = Path("servers");
+  auto* reference = new std::shared_ptr<Synced>(synced);  // the completion's (deleted here if it never runs)
+  int rc;
+  {
+    std::shared_lock handle(handle_mu_);
+    rc = zoo_async(
+        zh_, path.c_str(),
+        [](int result, const char*, const void* data) {
+          // The completion owns a reference: it may run after the caller gave up waiting.
+          auto* keep = static_cast<std::shared_ptr<Synced>*>(const_cast<void*>(data));
+          {
+            std::lock_guard lock((*keep)->mu);
+            (*keep)->done = true;
+            (*keep)->rc = result;
+          }
+          (*keep)->cv.notify_all();
+          delete keep;
+        },
+        reference);
+  }
+  if (rc != ZOK) {
+    delete reference;
+    return Error(rc, fmt::format("syncing {}", path));
+  }
+  {
+    std::unique_lock lock(synced->mu);
+    if (!synced->cv.wait_for(lock, options_.operation_timeout, [&] { return synced->done; })) {
+      return Status::DeadlineExceeded(fmt::format("ZooKeeper at {}: syncing {}: no answer in {} ms", options_.connect,
+                                                  path, options_.operation_timeout.count()));
+    }
+    if (synced->rc != ZOK) return Error(synced->rc, fmt::format("syncing {}", path));
+  }
+  const std::string server = Path(fmt::format("servers/{}", id));
+  Stat stat{};
+  rc = Retry([&] { return zoo_exists(zh_, server.c_str(), 0, &stat); });
+  if (rc == ZOK) return true;
+  if (rc == ZNONODE) return false;
+  return Error(rc, fmt::format("looking for {}", server));
 }
 
 StatusOr<uint32_t> ZooKeeperMembership::AllocateRegionId() {

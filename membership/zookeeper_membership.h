@@ -65,6 +65,7 @@ class ZooKeeperMembership final : public Membership {
   Status RegisterServer(const ServerInfo& self) override;
   Status UnregisterServer(uint64_t id) override;
   StatusOr<std::vector<ServerInfo>> ListServers() override;
+  StatusOr<bool> IsRegistered(uint64_t id) override;
   StatusOr<uint32_t> AllocateRegionId() override;
   StatusOr<RegionEntry> CreateRegion(uint32_t region, uint64_t owner) override;
   StatusOr<RegionEntry> GetRegion(uint32_t region) override;

@@ -240,16 +240,21 @@ membership::ServerInfo CellServer::Self() const {
 
 Status CellServer::CheckFencing() {
   Status serving = membership_->ServingStatus();
-  if (serving.code() != Status::Code::kFailedPrecondition) {
+  if (serving.code() != Status::Code::kFailedPrecondition && !reclaiming_.load(std::memory_order_acquire)) {
     serving_.store(serving.ok(), std::memory_order_release);
     return serving;
   }
-  // Our session expired: survivors may own our regions now. Stop serving until registered again with a fresh view.
-  if (serving_.exchange(false)) LogWarning("server {}: fenced: {}", config_.id, serving.ToString());
-  registered_ = false;
-  CELL_RETURN_IF_ERROR(membership_->Renew());
-  CELL_RETURN_IF_ERROR(membership_->RegisterServer(Self()));
-  registered_ = true;
+  if (serving.code() == Status::Code::kFailedPrecondition) {
+    // Our session expired: survivors may own our regions now. Nothing is answered (lease_ says so) until this server
+    // has registered again and claimed what the table still gives it; an attempt that fails part way is taken up
+    // again at the next check.
+    reclaiming_.store(true, std::memory_order_release);
+    if (serving_.exchange(false)) LogWarning("server {}: fenced: {}", config_.id, serving.ToString());
+    registered_ = false;
+    CELL_RETURN_IF_ERROR(membership_->Renew());
+    CELL_RETURN_IF_ERROR(membership_->RegisterServer(Self()));
+    registered_ = true;
+  }
   CELL_ASSIGN_OR_RETURN(auto regions, membership_->ListRegions());
   size_t owned = 0;
   for (const auto& r : regions) {
@@ -275,6 +280,7 @@ Status CellServer::CheckFencing() {
     }
   }
   if (lost_region_.load()) return Status::FailedPrecondition("a region this server served belongs to another now");
+  reclaiming_.store(false, std::memory_order_release);
   serving = membership_->ServingStatus();
   if (serving.ok()) {
     serving_.store(true, std::memory_order_release);
@@ -326,14 +332,20 @@ bool CellServer::stopping() {
 }
 
 Status CellServer::TakeOver() {
+  // The regions first, then the live servers: a server claims its regions only once it is registered (again), and
+  // ZooKeeper shows one session's reads in order, so a claim seen here comes with its server seen live below, and a
+  // region is never taken at an epoch its live owner claimed.
+  CELL_ASSIGN_OR_RETURN(const auto regions, membership_->ListRegions());
   CELL_ASSIGN_OR_RETURN(const auto servers, membership_->ListServers());
   std::vector<uint64_t> live;
   for (const auto& s : servers) live.push_back(s.id);
   std::sort(live.begin(), live.end());
   if (live.empty()) return Status::OK();
-  CELL_ASSIGN_OR_RETURN(const auto regions, membership_->ListRegions());
-  const std::vector<uint32_t> held = node_regions();
   const auto now = std::chrono::steady_clock::now();
+  for (auto it = gone_since_.begin(); it != gone_since_.end();) {
+    it = std::binary_search(live.begin(), live.end(), it->first) ? gone_since_.erase(it) : std::next(it);
+  }
+  const std::vector<uint32_t> held = node_regions();
   for (const membership::RegionEntry& r : regions) {
     if (std::find(held.begin(), held.end(), r.region) != held.end()) continue;
     const bool dead = r.owner == 0 || !std::binary_search(live.begin(), live.end(), r.owner);
@@ -346,6 +358,12 @@ Status CellServer::TakeOver() {
     // The dead server's regions fall to one survivor, by region id: the others leave them alone.
     if (r.owner != config_.id && live[r.region % live.size()] != config_.id) continue;
     if (auto it = retry_at_.find(r.region); it != retry_at_.end() && now < it->second.first) continue;
+    if (r.owner != config_.id && r.owner != 0) {
+      // Not before clients' leases on its one-sided reads have run out (membership::kReadLease), counted from when
+      // this server first saw it gone.
+      const auto gone = gone_since_.try_emplace(r.owner, now).first->second;
+      if (now - gone < membership::kReadLease) continue;
+    }
     if (stopping()) return Status::OK();
     // Claimed first, at a new epoch: a compare-and-set, so of two survivors one wins, and the old owner, if it was
     // only paused, finds the epoch moved when it claims its regions again and serves nothing. Its lease lapsed before

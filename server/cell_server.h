@@ -4,6 +4,8 @@
 // while !serving().
 #pragma once
 
+#include <fmt/format.h>
+
 #include <atomic>
 #include <map>
 #include <condition_variable>
@@ -110,11 +112,24 @@ class CellServer final : public rpc::RpcHandler {
   std::atomic<bool> lost_region_{false};
   // Adoptions that failed: when to try each region again, and how often it failed (takeover thread only).
   std::map<uint32_t, std::pair<std::chrono::steady_clock::time_point, int>> retry_at_;
+  // Servers seen gone (not registered) while they own regions, and since when (takeover thread only).
+  std::map<uint64_t, std::chrono::steady_clock::time_point> gone_since_;
   std::vector<std::unique_ptr<rpc::Server>> listeners_;
   std::vector<std::string> uris_;
   std::atomic<bool> serving_{false};
-  // What every store answer is checked against as it is sent (StoreService::Handle): the membership's lease, fresh.
-  const std::function<Status()> lease_ = [this] { return membership_->ServingStatus(); };
+  // Set from finding the session expired until every region the table still gives this server is claimed again
+  // (CheckFencing); nothing is answered meanwhile, though the new session's registration makes the lease OK.
+  std::atomic<bool> reclaiming_{false};
+  // What every store answer is checked against as it is sent (StoreService::Handle): the membership's lease, fresh,
+  // and no claim pending.
+  const std::function<Status()> lease_ = [this] {
+    if (reclaiming_.load(std::memory_order_acquire)) {
+      return Status::Unavailable(fmt::format(
+          "server {} is registering again after its session expired, and claiming its regions again; retry",
+          config_.id));
+    }
+    return membership_->ServingStatus();
+  };
   std::atomic<bool> registered_{false};  // set once RegisterServer succeeded: only then does Stop unregister
 
   std::mutex stop_mu_;

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -156,8 +157,9 @@ StatusOr<std::unique_ptr<StoreService>> StoreService::Open(const StoreConfig& co
     service->log_dir_ = LogDir(config.data_dir, service->node_region_, log_epoch);
     Status opened = service->OpenLogged(config, options, restart, service->log_dir_, logging::RecoverMode::kRepair);
     if (!opened.ok() && restart) {
-      // Its old session had expired and the new one is not registered yet, so a survivor may have taken the regions
-      // over meanwhile (and removed this log): the caller starts again, with new regions.
+      // A survivor may have taken the regions over meanwhile (it saw this server gone in the gap between its old
+      // session's end and its new registration, and claimed first) and removed this log: the caller starts again, with
+      // new regions.
       auto now = membership->GetRegion(service->node_region_);
       if (now.ok() && now->owner != server_id) {
         return Status::Aborted(fmt::format("region {} was given to server {} while server {} was recovering it ({})",
@@ -217,19 +219,26 @@ std::string StoreService::LogDir(const std::string& data_dir, uint32_t node_regi
 }
 
 namespace {
-// Removes every log directory of `node_region` in data_dir but `keep` (best effort: garbage, once the table names
-// `keep`; a paused old owner that resumes finds its files gone and acknowledges nothing anyway).
-void RemoveOtherLogDirs(const std::string& data_dir, uint32_t node_region, const std::string& keep) {
+// Removes the log directories of `node_region` older than the one at `log_epoch` (the plain one, and .N for N below
+// it): garbage once the table names that one. Best effort. (A deposed owner that calls this late cannot touch the
+// directory the table names now: its epoch is higher.)
+void RemoveOlderLogDirs(const std::string& data_dir, uint32_t node_region, uint64_t log_epoch) {
   const std::string plain = fmt::format("regions-{}", node_region);
   std::error_code error;
-  for (const auto& d : std::filesystem::directory_iterator(data_dir, error)) {
-    const std::string name = d.path().filename().string();
-    const bool generation = name.size() > plain.size() + 1 && name.starts_with(plain + ".") &&
-                            name.find_first_not_of("0123456789", plain.size() + 1) == std::string::npos;
-    if ((name != plain && !generation) || name == std::filesystem::path(keep).filename().string()) continue;
+  for (auto it = std::filesystem::directory_iterator(data_dir, error);
+       !error && it != std::filesystem::directory_iterator(); it.increment(error)) {
+    const std::string name = it->path().filename().string();
+    uint64_t epoch = 0;
+    if (name != plain) {
+      if (!name.starts_with(plain + ".")) continue;
+      const char* first = name.data() + plain.size() + 1;
+      const auto [end, ec] = std::from_chars(first, name.data() + name.size(), epoch);
+      if (ec != std::errc() || end != name.data() + name.size()) continue;
+    }
+    if (epoch >= log_epoch) continue;
     std::error_code removing;
-    std::filesystem::remove_all(d.path(), removing);
-    if (removing) LogWarning("removing the old log directory {}: {}", d.path().string(), removing.message());
+    std::filesystem::remove_all(it->path(), removing);
+    if (removing) LogWarning("removing the old log directory {}: {}", it->path().string(), removing.message());
   }
 }
 }  // namespace
@@ -285,7 +294,7 @@ StatusOr<std::unique_ptr<StoreService>> StoreService::Adopt(const StoreConfig& c
   CELL_ASSIGN_OR_RETURN(const membership::RegionEntry published,
                         membership->ChangeOwner(claimed.region, claimed.epoch, server_id, claimed.epoch));
   service->epoch_ = published.epoch;
-  RemoveOtherLogDirs(config.data_dir, claimed.region, to);
+  RemoveOlderLogDirs(config.data_dir, claimed.region, claimed.epoch);
   service->recovery_.records_replayed = 0;  // (the checkpoint above holds them)
   service->checkpointer_ = std::thread([raw = service.get(), every = adopted.checkpoint_log_bytes] {
     raw->CheckpointLoop(every);
@@ -455,6 +464,7 @@ void StoreService::CheckpointLoop(uint64_t every_bytes) {
       due = log_->appended_bytes() - at_last >= every_bytes;
       if (!due) continue;
     }
+    if (lost_.load(std::memory_order_acquire)) break;  // another server's regions now: their directory too
     lock.unlock();
     const auto start = std::chrono::steady_clock::now();
     const uint64_t bytes = log_->appended_bytes();

@@ -51,6 +51,14 @@ TEST(PathCache, ANewerRangeReplacesTheOnesItOverlapsWithinItsBoundsOnly) {
   EXPECT_EQ(cache.Lookup("x").offset, 3u << 20);
 }
 
+TEST(PathCache, ARangeLearntInsideAnotherIsTheMostRecentlyUsed) {
+  PathCache cache(1);
+  cache.Insert(Range(1, "a", "z"));
+  cache.Insert(Range(2, "c", "d"));  // splits [a, z) in three; only the newest fits
+  EXPECT_EQ(cache.size(), 1u);
+  EXPECT_EQ(cache.Lookup("c").offset, 2u << 20);
+}
+
 TEST(PathCache, TheLeastRecentlyUsedRangeGoesFirstWhenFull) {
   PathCache cache(3);
   cache.Insert(Range(1, "a", "b"));

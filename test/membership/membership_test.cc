@@ -57,6 +57,15 @@ TEST_P(MembershipTest, RegisteredServersAreListedUntilTheyLeave) {
   servers = m_->ListServers();
   ASSERT_TRUE(servers.ok());
   EXPECT_EQ(*servers, std::vector<ServerInfo>{Server(2)});
+  // The fresh question one-sided reads' leases ask.
+  for (int i = 0; i < 20; ++i) {
+    const auto asked = std::chrono::steady_clock::now();
+    auto two = m_->IsRegistered(2), one = m_->IsRegistered(1);
+    ASSERT_TRUE(two.ok() && one.ok()) << two.status().ToString() << one.status().ToString();
+    EXPECT_TRUE(*two);
+    EXPECT_FALSE(*one);
+    EXPECT_LT(std::chrono::steady_clock::now() - asked, std::chrono::seconds(2)) << "a registration check hung";
+  }
 }
 
 TEST_P(MembershipTest, ConcurrentAllocationsGetDisjointIds) {
