@@ -387,6 +387,13 @@ Status CellServer::TakeOver() {
       ++failures;
       LogError("server {}: cannot serve region {}, which it owns: {}; trying again later", config_.id, r.region,
                adopted.status().ToString());
+      // The log directory the attempt began (a checkpoint of the regions, possibly) is garbage unless the table
+      // names it (a publish whose answer was lost): the next attempt begins another, at its own epoch.
+      auto entry = membership_->GetRegion(r.region);
+      if (entry.ok() && entry->log_epoch != mine->epoch) {
+        std::error_code removing;
+        std::filesystem::remove_all(StoreService::LogDir(config_.data_dir, r.region, mine->epoch), removing);
+      }
       continue;
     }
     retry_at_.erase(r.region);
