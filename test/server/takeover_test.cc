@@ -196,8 +196,9 @@ void Takeover::Run(bool kill_root, const std::string& search, Failure failure) {
   ASSERT_TRUE(recorded.ok()) << recorded.status().ToString();
   const uint32_t victim_node = recorded->first;
   // The victim's keys: a Get of each through a cold client, whose path cache then names each key's leaf meganode.
-  // Taken now and again just before the failure (splits move keys meanwhile): a key the victim held at either time
-  // counts as the victim's.
+  // Taken now, just before the failure, and once a survivor serves the victim's region (splits move keys onto the
+  // victim until it fails, the servers' background splits too; none after): a key the victim's region held at any of
+  // those times counts as the victim's.
   std::vector<bool> victims(kKeys);
   const auto classify = [&] {
     const std::vector<bool> now = KeysOf(victim_node);
@@ -206,10 +207,11 @@ void Takeover::Run(bool kill_root, const std::string& search, Failure failure) {
   classify();
   const std::vector<bool> victims_at_load = victims;
   const auto victims_key = [&](uint64_t k) { return k < kKeys && victims[k]; };
-  // A scan of [k, k + 20) may meet the victim's meganodes if a key in it, or the one before, is the victim's.
+  // A scan of [k, k + 20) may meet the victim's meganodes if a key in it, the one before or the one at its end (the
+  // leaf holding its end bound) is the victim's.
   const auto victims_range = [&](uint64_t k) {
-    for (uint64_t i = k == 0 ? 0 : k - 1; i < k + 20; ++i) {
-      if (victims_key(i)) return true;
+    for (uint64_t i = k == 0 ? 0 : k - 1; i <= k + 20; ++i) {
+      if (victims_key(std::min(i, kKeys - 1))) return true;
     }
     return false;
   };
@@ -443,6 +445,7 @@ void Takeover::Run(bool kill_root, const std::string& search, Failure failure) {
     ASSERT_EQ(kill(servers_[victim - 1].process->pid(), SIGCONT), 0);
     EXPECT_EQ(servers_[victim - 1].process->Wait(30s), 2) << "the resumed server did not exit as fenced";
   }
+  classify();  // (no thread reads `victims` before they are joined)
   // The load goes on against the new owner for a while.
   const uint64_t after_takeover = acked.load();
   ASSERT_TRUE(WaitFor([&] { return acked.load() >= after_takeover + 1000; })) << "writes stalled after the takeover";
@@ -472,16 +475,14 @@ void Takeover::Run(bool kill_root, const std::string& search, Failure failure) {
     return v[std::min(v.size() - 1, v.size() * 99 / 100)];
   };
   const double p99_before = p99(before), p99_during = p99(during);
-  // Gets of other servers' keys go on during the takeover at no less than a quarter of their rate before it (a
-  // stall behind the victim, as a path cache that lost its entries caused, drops it to near nothing). Their p99s are
-  // printed, not bounded: on this machine's two shared cores the survivor's recovery competes with them, and a
-  // bound on a timing would make the test flaky (docs/DESIGN.md, "Takeover", has the measurements).
+  // Gets of other servers' keys go on during the takeover: at least 100 of them (a stall behind the victim, as a path
+  // cache that lost its entries caused, left 7 in 2.6 s; the runs measured in docs/DESIGN.md made 20,000 to 100,000,
+  // and 2,000 on a machine overloaded three times over). Their p99s are printed, not bounded: on this machine's two
+  // shared cores the survivor's recovery competes with them, and a bound on a timing would make the test flaky.
   ASSERT_FALSE(before.empty());
-  const double before_rate = before.size() / std::chrono::duration<double>(settled_at - measured_from).count();
-  const double during_rate = during.size() / to_served;
-  EXPECT_GE(during_rate, before_rate / 4) << "gets of other servers' keys stalled during the takeover: "
-                                          << during.size() << " in " << to_served << " s, against " << before.size()
-                                          << " at " << before_rate << " per second before";
+  EXPECT_GE(during.size(), 100u) << "gets of other servers' keys stalled during the takeover: " << during.size()
+                                 << " in " << to_served << " s, against " << before.size() << " in "
+                                 << std::chrono::duration<double>(settled_at - measured_from).count() << " s before";
 
   const auto check = [&](const char* when) {
     auto client = Open();
