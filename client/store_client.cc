@@ -4,6 +4,7 @@
 
 #include <array>
 #include <charconv>
+#include <future>
 #include <optional>
 #include <utility>
 #include <thread>
@@ -24,6 +25,21 @@ StatusOr<std::unique_ptr<StoreClient>> StoreClient::Create(membership::RegionTab
   return std::unique_ptr<StoreClient>(new StoreClient(table, options, std::move(selector)));
 }
 
+namespace {
+// True on this client's timer thread and connecting threads, where callbacks run: a synchronous call there could wait
+// for the thread's own next step.
+thread_local bool on_client_thread = false;
+
+// A synchronous operation waits for replies, connections and timers that this client's and the transports' threads
+// deliver: it must not run on one of them (in a callback).
+Status CheckMayWait() {
+  if (!on_client_thread && !rpc::OnTransportThread()) return Status::OK();
+  return Status::FailedPrecondition(
+      "a synchronous Get, Put, Delete or Scan was called in an asynchronous operation's callback, whose thread it "
+      "would wait on: use GetAsync, PutAsync or DeleteAsync there");
+}
+}  // namespace
+
 StoreClient::StoreClient(membership::RegionTableReader* table, const StoreClientOptions& options,
                          std::unique_ptr<selector::Selector> selector)
     : table_(table), cache_(table), options_(options), selector_(std::move(selector)),
@@ -31,7 +47,7 @@ StoreClient::StoreClient(membership::RegionTableReader* table, const StoreClient
   if (options.node_cache_bytes > 0) {
     nodes_ = std::make_unique<btree::NodeCache>(options.node_cache_bytes, options.node_cache_levels);
   }
-  retry_thread_ = std::thread([this] { RetryLoop(); });
+  timer_thread_ = std::thread([this] { TimerLoop(); });
 }
 
 StoreClient::~StoreClient() {
@@ -40,36 +56,56 @@ StoreClient::~StoreClient() {
     std::lock_guard lock(mu_);
     closing_ = true;
     connections.swap(connections_);
-    retry_cv_.notify_all();
+    timer_cv_.notify_all();
   }
   // Outstanding calls complete now (Unavailable); their retries, if any, fail at once since closing_ is set.
   for (auto& [id, connection] : connections) connection->Close();
-  retry_thread_.join();
+  // Connections being made finish (each within kConnectTimeout); their waiting operations fail as closing. No new
+  // connector starts once closing_ is set.
+  std::vector<Connector> connectors;
+  {
+    std::lock_guard lock(mu_);
+    connectors.swap(connectors_);
+  }
+  for (auto& c : connectors) c.thread.join();
+  timer_thread_.join();  // it runs every remaining timer at once: each fails as closing
 }
 
-void StoreClient::PostRetry(std::function<void()> task) {
-  stats_.retries.fetch_add(1, std::memory_order_relaxed);
+void StoreClient::Schedule(Deadline due, std::function<void()> task) {
   {
     std::lock_guard lock(mu_);
     if (!closing_) {
-      retries_.push_back(std::move(task));
-      retry_cv_.notify_one();
+      const bool first = timers_.empty() || due < timers_.begin()->first;
+      timers_.emplace(due, std::move(task));
+      if (first) timer_cv_.notify_one();
       return;
     }
   }
-  // Closing: the retry thread may be gone; the task fails at once (Run sees closing_), so run it here.
-  task();
+  task();  // closing: the timer thread may be gone; the task fails at once, so run it here
 }
 
-void StoreClient::RetryLoop() {
+void StoreClient::TimerLoop() {
+  on_client_thread = true;
   std::unique_lock lock(mu_);
   while (true) {
-    retry_cv_.wait(lock, [&] { return closing_ || !retries_.empty(); });
-    if (retries_.empty()) return;  // closing, and nothing left
-    std::vector<std::function<void()>> tasks;
-    tasks.swap(retries_);
+    std::vector<std::function<void()>> due;
+    if (closing_) {
+      if (timers_.empty()) return;
+      for (auto& [when, task] : timers_) due.push_back(std::move(task));
+      timers_.clear();
+    } else if (timers_.empty()) {
+      timer_cv_.wait(lock);
+      continue;
+    } else if (const Deadline first = timers_.begin()->first; first > Clock::now()) {
+      timer_cv_.wait_until(lock, first);
+      continue;
+    } else {
+      const auto end = timers_.upper_bound(Clock::now());
+      for (auto it = timers_.begin(); it != end; ++it) due.push_back(std::move(it->second));
+      timers_.erase(timers_.begin(), end);
+    }
     lock.unlock();
-    for (auto& task : tasks) task();
+    for (auto& task : due) task();
     lock.lock();
   }
 }
@@ -112,13 +148,8 @@ std::chrono::milliseconds Remaining(std::chrono::steady_clock::time_point deadli
 }
 }  // namespace
 
-StatusOr<std::shared_ptr<rpc::Connection>> StoreClient::ConnectionTo(const membership::ServerInfo& server,
-                                                                     Deadline deadline) {
-  {
-    std::lock_guard lock(mu_);
-    auto it = connections_.find(server.id);
-    if (it != connections_.end() && it->second->health().ok()) return it->second;
-  }
+StatusOr<std::shared_ptr<rpc::Connection>> StoreClient::Connect(const membership::ServerInfo& server,
+                                                                Deadline deadline) {
   rpc::ClientOptions rpc_options;
   rpc_options.call_timeout = options_.timeout;
   rpc_options.key = options_.key;
@@ -138,6 +169,10 @@ StatusOr<std::shared_ptr<rpc::Connection>> StoreClient::ConnectionTo(const membe
   std::shared_ptr<rpc::Connection> old;  // released after the lock: closing it runs its callbacks, which lock mu_
   {
     std::lock_guard lock(mu_);
+    if (closing_) {
+      old = std::move(shared);
+      return Status::Unavailable("the client is closing");
+    }
     auto& slot = connections_[server.id];
     // Another thread may have connected meanwhile: keep its healthy connection (callers may have calls on it).
     if (slot != nullptr && slot->health().ok()) {
@@ -148,6 +183,55 @@ StatusOr<std::shared_ptr<rpc::Connection>> StoreClient::ConnectionTo(const membe
     }
   }
   return shared;
+}
+
+void StoreClient::ConnectAsync(const membership::ServerInfo& server, Deadline deadline, ConnectDone done) {
+  StatusOr<std::shared_ptr<rpc::Connection>> ready = Status::Unavailable("the client is closing");
+  {
+    std::lock_guard lock(mu_);
+    if (!closing_) {
+      auto it = connections_.find(server.id);
+      if (it != connections_.end() && it->second->health().ok()) {
+        ready = it->second;
+      } else {
+        std::vector<ConnectDone>& waiting = connecting_[server.id];
+        waiting.push_back(std::move(done));
+        if (waiting.size() > 1) return;  // a connector is at work for this server already
+        // Joins the connectors that have finished (each sets `finished` as its last act), then starts one.
+        std::erase_if(connectors_, [](Connector& c) {
+          if (!c.finished->load(std::memory_order_acquire)) return false;
+          c.thread.join();
+          return true;
+        });
+        auto finished = std::make_shared<std::atomic<bool>>(false);
+        connectors_.push_back(Connector{std::thread([this, server, deadline, finished] {
+                                          on_client_thread = true;
+                                          auto connection = Connect(server, deadline);
+                                          std::vector<ConnectDone> waiters;
+                                          {
+                                            std::lock_guard lock(mu_);
+                                            waiters = std::move(connecting_[server.id]);
+                                            connecting_.erase(server.id);
+                                          }
+                                          for (auto& w : waiters) w(connection);
+                                          finished->store(true, std::memory_order_release);
+                                        }),
+                                        finished});
+        return;
+      }
+    }
+  }
+  done(ready);
+}
+
+StatusOr<std::shared_ptr<rpc::Connection>> StoreClient::ConnectionTo(const membership::ServerInfo& server,
+                                                                     Deadline deadline) {
+  std::promise<StatusOr<std::shared_ptr<rpc::Connection>>> promise;
+  auto future = promise.get_future();
+  ConnectAsync(server, deadline, [&promise](const StatusOr<std::shared_ptr<rpc::Connection>>& connection) {
+    promise.set_value(connection);
+  });
+  return future.get();
 }
 
 void StoreClient::Forget(uint64_t server, const rpc::Connection* failed) {
@@ -161,15 +245,35 @@ void StoreClient::Forget(uint64_t server, const rpc::Connection* failed) {
   connections_.erase(it);
 }
 
+Status StoreClient::Attempts::GoOn(GlobalPtr next) {
+  if (++hops_ < 256) {
+    at_ = next;
+    return Status::OK();
+  }
+  hops_ = 0;
+  at_ = GlobalPtr();
+  return Status::Aborted("a request was sent on from server to server more than 256 times");
+}
+
+StatusOr<StoreClient::Deadline> StoreClient::Attempts::Retry(const Status& why) {
+  const Deadline now = Clock::now();
+  if (now + backoff_ >= deadline_) {
+    // No server could be reached: Unavailable; anything else kept failing until the deadline: DeadlineExceeded.
+    return Status::FromCode(why.IsUnavailable() ? Status::Code::kUnavailable : Status::Code::kDeadlineExceeded,
+                            fmt::format("gave up after {} ms: {}", timeout_.count(), why.ToString()));
+  }
+  const Deadline due = now + backoff_;
+  backoff_ = std::min(backoff_ * 2, std::chrono::milliseconds(100));
+  return due;
+}
+
 Status StoreClient::Run(const Operation& op, Deadline deadline, GlobalPtr start) {
-  Status last;
-  auto backoff = std::chrono::milliseconds(1);
-  GlobalPtr at = start;
-  int hops = 0;
+  Attempts tries(deadline, start, options_.timeout);
   while (true) {
     if (closing_.load(std::memory_order_acquire)) return Status::Unavailable("the client is closing");
-    uint32_t region = at.region;
-    if (at.is_null()) {
+    Status why;
+    uint32_t region = tries.at().region;
+    if (tries.at().is_null()) {
       auto root = Root();
       if (!root.ok()) return root.status();
       region = *root;
@@ -178,38 +282,29 @@ Status StoreClient::Run(const Operation& op, Deadline deadline, GlobalPtr start)
     if (route.ok()) {
       auto connection = ConnectionTo(route->owner(), deadline);
       if (connection.ok()) {
-        Attempt attempt = op(**connection, *route, at, deadline);
+        Attempt attempt = op(**connection, *route, tries.at(), deadline);
         if (!attempt.next.is_null()) {
-          // Another server's meganode: go on there at once (a walk only moves down or right, so this ends).
-          at = attempt.next;
-          if (++hops < 256) continue;
-          last = Status::Aborted("a request was sent on from server to server more than 256 times");
-          hops = 0;
-          at = GlobalPtr();
+          why = tries.GoOn(attempt.next);
+          if (why.ok()) continue;
         } else if (!attempt.retry) {
           return attempt.status;
         } else {
-          last = attempt.status;
+          why = attempt.status;
         }
       } else if (connection.status().IsPermissionDenied()) {
         return connection.status();  // retrying cannot help: the key is wrong or missing
       } else {
         Forget(route->owner().id, nullptr);
-        last = connection.status();
+        why = connection.status();
       }
     } else if (route.status().IsUnavailable()) {
-      last = route.status();  // no live owner right now: wait for a takeover or a restart
+      why = route.status();  // no live owner right now: wait for a takeover or a restart
     } else {
       return route.status();
     }
-    if (std::chrono::steady_clock::now() + backoff >= deadline) {
-      // No server could be reached: Unavailable; anything else kept failing until the deadline: DeadlineExceeded.
-      return Status::FromCode(last.IsUnavailable() ? Status::Code::kUnavailable : Status::Code::kDeadlineExceeded,
-                              fmt::format("gave up after {} ms: {}", options_.timeout.count(), last.ToString()));
-    }
+    CELL_ASSIGN_OR_RETURN(const Deadline due, tries.Retry(why));
     stats_.retries.fetch_add(1, std::memory_order_relaxed);
-    std::this_thread::sleep_for(backoff);  // a retry's back-off, not synchronisation
-    backoff = std::min(backoff * 2, std::chrono::milliseconds(100));
+    std::this_thread::sleep_until(due);  // a retry's back-off in the caller's own thread, not synchronisation
   }
 }
 
@@ -221,53 +316,8 @@ GlobalPtr StoreClient::NextFrom(const server::proto::StoreReply& reply) {
   return GlobalPtr::Unpack(reply.elsewhere());
 }
 
-StoreClient::Attempt StoreClient::Call(rpc::Connection& connection, const Route& route, Deadline deadline,
-                                       bool idempotent, uint16_t method, const std::string& request,
-                                       server::proto::StoreReply* parsed) {
-  auto reply = rpc::CallSync(connection, method, request,
-                             std::chrono::duration_cast<std::chrono::microseconds>(Remaining(deadline)));
-  if (!reply.ok()) {
-    if (reply.status().IsUnavailable() && !connection.health().ok()) {
-      Forget(route.owner().id, &connection);  // the connection died: the server may be gone, its regions moving
-      if (!idempotent) {
-        return {Status::Unavailable(fmt::format(
-                    "the connection to server {} failed after the request was sent; it may or may not have been "
-                    "applied: {}",
-                    route.owner().id, reply.status().message())),
-                false};
-      }
-      return {reply.status(), true};
-    }
-    if (reply.status().IsUnavailable()) return {reply.status(), true};  // fenced for now: retry
-    return {reply.status(), false};
-  }
-  if (!parsed->ParseFromString(*reply)) {
-    return {Status::Corruption(fmt::format("malformed reply ({} bytes) from server {}", reply->size(),
-                                           route.owner().id)),
-            false};
-  }
-  if (parsed->has_wrong_owner()) {
-    cache_.OnWrongOwner(route.entry.region, route.owner().id, parsed->wrong_owner().epoch());
-    return {Status::Unavailable(fmt::format("server {} no longer owns region {} (it knows epoch {})", route.owner().id,
-                                            route.entry.region, parsed->wrong_owner().epoch())),
-            true};
-  }
-  return {Status::OK(), false};
-}
 
 namespace {
-// `cached`: the meganode the path cache gave for the key; any other start (a redirect's) asks for the range of the
-// leaf meganode that answers, so that the next operation on the key begins there.
-server::proto::KeyRequest KeyRequest(const Route& route, std::string_view key, GlobalPtr start, GlobalPtr cached) {
-  server::proto::KeyRequest request;
-  request.mutable_target()->set_region(route.entry.region);
-  request.mutable_target()->set_epoch(route.entry.epoch);
-  request.set_key(std::string(key));
-  request.set_meganode(start.Pack());
-  request.set_want_range(!start.is_null() && !(start == cached));
-  return request;
-}
-
 // Sorts the outcome of a client-side search: a failed read (its server gone, or a region not reachable now) and a
 // search that kept meeting changes are tried again.
 bool ShouldRetry(const Status& s) { return s.IsUnavailable() || s.IsAborted(); }
@@ -410,6 +460,7 @@ double MicrosSince(std::chrono::steady_clock::time_point begin) {
 
 Status StoreClient::Get(std::string_view key, std::string* value) {
   CELL_RETURN_IF_ERROR(meganode::CheckKeyValue(key, {}));
+  CELL_RETURN_IF_ERROR(CheckMayWait());
   uint64_t server = 0;
   if (SearchOnServer(measure_ ? paths_.Lookup(key) : GlobalPtr(), /*may_block=*/true, &server)) {
     stats_.server_searches.fetch_add(1, std::memory_order_relaxed);
@@ -423,62 +474,13 @@ Status StoreClient::Get(std::string_view key, std::string* value) {
   return GetClientSide(key, value, NewDeadline(), server != 0 && SampleThisSearch() ? server : 0);
 }
 
-void StoreClient::CallAsync(uint16_t method, bool idempotent, Deadline deadline, GlobalPtr start,
-                            const std::function<std::string(const Route&, GlobalPtr start)>& build,
-                            std::function<void(const Status&, server::proto::StoreReply*)> finish,
-                            std::function<void()> retry) {
-  std::optional<uint32_t> region;
-  if (!start.is_null()) {
-    region = start.region;
-  } else if (const uint32_t root = root_.load(std::memory_order_acquire); root != 0) {
-    region = root;
-  }
-  auto route = region ? cache_.Lookup(*region) : StatusOr<Route>(Status::Unavailable("root not known yet"));
-  if (!route.ok()) return PostRetry(std::move(retry));
-  auto connection = ConnectionTo(route->owner(), deadline);
-  if (!connection.ok() && connection.status().IsPermissionDenied()) return finish(connection.status(), nullptr);
-  if (!connection.ok()) return PostRetry(std::move(retry));
-  const Route r = *route;
-  // The callback must not hold the connection: dropping the last reference from its own thread would destroy it
-  // there. The client's map (or a sync caller) keeps it alive; the destructor closes it before returning.
-  rpc::Connection* raw = connection->get();  // alive while its callbacks run; the callback must not own it
-  raw->Call(method, build(r, start),
-          [this, r, raw, idempotent, finish = std::move(finish), retry = std::move(retry)](
-              const Status& status, std::string_view response) mutable {
-            if (!status.ok()) {
-              // A write whose connection died may have been applied: say so rather than send it again.
-              if (status.IsUnavailable() && !idempotent && !raw->health().ok()) {
-                return finish(Status::Unavailable("the connection failed after the request was sent; it may or may "
-                                                  "not have been applied: " + status.message()),
-                              nullptr);
-              }
-              if (status.IsUnavailable()) return PostRetry(std::move(retry));
-              return finish(status, nullptr);
-            }
-            server::proto::StoreReply reply;
-            if (!reply.ParseFromArray(response.data(), static_cast<int>(response.size()))) {
-              return finish(Status::Corruption(fmt::format("malformed reply ({} bytes) from server {}",
-                                                           response.size(), r.owner().id)),
-                            nullptr);
-            }
-            if (reply.has_wrong_owner()) {
-              cache_.OnWrongOwner(r.entry.region, r.owner().id, reply.wrong_owner().epoch());
-              return PostRetry(std::move(retry));
-            }
-            // Another server's meganode: the synchronous form, on the retry thread, follows it.
-            if (!NextFrom(reply).is_null()) return PostRetry(std::move(retry));
-            finish(Status::OK(), &reply);
-          },
-          std::chrono::duration_cast<std::chrono::microseconds>(Remaining(deadline)));
-}
-
 void StoreClient::GetAsync(std::string_view key, GetCallback done) {
   if (Status s = meganode::CheckKeyValue(key, {}); !s.ok()) return done(s, {});
   uint64_t server = 0;
-  // A client-side search waits for its reads; on a transport's own thread (a callback issuing the next get) that
-  // could wait for itself, so a get started there searches on the server whatever the selector says.
+  // A client-side search waits for its reads; in a callback (a transport's thread, or this client's) that could wait
+  // for itself, or hold up others, so a get started there searches on the server whatever the selector says.
   if (!SearchOnServer(measure_ ? paths_.Lookup(key) : GlobalPtr(), /*may_block=*/false, &server) &&
-      !rpc::OnTransportThread()) {
+      CheckMayWait().ok()) {
     stats_.client_searches.fetch_add(1, std::memory_order_relaxed);
     std::string value;
     Status s = GetClientSide(key, &value, NewDeadline(), server != 0 && SampleThisSearch() ? server : 0);
@@ -493,67 +495,188 @@ void StoreClient::GetAsync(std::string_view key, GetCallback done) {
       inner(s, value);
     };
   }
-  auto shared_done = std::make_shared<GetCallback>(std::move(done));
-  std::string k(key);
-  // One deadline for the operation, retries included (they run on the retry thread, one after another).
-  const Deadline deadline = NewDeadline();
-  CallAsync(
-      StoreMethod::STORE_GET, /*idempotent=*/true, deadline, paths_.Lookup(k),
-      [&k](const Route& route, GlobalPtr start) { return KeyRequest(route, k, start, start).SerializeAsString(); },
-      [shared_done, k](const Status& status, server::proto::StoreReply* reply) {
-        if (!status.ok()) return (*shared_done)(status, {});
-        if (!reply->found()) return (*shared_done)(Status::NotFound(fmt::format("no key '{}'", k)), {});
-        (*shared_done)(Status::OK(), reply->value());
-      },
-      [this, shared_done, k, deadline] {
-        std::string value;
-        Status s = GetServerSide(k, &value, deadline);
-        (*shared_done)(s, value);
-      });
+  StartKeyOp(StoreMethod::STORE_GET, /*idempotent=*/true, key, nullptr, NewDeadline(),
+             [done = std::move(done), k = std::string(key)](const Status& status, server::proto::StoreReply* reply) {
+               if (!status.ok()) return done(status, {});
+               if (!reply->found()) return done(Status::NotFound(fmt::format("no key '{}'", k)), {});
+               done(Status::OK(), reply->value());
+             });
 }
 
 void StoreClient::PutAsync(std::string_view key, std::string_view value, DoneCallback done) {
   if (Status s = meganode::CheckKeyValue(key, value); !s.ok()) return done(s);
-  auto shared_done = std::make_shared<DoneCallback>(std::move(done));
-  auto kv = std::make_shared<std::pair<std::string, std::string>>(key, value);
-  const Deadline deadline = NewDeadline();
-  CallAsync(
-      StoreMethod::STORE_PUT, /*idempotent=*/false, deadline, paths_.Lookup(kv->first),
-      [&kv](const Route& route, GlobalPtr start) {
-        server::proto::KeyRequest request = KeyRequest(route, kv->first, start, start);
-        request.set_value(kv->second);
-        return request.SerializeAsString();
-      },
-      [shared_done](const Status& status, server::proto::StoreReply*) { (*shared_done)(status); },
-      [this, shared_done, kv, deadline] { (*shared_done)(PutUntil(kv->first, kv->second, deadline)); });
+  StartKeyOp(StoreMethod::STORE_PUT, /*idempotent=*/false, key, &value, NewDeadline(),
+             [done = std::move(done)](const Status& status, server::proto::StoreReply*) { done(status); });
 }
 
 void StoreClient::DeleteAsync(std::string_view key, DoneCallback done) {
   if (Status s = meganode::CheckKeyValue(key, {}); !s.ok()) return done(s);
-  auto shared_done = std::make_shared<DoneCallback>(std::move(done));
-  auto k = std::make_shared<std::string>(key);
-  const Deadline deadline = NewDeadline();
-  CallAsync(
-      StoreMethod::STORE_DELETE, /*idempotent=*/false, deadline, paths_.Lookup(*k),
-      [&k](const Route& route, GlobalPtr start) { return KeyRequest(route, *k, start, start).SerializeAsString(); },
-      [shared_done, k](const Status& status, server::proto::StoreReply* reply) {
-        if (!status.ok()) return (*shared_done)(status);
-        if (!reply->found()) return (*shared_done)(Status::NotFound(fmt::format("no key '{}'", *k)));
-        (*shared_done)(Status::OK());
+  StartKeyOp(StoreMethod::STORE_DELETE, /*idempotent=*/false, key, nullptr, NewDeadline(),
+             [done = std::move(done), k = std::string(key)](const Status& status, server::proto::StoreReply* reply) {
+               if (!status.ok()) return done(status);
+               if (!reply->found()) return done(Status::NotFound(fmt::format("no key '{}'", k)));
+               done(Status::OK());
+             });
+}
+
+struct StoreClient::RequestOp {
+  RequestOp(uint16_t method, bool idempotent, bool follow, GlobalPtr start, Deadline deadline,
+            std::chrono::milliseconds timeout, BuildRequest build, RequestDone done)
+      : method(method), idempotent(idempotent), follow(follow), build(std::move(build)),
+        tries(deadline, start, timeout), done(std::move(done)) {}
+  const uint16_t method;
+  const bool idempotent;  // may be sent again after its connection died (a write may have been applied: it is not)
+  const bool follow;      // goes on to the meganode a reply's `elsewhere` names (a scan's caller does that itself)
+  const BuildRequest build;
+  Attempts tries;  // touched by one step at a time: each step starts the next
+  const RequestDone done;
+};
+
+void StoreClient::StartRequest(uint16_t method, bool idempotent, bool follow, GlobalPtr start, Deadline deadline,
+                               BuildRequest build, RequestDone done) {
+  Step(std::make_shared<RequestOp>(method, idempotent, follow, start, deadline, options_.timeout, std::move(build),
+                                   std::move(done)));
+}
+
+Status StoreClient::RunRequest(uint16_t method, bool idempotent, bool follow, GlobalPtr start, Deadline deadline,
+                               BuildRequest build, server::proto::StoreReply* reply) {
+  std::promise<Status> promise;
+  auto future = promise.get_future();
+  StartRequest(method, idempotent, follow, start, deadline, std::move(build),
+               [&promise, reply](const Status& status, server::proto::StoreReply* answer) {
+                 if (answer != nullptr) *reply = std::move(*answer);
+                 promise.set_value(status);
+               });
+  return future.get();
+}
+
+void StoreClient::StartKeyOp(uint16_t method, bool idempotent, std::string_view key, const std::string_view* value,
+                             Deadline deadline, RequestDone done) {
+  const GlobalPtr cached = paths_.Lookup(key);
+  StartRequest(method, idempotent, /*follow=*/true, cached, deadline, KeyRequestFor(key, value, cached),
+               std::move(done));
+}
+
+StoreClient::BuildRequest StoreClient::KeyRequestFor(std::string_view key, const std::string_view* value,
+                                                     GlobalPtr cached) {
+  // `cached`: the meganode the path cache gave for the key, where the first attempt begins; any other start (a
+  // redirect's) asks for the range of the leaf meganode that answers, so that the next operation on the key begins
+  // there.
+  return [key = std::string(key), value = value != nullptr ? std::optional<std::string>(*value) : std::nullopt,
+          cached](const Route& route, GlobalPtr start) {
+    server::proto::KeyRequest request;
+    request.mutable_target()->set_region(route.entry.region);
+    request.mutable_target()->set_epoch(route.entry.epoch);
+    request.set_key(key);
+    if (value) request.set_value(*value);
+    request.set_meganode(start.Pack());
+    request.set_want_range(!start.is_null() && !(start == cached));
+    return request.SerializeAsString();
+  };
+}
+
+void StoreClient::Step(const std::shared_ptr<RequestOp>& op) {
+  if (closing_.load(std::memory_order_acquire)) return op->done(Status::Unavailable("the client is closing"), nullptr);
+  // A transport's thread must not wait on the table (it may be completing other operations' replies): a step that
+  // would runs on the timer thread instead, at once.
+  const bool may_block = !rpc::OnTransportThread();
+  uint32_t region = op->tries.at().region;
+  if (op->tries.at().is_null()) {
+    region = root_.load(std::memory_order_acquire);
+    if (region == 0) {
+      if (!may_block) return Schedule(Clock::now(), [this, op] { Step(op); });
+      auto root = Root();
+      if (!root.ok()) return op->done(root.status(), nullptr);
+      region = *root;
+    }
+  }
+  if (!may_block && cache_.CachedOwner(region) == 0) return Schedule(Clock::now(), [this, op] { Step(op); });
+  auto route = cache_.Lookup(region);
+  if (!route.ok()) {
+    // No live owner right now: wait for a takeover or a restart. Anything else is final.
+    if (route.status().IsUnavailable()) return Retry(op, route.status());
+    return op->done(route.status(), nullptr);
+  }
+  ConnectAsync(route->owner(), op->tries.deadline(),
+               [this, op, r = *route](const StatusOr<std::shared_ptr<rpc::Connection>>& connection) {
+                 if (connection.ok()) return Send(op, r, connection->get());
+                 // A refused key stays refused; a server not reached may have failed (its regions moving).
+                 if (connection.status().IsPermissionDenied()) return op->done(connection.status(), nullptr);
+                 Forget(r.owner().id, nullptr);
+                 Retry(op, connection.status());
+               });
+}
+
+void StoreClient::Send(const std::shared_ptr<RequestOp>& op, const Route& route, rpc::Connection* connection) {
+  // The callback holds the connection only by pointer (alive while its callbacks run): dropping its last reference
+  // from its own thread would destroy it there. The client's map keeps it; the destructor closes it first.
+  connection->Call(
+      op->method, op->build(route, op->tries.at()),
+      [this, op, route, connection](const Status& status, std::string_view response) {
+        OnReply(op, route, connection, status, response);
       },
-      [this, shared_done, k, deadline] { (*shared_done)(DeleteUntil(*k, deadline)); });
+      std::chrono::duration_cast<std::chrono::microseconds>(Remaining(op->tries.deadline())));
+}
+
+void StoreClient::OnReply(const std::shared_ptr<RequestOp>& op, const Route& route, rpc::Connection* connection,
+                          const Status& status, std::string_view response) {
+  if (!status.ok()) {
+    if (status.IsUnavailable() && !connection->health().ok()) {
+      // The connection died: the server may be gone, its regions moving. (Its replacement is made by the next step
+      // that needs one; it is not released here, on its own thread.)
+      cache_.OnServerUnreachable(route.owner().id);
+      if (!op->idempotent) {
+        // A write whose connection died may have been applied: say so rather than send it again.
+        return op->done(Status::Unavailable(fmt::format(
+                            "the connection to server {} failed after the request was sent; it may or may not have "
+                            "been applied: {}",
+                            route.owner().id, status.message())),
+                        nullptr);
+      }
+      return Retry(op, status);
+    }
+    if (status.IsUnavailable()) return Retry(op, status);  // fenced for now
+    return op->done(status, nullptr);
+  }
+  server::proto::StoreReply reply;
+  if (!reply.ParseFromArray(response.data(), static_cast<int>(response.size()))) {
+    return op->done(
+        Status::Corruption(fmt::format("malformed reply ({} bytes) from server {}", response.size(), route.owner().id)),
+        nullptr);
+  }
+  if (!reply.not_acknowledged().empty()) {
+    return op->done(Status::Unavailable(fmt::format(
+                        "server {} made the write but may not acknowledge it ({}); it may or may not have been "
+                        "applied",
+                        route.owner().id, reply.not_acknowledged())),
+                    nullptr);
+  }
+  if (reply.has_wrong_owner()) {
+    cache_.OnWrongOwner(route.entry.region, route.owner().id, reply.wrong_owner().epoch());
+    return Retry(op, Status::Unavailable(fmt::format("server {} no longer owns region {} (it knows epoch {})",
+                                                     route.owner().id, route.entry.region,
+                                                     reply.wrong_owner().epoch())));
+  }
+  if (const GlobalPtr next = op->follow ? NextFrom(reply) : GlobalPtr(); !next.is_null()) {
+    // Another server's meganode: go on there now.
+    Status went = op->tries.GoOn(next);
+    if (went.ok()) return Step(op);
+    return Retry(op, went);
+  }
+  op->done(Status::OK(), &reply);
+}
+
+void StoreClient::Retry(const std::shared_ptr<RequestOp>& op, const Status& why) {
+  auto due = op->tries.Retry(why);
+  if (!due.ok()) return op->done(due.status(), nullptr);
+  stats_.retries.fetch_add(1, std::memory_order_relaxed);
+  Schedule(*due, [this, op] { Step(op); });
 }
 
 Status StoreClient::RunKey(uint16_t method, bool idempotent, std::string_view key, const std::string_view* value,
                            Deadline deadline, server::proto::StoreReply* reply) {
   const GlobalPtr cached = paths_.Lookup(key);
-  return Run([&](rpc::Connection& connection, const Route& route, GlobalPtr start, Deadline d) -> Attempt {
-    server::proto::KeyRequest request = KeyRequest(route, key, start, cached);
-    if (value != nullptr) request.set_value(std::string(*value));
-    Attempt a = Call(connection, route, d, idempotent, method, request.SerializeAsString(), reply);
-    if (a.status.ok()) a.next = NextFrom(*reply);
-    return a;
-  }, deadline, cached);
+  return RunRequest(method, idempotent, /*follow=*/true, cached, deadline, KeyRequestFor(key, value, cached), reply);
 }
 
 Status StoreClient::GetServerSide(std::string_view key, std::string* value, Deadline deadline) {
@@ -605,6 +728,13 @@ Status StoreClient::GetClientSide(std::string_view key, std::string* value, Dead
   }, deadline, paths_.Lookup(key));
 }
 
+std::vector<uint64_t> StoreClient::ConnectedServers() {
+  std::lock_guard lock(mu_);
+  std::vector<uint64_t> out;
+  for (const auto& [id, connection] : connections_) out.push_back(id);
+  return out;
+}
+
 StatusOr<std::vector<std::string>> StoreClient::ServerStats() {
   CELL_ASSIGN_OR_RETURN(auto servers, table_->ListServers());
   std::vector<std::string> out;
@@ -616,20 +746,18 @@ StatusOr<std::vector<std::string>> StoreClient::ServerStats() {
   return out;
 }
 
-Status StoreClient::Put(std::string_view key, std::string_view value) { return PutUntil(key, value, NewDeadline()); }
-
-Status StoreClient::PutUntil(std::string_view key, std::string_view value, Deadline deadline) {
+Status StoreClient::Put(std::string_view key, std::string_view value) {
   CELL_RETURN_IF_ERROR(meganode::CheckKeyValue(key, value));
+  CELL_RETURN_IF_ERROR(CheckMayWait());
   server::proto::StoreReply reply;
-  return RunKey(StoreMethod::STORE_PUT, /*idempotent=*/false, key, &value, deadline, &reply);
+  return RunKey(StoreMethod::STORE_PUT, /*idempotent=*/false, key, &value, NewDeadline(), &reply);
 }
 
-Status StoreClient::Delete(std::string_view key) { return DeleteUntil(key, NewDeadline()); }
-
-Status StoreClient::DeleteUntil(std::string_view key, Deadline deadline) {
+Status StoreClient::Delete(std::string_view key) {
   CELL_RETURN_IF_ERROR(meganode::CheckKeyValue(key, {}));
+  CELL_RETURN_IF_ERROR(CheckMayWait());
   server::proto::StoreReply reply;
-  CELL_RETURN_IF_ERROR(RunKey(StoreMethod::STORE_DELETE, /*idempotent=*/false, key, nullptr, deadline, &reply));
+  CELL_RETURN_IF_ERROR(RunKey(StoreMethod::STORE_DELETE, /*idempotent=*/false, key, nullptr, NewDeadline(), &reply));
   if (!reply.found()) return Status::NotFound(fmt::format("no key '{}'", key));
   return Status::OK();
 }
@@ -637,6 +765,7 @@ Status StoreClient::DeleteUntil(std::string_view key, Deadline deadline) {
 Status StoreClient::Scan(std::string_view start, std::string_view end, size_t limit,
                          std::vector<btree::KeyValue>* out) {
   if (limit == 0) return Status::OK();
+  CELL_RETURN_IF_ERROR(CheckMayWait());
   const size_t had = out->size();
   uint64_t server = 0;
   if (SearchOnServer(GlobalPtr(), /*may_block=*/true, &server)) {
@@ -645,35 +774,33 @@ Status StoreClient::Scan(std::string_view start, std::string_view end, size_t li
     GlobalPtr at;  // the meganode the next page begins at (null: the root)
     const Deadline deadline = NewDeadline();  // one for the whole scan, every page
     while (out->size() - had < limit) {
-      bool more = false;
-      Status s = Run([&](rpc::Connection& connection, const Route& route, GlobalPtr begin, Deadline d) -> Attempt {
-        server::proto::ScanRequest request;
-        request.mutable_target()->set_region(route.entry.region);
-        request.mutable_target()->set_epoch(route.entry.epoch);
-        request.set_start(from);
-        request.set_end(std::string(end));
-        request.set_limit(static_cast<uint32_t>(std::min<size_t>(limit - (out->size() - had), UINT32_MAX)));
-        request.set_meganode(begin.Pack());
-        server::proto::StoreReply reply;
-        Attempt a = Call(connection, route, d, /*idempotent=*/true, StoreMethod::STORE_SCAN,
-                         request.SerializeAsString(), &reply);
-        if (!a.status.ok()) return a;
-        for (auto& kv : *reply.mutable_pairs()) {
-          out->push_back({std::move(*kv.mutable_key()), std::move(*kv.mutable_value())});
-        }
-        more = reply.more();
-        if (more) {
-          // The page ended (its size, or the range goes on at another server's meganode): go on from `resume`.
-          if (reply.resume().empty() || (reply.pairs_size() == 0 && reply.elsewhere() == 0)) {
-            return {Status::Corruption("a scan page asked to go on but did not say where"), false};
-          }
-          from = reply.resume();
-          at = reply.elsewhere() != 0 ? NextFrom(reply) : begin;
-        }
-        return {Status::OK(), false};
-      }, deadline, at);
-      if (!s.ok()) return s;
-      if (!more) break;
+      GlobalPtr began;  // the meganode the page's last attempt began at (a redirect may have moved it)
+      const uint32_t want = static_cast<uint32_t>(std::min<size_t>(limit - (out->size() - had), UINT32_MAX));
+      server::proto::StoreReply reply;
+      CELL_RETURN_IF_ERROR(RunRequest(
+          StoreMethod::STORE_SCAN, /*idempotent=*/true, /*follow=*/false, at, deadline,
+          [&from, end = std::string(end), want, &began](const Route& route, GlobalPtr begin) {
+            began = begin;
+            server::proto::ScanRequest request;
+            request.mutable_target()->set_region(route.entry.region);
+            request.mutable_target()->set_epoch(route.entry.epoch);
+            request.set_start(from);
+            request.set_end(end);
+            request.set_limit(want);
+            request.set_meganode(begin.Pack());
+            return request.SerializeAsString();
+          },
+          &reply));
+      for (auto& kv : *reply.mutable_pairs()) {
+        out->push_back({std::move(*kv.mutable_key()), std::move(*kv.mutable_value())});
+      }
+      if (!reply.more()) break;
+      // The page ended (its size, or the range goes on at another server's meganode): go on from `resume`.
+      if (reply.resume().empty() || (reply.pairs_size() == 0 && reply.elsewhere() == 0)) {
+        return Status::Corruption("a scan page asked to go on but did not say where");
+      }
+      from = reply.resume();
+      at = reply.elsewhere() != 0 ? NextFrom(reply) : began;
     }
     return Status::OK();
   }

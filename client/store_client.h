@@ -2,6 +2,13 @@
 // connection per server, and runs each operation by server-side search (an RPC) or client-side search (the shared
 // traversal code, btree/tree_reader.h, over one-sided reads), retrying through stale routes and failed servers until
 // the operation's deadline.
+//
+// A request by RPC (a get, put or delete, or a page of a scan) is a RequestOp: a state machine whose steps run when a
+// reply, a connection or a timer is ready, so that an attempt that must wait (a back-off, a connection to a paused
+// server) holds no thread and delays no other operation. The synchronous calls wait on the same machine. Threads: one timer thread runs
+// due retries; a connection is made on a thread of its own, one per server being connected to, and every operation
+// waiting for it continues when it is made. Client-side searches and scans (one-sided reads, synchronous only) retry
+// in the caller's thread (Run), under the same rules (Attempts).
 #pragma once
 
 #include <atomic>
@@ -61,9 +68,10 @@ class StoreClient {
 
   Status Get(std::string_view key, std::string* value);
   Status Put(std::string_view key, std::string_view value);
-  // Asynchronous forms. A server-side operation is sent at once and completes on a transport thread; one that meets
-  // a stale route or a failed server is retried on the client's retry thread. A client-side search runs in the
-  // calling thread and completes before GetAsync returns. Callbacks must not block.
+  // Asynchronous forms. A server-side operation is sent at once and completes on a transport thread, or, after a
+  // stale route or a failed server, on the client's timer or connecting thread. A client-side search runs in the
+  // calling thread and completes before GetAsync returns. Callbacks must not block (a synchronous call made in one
+  // fails with FailedPrecondition).
   void GetAsync(std::string_view key, GetCallback done);
   void PutAsync(std::string_view key, std::string_view value, DoneCallback done);
   Status Delete(std::string_view key);
@@ -74,56 +82,104 @@ class StoreClient {
   // The leaf meganode the path cache holds for `key` (null if none), where the next operation on it begins: after a
   // Get of the key, the meganode (and so the region and server) holding it then. For tests that sort keys by server.
   GlobalPtr CachedLeaf(std::string_view key) { return paths_.Lookup(key); }
+  // The servers this client holds a connection to: for tests that learn which servers an operation visited.
+  std::vector<uint64_t> ConnectedServers();
   const btree::NodeCache* node_cache() const { return nodes_.get(); }
   const selector::Selector& selector() const { return *selector_; }
   // Each live server's STORE_STATS reply (server/proto/store.proto), serialized.
   StatusOr<std::vector<std::string>> ServerStats();
 
  private:
+  using Clock = std::chrono::steady_clock;
+  using Deadline = Clock::time_point;
   // What one attempt against a meganode's server came to.
   struct Attempt {
     Status status;             // the operation's result when `retry` is false and `next` is null
     bool retry = false;        // the route was stale or the server unreachable: look up again and retry
     GlobalPtr next = GlobalPtr();  // the key's meganode is on another server: go on there
   };
-  using Deadline = std::chrono::steady_clock::time_point;
+  // An operation's attempts: where the next begins, and when. The one rule for Run and RequestOp.
+  class Attempts {
+   public:
+    Attempts(Deadline deadline, GlobalPtr start, std::chrono::milliseconds timeout)
+        : deadline_(deadline), at_(start), timeout_(timeout) {}
+    Deadline deadline() const { return deadline_; }
+    GlobalPtr at() const { return at_; }  // the meganode the next attempt begins at (null: the root)
+    // The key's meganode is `next`, on another server: OK to go on there at once (a walk only moves down or right,
+    // so this ends), or, after 256 such hops, Aborted, to retry from the root.
+    Status GoOn(GlobalPtr next);
+    // The attempt failed with `why`, and may be retried: when the next may begin (exponential back-off from 1 ms to
+    // 100 ms), or the final error if the deadline comes first (Unavailable if no server could be reached, else
+    // DeadlineExceeded).
+    StatusOr<Deadline> Retry(const Status& why);
+
+   private:
+    const Deadline deadline_;
+    GlobalPtr at_;
+    const std::chrono::milliseconds timeout_;  // for the final error's message
+    int hops_ = 0;
+    std::chrono::milliseconds backoff_{1};
+  };
   // `start`: the meganode the attempt begins at (null: the root, at the root region's owner).
   using Operation =
       std::function<Attempt(rpc::Connection& connection, const Route& route, GlobalPtr start, Deadline deadline)>;
-  // Runs `op` against the owner of `start`'s region (the root region's if null), following it to other servers'
-  // meganodes, until it no longer asks to retry or `deadline` passes (then DeadlineExceeded, or Unavailable when
-  // no server could be reached).
+  // Runs `op` in this thread against the owner of `start`'s region (the root region's if null), following it to
+  // other servers' meganodes, until it no longer asks to retry or `deadline` passes (then DeadlineExceeded, or
+  // Unavailable when no server could be reached). For client-side searches and scans.
   Status Run(const Operation& op, Deadline deadline, GlobalPtr start = GlobalPtr());
   // One-sided reads, each from the owner of the region it reads (client-side search).
   class ReadRouter;
-  Deadline NewDeadline() const { return std::chrono::steady_clock::now() + options_.timeout; }
-  // A get, put (`value` not null) or delete of `key` by RPC, followed to the server holding its meganode; *reply is
-  // the answer.
+  Deadline NewDeadline() const { return Clock::now() + options_.timeout; }
+
+  // A request by RPC: a get, put or delete, or a scan's page (see the top of this file).
+  struct RequestOp;
+  // Makes the request for an attempt at `route`'s owner, beginning at meganode `start` (null: the root).
+  using BuildRequest = std::function<std::string(const Route& route, GlobalPtr start)>;
+  using RequestDone = std::function<void(const Status& status, server::proto::StoreReply* reply)>;
+  // Starts one at `start`: `done` runs exactly once, with the reply (OK) or the final error. `follow`: a reply's
+  // `elsewhere` is followed (key operations); otherwise it is the reply (a scan's page).
+  void StartRequest(uint16_t method, bool idempotent, bool follow, GlobalPtr start, Deadline deadline,
+                    BuildRequest build, RequestDone done);
+  // The synchronous form: starts it and waits; *reply is the answer. Not on a thread that must complete it (a
+  // transport's, or this client's: CheckMayWait).
+  Status RunRequest(uint16_t method, bool idempotent, bool follow, GlobalPtr start, Deadline deadline,
+                    BuildRequest build, server::proto::StoreReply* reply);
+  // Its steps: route and connect; send; sort the reply; wait for the next attempt.
+  void Step(const std::shared_ptr<RequestOp>& op);
+  void Send(const std::shared_ptr<RequestOp>& op, const Route& route, rpc::Connection* connection);
+  void OnReply(const std::shared_ptr<RequestOp>& op, const Route& route, rpc::Connection* connection,
+               const Status& status, std::string_view response);
+  void Retry(const std::shared_ptr<RequestOp>& op, const Status& why);
+  // A get, put (`value` not null) or delete of `key`, beginning at its leaf meganode in the path cache.
+  void StartKeyOp(uint16_t method, bool idempotent, std::string_view key, const std::string_view* value,
+                  Deadline deadline, RequestDone done);
   Status RunKey(uint16_t method, bool idempotent, std::string_view key, const std::string_view* value,
                 Deadline deadline, server::proto::StoreReply* reply);
+  // `cached`: the key's leaf meganode in the path cache (null: none).
+  static BuildRequest KeyRequestFor(std::string_view key, const std::string_view* value, GlobalPtr cached);
   Status GetServerSide(std::string_view key, std::string* value, Deadline deadline);
   // `sample_server`: not 0, time the reads from that server for the selector (the server the choice was made for).
   Status GetClientSide(std::string_view key, std::string* value, Deadline deadline, uint64_t sample_server = 0);
-  Status PutUntil(std::string_view key, std::string_view value, Deadline deadline);
-  Status DeleteUntil(std::string_view key, Deadline deadline);
-  // The asynchronous first attempt of a server-side request: `build` makes the request for the route; `finish`
-  // receives the reply (OK) or a final error. Anything that calls for a retry runs `retry` on the retry thread.
-  void CallAsync(uint16_t method, bool idempotent, Deadline deadline, GlobalPtr start,
-                 const std::function<std::string(const Route&, GlobalPtr start)>& build,
-                 std::function<void(const Status&, server::proto::StoreReply* reply)> finish,
-                 std::function<void()> retry);
-  void PostRetry(std::function<void()> task);
-  void RetryLoop();
-  // A server-side request: sends, and sorts the reply into result / wrong owner / unreachable.
-  // `idempotent`: may be sent again after its connection died (a write may have been applied: it is not).
-  Attempt Call(rpc::Connection& connection, const Route& route, Deadline deadline, bool idempotent, uint16_t method,
-               const std::string& request,
-               server::proto::StoreReply* reply);
+
+  // Runs `task` on the timer thread at `due` (at once, in this thread, if the client is closing: it then fails).
+  void Schedule(Deadline due, std::function<void()> task);
+  void TimerLoop();
+
   // The reply's `elsewhere` as the next meganode to go to (null: none; the first meganode means the root). Caches
   // the leaf meganode the reply names, if any.
   GlobalPtr NextFrom(const server::proto::StoreReply& reply);
+
+  using ConnectDone = std::function<void(const StatusOr<std::shared_ptr<rpc::Connection>>& connection)>;
+  // The connection to `server`: at once if a healthy one is open; else `done` runs on the thread that makes one
+  // (started for the first caller; later callers wait for the same). PermissionDenied if the server refused the
+  // key; Unavailable if it could not be reached within what is left of `deadline` and at most kConnectTimeout.
+  void ConnectAsync(const membership::ServerInfo& server, Deadline deadline, ConnectDone done);
+  // The same, waited for (not on a transport thread).
   StatusOr<std::shared_ptr<rpc::Connection>> ConnectionTo(const membership::ServerInfo& server, Deadline deadline);
-  // Drops `server`'s cached routes, and its connection if it is `failed` (any, if null).
+  // Makes a connection and puts it in connections_ (keeping a healthy one another thread put there first).
+  StatusOr<std::shared_ptr<rpc::Connection>> Connect(const membership::ServerInfo& server, Deadline deadline);
+  // Drops `server`'s cached routes, and its connection if it is `failed` (any, if null). Not on `failed`'s own
+  // threads (it may release the connection's last reference).
   void Forget(uint64_t server, const rpc::Connection* failed);
   StoreClient(membership::RegionTableReader* table, const StoreClientOptions& options,
               std::unique_ptr<selector::Selector> selector);
@@ -137,8 +193,7 @@ class StoreClient {
     return ++count % static_cast<uint32_t>(std::max(options_.sample_one_in, 1)) == 0;
   }
   static uint64_t NowUs() {
-    return std::chrono::duration_cast<std::chrono::microseconds>(
-               std::chrono::steady_clock::now().time_since_epoch()).count();
+    return std::chrono::duration_cast<std::chrono::microseconds>(Clock::now().time_since_epoch()).count();
   }
   StatusOr<uint32_t> Root();
 
@@ -151,13 +206,19 @@ class StoreClient {
   const bool measure_;  // the selector uses latencies: measure searches and reads
   Stats stats_;
   std::atomic<uint32_t> root_{0};    // the root region, once known (it never changes); read without mu_
-  std::atomic<bool> closing_{false};  // set under mu_ (the retry thread waits on it); read without it too
+  std::atomic<bool> closing_{false};  // set under mu_ (the timer thread waits on it); read without it too
   std::mutex mu_;  // guards what follows
   std::map<uint64_t, std::shared_ptr<rpc::Connection>> connections_;
   GlobalPtr root_meganode_;  // cached for client-side searches (an old root is still a correct start)
-  std::condition_variable retry_cv_;
-  std::vector<std::function<void()>> retries_;  // tasks for the retry thread
-  std::thread retry_thread_;
+  std::condition_variable timer_cv_;
+  std::multimap<Deadline, std::function<void()>> timers_;  // the timer thread's tasks, by due time
+  std::map<uint64_t, std::vector<ConnectDone>> connecting_;  // server -> operations waiting for its connection
+  struct Connector {
+    std::thread thread;
+    std::shared_ptr<std::atomic<bool>> finished;
+  };
+  std::vector<Connector> connectors_;  // threads making connections (joined once finished, and by the destructor)
+  std::thread timer_thread_;
 };
 
 }  // namespace cell::client

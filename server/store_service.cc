@@ -585,6 +585,12 @@ bool StoreService::IsPeerMethod(uint16_t method) {
 }
 
 
+std::string StoreService::NotAcknowledged(const Status& why) {
+  proto::StoreReply reply;
+  reply.set_not_acknowledged(why.message());
+  return reply.SerializeAsString();
+}
+
 Status StoreService::MayAnswer(const std::function<Status()>* lease) const {
   if (lost_.load(std::memory_order_acquire)) {
     return Status::Unavailable(fmt::format("server {} no longer holds region {}; retry with the region table's owner",
@@ -771,12 +777,17 @@ void StoreService::Handle(uint16_t method, std::string_view request, rpc::Respon
       if (!s.ok()) return responder.Fail(NotLogged(s));
       // Acknowledged only under a lease that is still valid now that the write is durable: a server that was paused
       // meanwhile past its session may have been taken over, and its client must not count this write as done.
-      if (Status may = MayAnswer(lease); !may.ok()) return responder.Fail(may);
+      if (Status may = MayAnswer(lease); !may.ok()) return responder.Reply(NotAcknowledged(may));
       responder.Reply(bytes);
     });
     return;
   }
-  if (Status may = MayAnswer(lease); !may.ok()) return responder.Fail(may);
+  if (Status may = MayAnswer(lease); !may.ok()) {
+    if (method == StoreMethod::STORE_PUT || method == StoreMethod::STORE_DELETE) {
+      return responder.Reply(NotAcknowledged(may));  // made in memory already
+    }
+    return responder.Fail(may);
+  }
   responder.Reply(reply.SerializeAsString());
 }
 

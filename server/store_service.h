@@ -128,6 +128,9 @@ class StoreService {
   StoreService() = default;
   // Refuses what `lease` no longer allows (and regions lost meanwhile): Unavailable, for the client to retry.
   Status MayAnswer(const std::function<Status()>* lease) const;
+  // The reply to a write made here but refused by MayAnswer at answer time: not acknowledged, and not to be retried
+  // as if never made (StoreReply::not_acknowledged).
+  static std::string NotAcknowledged(const Status& why);
   // The MEGA_* requests of other servers.
   void HandlePeer(uint16_t method, std::string_view request, rpc::Responder responder);
   // The tree's options for this service's regions (its peers made here).

@@ -118,12 +118,13 @@ class Client {
   // sent is not sent again (it may have been applied): it fails with Unavailable, saying so, and the caller decides.
   Status Put(std::string_view key, std::string_view value);
   // Asynchronous Get, Put and Delete, so that one thread keeps many operations in flight. `done` runs exactly once: for a
-  // server-side operation on a client thread when the reply arrives (or on the client's retry thread, after a stale
-  // route or a failed server), within the timeout; in the calling thread, before GetAsync returns, for a client-side
-  // search, for invalid arguments, and while the client is being destroyed. Operations still pending when the
-  // Client is destroyed complete with Unavailable before the destructor returns. `done` must not block and must not
-  // destroy the Client; a GetAsync it starts searches on the server whatever the search mode (a client-side search
-  // there could wait on the very thread running it). `value` is valid only during the callback.
+  // server-side operation on a client thread when the reply arrives (or on the client's timer or connecting thread,
+  // after a stale route or a failed server), within the timeout; in the calling thread, before GetAsync returns, for a
+  // client-side search, for invalid arguments, and while the client is being destroyed. Operations still pending when
+  // the Client is destroyed complete with Unavailable before the destructor returns. `done` must not block and must
+  // not destroy the Client: a synchronous Get, Put, Delete or Scan there fails with FailedPrecondition; a GetAsync it
+  // starts searches on the server whatever the search mode (a client-side search there could wait on the very thread
+  // running it). `value` is valid only during the callback.
   void GetAsync(std::string_view key, std::function<void(const Status& status, std::string_view value)> done);
   void PutAsync(std::string_view key, std::string_view value, std::function<void(const Status& status)> done);
   // Removes `key`; NotFound if it was absent. As for Put, a Delete whose connection fails after it was sent is not

@@ -392,6 +392,33 @@ TEST(Store, GetsStartedFromCallbacksCompleteWhateverTheSearchMode) {
   EXPECT_EQ(client->stats().client_searches, 1u);
 }
 
+// A synchronous call in a callback would wait on the thread that must complete it (a transport's, or the client's
+// own): it is refused at once with FailedPrecondition, not a hang; the same calls outside callbacks work.
+TEST(Store, ASynchronousCallInACallbackIsRefusedNotAHang) {
+  RunningServer server = StartEmbedded("sync-in-callback");
+  ASSERT_FALSE(server.ready.empty());
+  auto client = OpenClient(server.uris[0], "server", "tcp");
+  ASSERT_NE(client, nullptr);
+  ASSERT_TRUE(client->Put("k", "v").ok());
+  std::promise<std::vector<Status>> got;
+  client->GetAsync("k", [&](const Status& s, std::string_view) {
+    std::string value;
+    std::vector<std::pair<std::string, std::string>> pairs;
+    got.set_value({s, client->Get("k", &value), client->Put("k", "w"), client->Delete("k"),
+                   client->Scan("a", "z", 10, &pairs)});
+  });
+  auto future = got.get_future();
+  ASSERT_EQ(future.wait_for(30s), std::future_status::ready);
+  const std::vector<Status> statuses = future.get();
+  ASSERT_TRUE(statuses[0].ok()) << statuses[0].ToString();
+  for (size_t i = 1; i < statuses.size(); ++i) {
+    EXPECT_EQ(statuses[i].code(), Status::Code::kFailedPrecondition) << i << ": " << statuses[i].ToString();
+  }
+  std::string value;
+  ASSERT_TRUE(client->Get("k", &value).ok());
+  EXPECT_EQ(value, "v") << "a refused put must change nothing";
+}
+
 // cell-server --nic-model makes its shm clients' one-sided reads obey a NIC model (the harness's "network"): with a
 // 3 ms read latency, a client-side get cannot take less than 3 ms. (A lower bound only: no timing assumption.)
 TEST(Store, TheServersNicModelPacesClientSideReads) {

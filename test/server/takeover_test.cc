@@ -86,20 +86,25 @@ class Takeover : public ::testing::Test {
   // key's leaf meganode.
   std::vector<bool> KeysOf(uint32_t region) {
     std::vector<bool> out(kKeys);
+    auto locator = NewStoreClient();
+    if (locator == nullptr) return out;
+    for (uint64_t k = 0; k < kKeys; ++k) {
+      std::string value;
+      const Status s = locator->Get(Key(k), &value);
+      EXPECT_TRUE(s.ok() || s.IsNotFound()) << s.ToString();
+      out[k] = locator->CachedLeaf(Key(k)).region == region;
+    }
+    return out;
+  }
+  // A cold client's engine, whose path cache and connections a test can look at.
+  std::unique_ptr<client::StoreClient> NewStoreClient() {
     client::StoreClientOptions options;
     auto key = rpc::ReadKeyFile(testing::ClientKeyFile(), rpc::kClientKeyName);
     EXPECT_TRUE(key.ok()) << key.status().ToString();
     options.key = key.ok() ? *key : rpc::Key{};
-    auto locator = client::StoreClient::Create(table_.get(), options);
-    EXPECT_TRUE(locator.ok()) << locator.status().ToString();
-    if (!locator.ok()) return out;
-    for (uint64_t k = 0; k < kKeys; ++k) {
-      std::string value;
-      const Status s = (*locator)->Get(Key(k), &value);
-      EXPECT_TRUE(s.ok() || s.IsNotFound()) << s.ToString();
-      out[k] = (*locator)->CachedLeaf(Key(k)).region == region;
-    }
-    return out;
+    auto client = client::StoreClient::Create(table_.get(), options);
+    EXPECT_TRUE(client.ok()) << client.status().ToString();
+    return client.ok() ? std::move(*client) : nullptr;
   }
   std::unique_ptr<Client> Open(std::chrono::milliseconds timeout = 30s, const std::string& search = "server") {
     ClientOptions options;
@@ -639,6 +644,78 @@ TEST_F(TakeoverShm, AClientSideReadNeverReturnsAPausedOwnersValueAfterASurvivors
   EXPECT_EQ(value, "after") << "a client-side read returned the deposed owner's memory after a survivor's write";
   EXPECT_EQ(stale.load(), 0u) << "of " << after_write.load() << " gets begun after the survivor's write";
   EXPECT_EQ(failed.load(), 0u);
+  EXPECT_EQ(servers_[victim - 1].process->Wait(30s), 2) << "the resumed server did not exit as fenced";
+}
+
+// The client's retries are timers, not a thread that waits: with one server paused (its kernel accepts connections, it
+// answers nothing), a cold client's asynchronous gets of that server's keys wait for a connection, then for the
+// takeover, while its gets of a third server's keys, each also redirected there from the root server, complete at
+// once: all of them while the paused server still owns its region in the table. (With one retry thread that waits,
+// the third server's gets queued behind the first paused one until the takeover.) The third server's keys are those
+// whose way down from the root passes no meganode of the paused server: a cold client's get of each, before the
+// pause, connected to the root and third servers only.
+TEST_F(Takeover, AnOperationWaitingOnAPausedServerHoldsUpNoOtherServersOperation) {
+  {
+    auto loader = Open();
+    ASSERT_NE(loader, nullptr);
+    for (uint64_t i = 0; i < kKeys; ++i) ASSERT_TRUE(loader->Put(Key(i), fmt::format("v-{}", i)).ok());
+  }
+  auto root = table_->RootRegion();
+  ASSERT_TRUE(root.ok());
+  const uint64_t root_server = table_->GetRegion(*root)->owner;
+  const uint64_t victim = root_server == 2 ? 3 : 2;
+  const uint64_t third = 6 - root_server - victim;
+  const uint32_t victim_node = server::StoreService::RecordedRegions(dir_, victim)->first;
+  const uint32_t third_node = server::StoreService::RecordedRegions(dir_, third)->first;
+  const std::vector<bool> victims = KeysOf(victim_node), thirds = KeysOf(third_node);
+  std::vector<uint64_t> victim_keys, third_keys;
+  for (uint64_t k = 0; k < kKeys; ++k) {
+    if (victims[k] && victim_keys.size() < 50) victim_keys.push_back(k);
+    if (!thirds[k] || third_keys.size() >= 50) continue;
+    auto probe = NewStoreClient();
+    ASSERT_NE(probe, nullptr);
+    std::string value;
+    ASSERT_TRUE(probe->Get(Key(k), &value).ok());
+    const std::vector<uint64_t> visited = probe->ConnectedServers();
+    if (std::find(visited.begin(), visited.end(), victim) == visited.end()) third_keys.push_back(k);
+  }
+  ASSERT_FALSE(victim_keys.empty()) << "server " << victim << " holds no key";
+  ASSERT_FALSE(third_keys.empty()) << "server " << third << " holds no key reached without server " << victim;
+  auto client = Open(30s, "server");  // cold: every get starts at the root server
+  ASSERT_NE(client, nullptr);
+  ASSERT_EQ(kill(servers_[victim - 1].process->pid(), SIGSTOP), 0);
+  std::mutex mu;
+  std::condition_variable cv;
+  size_t victim_done = 0, third_done = 0;
+  std::vector<std::string> wrong;
+  auto get = [&](uint64_t k, size_t* count) {
+    client->GetAsync(Key(k), [&, k, count](const Status& s, std::string_view value) {
+      std::lock_guard lock(mu);
+      if (!s.ok() || value != fmt::format("v-{}", k)) wrong.push_back(Key(k) + ": " + s.ToString());
+      ++*count;
+      cv.notify_all();
+    });
+  };
+  for (uint64_t k : victim_keys) get(k, &victim_done);
+  for (uint64_t k : third_keys) get(k, &third_done);
+  {
+    std::unique_lock lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, 60s, [&] { return third_done == third_keys.size(); }));
+    EXPECT_EQ(victim_done, 0u) << "a get of the paused server's keys completed before the takeover";
+  }
+  // Still the paused server's: so none of the third server's gets waited for its takeover.
+  auto entry = table_->GetRegion(victim_node);
+  ASSERT_TRUE(entry.ok()) << entry.status().ToString();
+  EXPECT_EQ(entry->owner, victim) << "the third server's gets completed only after the paused server's takeover";
+  {
+    // Then the paused server's gets complete too, served by the survivor that took its region over.
+    std::unique_lock lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, 60s, [&] { return victim_done == victim_keys.size(); }));
+    EXPECT_TRUE(wrong.empty()) << wrong.size() << " gets failed or were wrong, e.g. " << wrong.front();
+  }
+  EXPECT_NE(table_->GetRegion(victim_node)->owner, victim);
+  EXPECT_GT(client->stats().retries, 0u);
+  ASSERT_EQ(kill(servers_[victim - 1].process->pid(), SIGCONT), 0);
   EXPECT_EQ(servers_[victim - 1].process->Wait(30s), 2) << "the resumed server did not exit as fenced";
 }
 
