@@ -58,6 +58,7 @@ class CellServer final : public rpc::RpcHandler {
   uint64_t id() const { return config_.id; }
   membership::Membership& membership() { return *membership_; }
   const StoreService& store() const { return *store_; }
+  StoreService& store() { return *store_; }
   // False while this server may not serve its regions: its ZooKeeper session expired (it is re-registering), or it
   // has lost touch with ZooKeeper. The store's request handlers refuse region requests then.
   bool serving() const { return serving_.load(std::memory_order_acquire); }

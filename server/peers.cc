@@ -71,10 +71,21 @@ StatusOr<std::shared_ptr<rpc::Connection>> ServerPeers::OwnerOf(uint32_t region)
   return Status::Unavailable(fmt::format("region {}'s owner, server {}, is not live", region, entry.owner));
 }
 
+void ServerPeers::set_reply_fault(std::function<Status(uint16_t method)> fault) {
+  std::lock_guard lock(mu_);
+  reply_fault_ = std::move(fault);
+}
+
 StatusOr<meganode::RemoteMeganode> ServerPeers::Call(rpc::Connection& connection, uint16_t method,
                                                      const std::string& request) {
   CELL_ASSIGN_OR_RETURN(std::string bytes, rpc::CallSync(connection, method, request,
                                                          std::chrono::duration_cast<std::chrono::microseconds>(timeout_)));
+  std::function<Status(uint16_t)> fault;
+  {
+    std::lock_guard lock(mu_);
+    fault = reply_fault_;
+  }
+  if (fault) CELL_RETURN_IF_ERROR(fault(method));
   proto::MegaReply reply;
   if (!reply.ParseFromString(bytes)) return Status::Corruption("malformed reply from a peer server");
   return meganode::RemoteMeganode{GlobalPtr::Unpack(reply.meganode()), reply.generation()};

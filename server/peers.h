@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -33,6 +34,10 @@ class ServerPeers final : public meganode::Peers {
   Status Unseal(const meganode::RemoteMeganode& meganode) override;
   void Abandon(const meganode::RemoteMeganode& meganode) override;
   Status InsertSeparator(GlobalPtr at, int level, const std::string& separator, GlobalPtr child) override;
+
+  // For tests: `fault`, when set, sees the method of each peer call whose reply has arrived; an error it returns is
+  // the call's result instead, as if the reply had been lost after the peer acted (a timeout, a failed connection).
+  void set_reply_fault(std::function<Status(uint16_t method)> fault);
 
  private:
   // The live servers other than this one, re-read at most once a second (at once while none is known, or `fresh`).
@@ -64,6 +69,7 @@ class ServerPeers final : public meganode::Peers {
   std::chrono::steady_clock::time_point others_read_;
   std::mt19937_64 token_rng_{std::random_device{}()};
   std::vector<std::pair<uint64_t, uint64_t>> pending_abandons_;  // (server id, MEGA_CREATE token) still to abandon
+  std::function<Status(uint16_t method)> reply_fault_;
 };
 
 }  // namespace cell::server

@@ -115,6 +115,8 @@ class StoreService {
   // The tree's full consistency check (meganode/global_tree.h); only while no request is being served.
   Status CheckInvariants() const { return store_->CheckInvariants(); }
   size_t meganodes_in_use() const { return store_->meganodes_in_use(); }
+  // For tests: a fault on the replies of this server's calls to its peers (ServerPeers::set_reply_fault).
+  void set_peer_reply_fault(std::function<Status(uint16_t method)> fault) { peers_->set_reply_fault(std::move(fault)); }
   // The requests servers send each other (MEGA_*): only connections with the peer key may make them.
   static bool IsPeerMethod(uint16_t method);
   // Answers a store request; `serving` is false while the server is fenced. `lease` (null: none) is asked again as

@@ -381,7 +381,8 @@ void Takeover::Run(bool kill_root, const std::string& search, Failure failure) {
   ASSERT_TRUE(WaitFor([&] { return warm.load() == 5; })) << "the clients did not warm up";
   const auto measured_from = Clock::now();
   const uint64_t timed_before = timed.load();
-  ASSERT_TRUE(WaitFor([&] { return acked.load() >= 300 && timed.load() >= timed_before + 1000; }))
+  // At least 5,000 timed gets before the failure: a p99 of its 50 slowest, not of 10.
+  ASSERT_TRUE(WaitFor([&] { return acked.load() >= 300 && timed.load() >= timed_before + 5000; }))
       << "the load did not start";
   const auto settled_at = Clock::now();
   {
@@ -482,12 +483,17 @@ void Takeover::Run(bool kill_root, const std::string& search, Failure failure) {
   const double p99_before = p99(before), p99_during = p99(during);
   // Gets of other servers' keys go on during the takeover: at least 100 of them (a stall behind the victim, as a path
   // cache that lost its entries caused, left 7 in 2.6 s; the runs measured in docs/DESIGN.md made 20,000 to 100,000,
-  // and 2,000 on a machine overloaded three times over). Their p99s are printed, not bounded: on this machine's two
-  // shared cores the survivor's recovery competes with them, and a bound on a timing would make the test flaky.
+  // and 2,000 on a machine overloaded three times over), and their p99 stays within twice what it was before the
+  // failure (measured: 0.11-0.63x alone, up to 1.10x beside other tests in CI). Not under
+  // ThreadSanitizer, whose 5-15x slowdown of the survivor's recovery, on the same two cores, is no measure of it.
   ASSERT_FALSE(before.empty());
   EXPECT_GE(during.size(), 100u) << "gets of other servers' keys stalled during the takeover: " << during.size()
                                  << " in " << to_served << " s, against " << before.size() << " in "
                                  << std::chrono::duration<double>(settled_at - measured_from).count() << " s before";
+#if !defined(__SANITIZE_THREAD__)
+  EXPECT_LE(p99_during, 2 * p99_before) << "other servers' gets slowed during the takeover: p99 " << p99_before
+                                        << " us before, " << p99_during << " us during";
+#endif
 
   const auto check = [&](const char* when) {
     auto client = Open();
