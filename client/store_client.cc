@@ -767,11 +767,14 @@ Status StoreClient::Scan(std::string_view start, std::string_view end, size_t li
   if (limit == 0) return Status::OK();
   CELL_RETURN_IF_ERROR(CheckMayWait());
   const size_t had = out->size();
+  // A scan begins at the start key's leaf meganode from the path cache, as a get does (null: the root), so that it
+  // needs no meganode above it: those of a failed server, say.
+  const GlobalPtr cached = paths_.Lookup(start);
   uint64_t server = 0;
-  if (SearchOnServer(GlobalPtr(), /*may_block=*/true, &server)) {
+  if (SearchOnServer(measure_ ? cached : GlobalPtr(), /*may_block=*/true, &server)) {
     stats_.server_searches.fetch_add(1, std::memory_order_relaxed);
     std::string from(start);
-    GlobalPtr at;  // the meganode the next page begins at (null: the root)
+    GlobalPtr at = cached;  // the meganode the next page begins at (null: the root)
     const Deadline deadline = NewDeadline();  // one for the whole scan, every page
     while (out->size() - had < limit) {
       GlobalPtr began;  // the meganode the page's last attempt began at (a redirect may have moved it)
@@ -805,18 +808,20 @@ Status StoreClient::Scan(std::string_view start, std::string_view end, size_t li
     return Status::OK();
   }
   stats_.client_searches.fetch_add(1, std::memory_order_relaxed);
-  return Run([&](rpc::Connection& connection, const Route& route, GlobalPtr, Deadline d) -> Attempt {
+  return Run([&](rpc::Connection& connection, const Route& route, GlobalPtr begin, Deadline d) -> Attempt {
+    auto root = Root();
+    if (!root.ok()) return {root.status(), root.status().IsUnavailable() || root.status().IsDeadlineExceeded()};
     ReadRouter router(this, d, route, connection);
     btree::CopyingNodeSource source(router.Fetcher(), nodes_.get());
-    btree::GlobalReader reader(&source, GlobalPtr{route.entry.region, 0});
+    btree::GlobalReader reader(&source, GlobalPtr{*root, 0});
     std::vector<btree::KeyValue> pairs;
-    Status s = reader.Scan(start, end, limit, &pairs);
+    Status s = reader.Scan(start, end, limit, &pairs, begin);
     if (s.ok()) {
       for (auto& kv : pairs) out->push_back(std::move(kv));
     }
     if (ShouldRetry(s)) return {s, true};
     return {s, false};
-  }, NewDeadline());
+  }, NewDeadline(), cached);
 }
 
 }  // namespace cell::client
