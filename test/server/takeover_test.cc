@@ -140,9 +140,10 @@ class Takeover : public ::testing::Test {
 // What failed during a run, by status code, with an example of each.
 class Failures {
  public:
-  void Add(const Status& s) {
+  // `what`: the operation, for the example (empty: none named).
+  void Add(const Status& s, const std::string& what = "") {
     std::lock_guard lock(mu_);
-    seen_.emplace(s.code(), s.ToString());  // the first of each code
+    seen_.emplace(s.code(), what.empty() ? s.ToString() : what + ": " + s.ToString());  // the first of each code
     ++counts_[s.code()];
   }
   // Anything but Unavailable (no server could answer now) and DeadlineExceeded (none did in time), described.
@@ -461,7 +462,9 @@ void Takeover::Run(bool kill_root, const std::string& search, Failure failure) {
   EXPECT_EQ(read_failures.Unexpected(), "") << search << " reads failed otherwise than Unavailable or DeadlineExceeded";
   Failures others_failures;
   for (const Failed& f : failures) {
-    if (f.scan ? !victims_range(f.key) : !victims_key(f.key)) others_failures.Add(f.status);
+    if (f.scan ? !victims_range(f.key) : !victims_key(f.key)) {
+      others_failures.Add(f.status, fmt::format("{} {}", f.scan ? "a scan from" : "an operation on", Key(f.key)));
+    }
   }
   EXPECT_EQ(others_failures.count(), 0u) << "operations on other servers' keys failed: " << others_failures.Examples();
   EXPECT_GT(reads.load(), 0u);
