@@ -382,7 +382,7 @@ void Takeover::Run(bool kill_root, const std::string& search, Failure failure) {
   ASSERT_TRUE(WaitFor([&] { return warm.load() == 5; })) << "the clients did not warm up";
   const auto measured_from = Clock::now();
   const uint64_t timed_before = timed.load();
-  // At least 5,000 timed gets before the failure: a p99 of its 50 slowest, not of 10.
+  // 5,000 timed gets before the failure (some 3,000 of them of keys that stay other servers'): a p99 of 30, not 8.
   ASSERT_TRUE(WaitFor([&] { return acked.load() >= 300 && timed.load() >= timed_before + 5000; }))
       << "the load did not start";
   const auto settled_at = Clock::now();
@@ -484,6 +484,7 @@ void Takeover::Run(bool kill_root, const std::string& search, Failure failure) {
     return v[std::min(v.size() - 1, v.size() * 99 / 100)];
   };
   const double p99_before = p99(before), p99_during = p99(during);
+  const double max_during = during.empty() ? -1.0 : *std::max_element(during.begin(), during.end());
   // Gets of other servers' keys go on during the takeover: at least 100 of them (a stall behind the victim, as a path
   // cache that lost its entries caused, left 7 in 2.6 s; the runs measured in docs/DESIGN.md made 20,000 to 100,000,
   // and 2,000 on a machine overloaded three times over), and their p99 stays within twice what it was before the
@@ -549,12 +550,13 @@ void Takeover::Run(bool kill_root, const std::string& search, Failure failure) {
   check("after the killed server returned");
   std::printf("{\"victim\":\"%s\",\"failure\":\"%s\",\"search\":\"%s\",\"kill_to_new_owner_s\":%.2f,"
               "\"kill_to_served_s\":%.2f,"
-              "\"others_get_p99_us_before\":%.0f,\"during\":%.0f,\"gets_before\":%zu,\"during\":%zu,"
+              "\"others_get_p99_us_before\":%.0f,\"during\":%.0f,\"max_during\":%.0f,\"gets_before\":%zu,"
+              "\"during\":%zu,"
               "\"victim_keys\":%llu,"
               "\"acked_writes\":%llu,\"unacknowledged_writes\":%llu,\"reads\":%llu,\"failed_reads\":%llu,"
               "\"keys_checked\":%llu}\n",
               kill_root ? "root server" : "other server", pause ? "paused" : "killed", search.c_str(), to_owner,
-              to_served, p99_before, p99_during, before.size(), during.size(),
+              to_served, p99_before, p99_during, max_during, before.size(), during.size(),
               static_cast<unsigned long long>(std::count(victims.begin(), victims.end(), true)),
               static_cast<unsigned long long>(acked.load()),
               static_cast<unsigned long long>(failed.load()), static_cast<unsigned long long>(reads.load()),
