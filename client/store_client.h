@@ -5,9 +5,9 @@
 //
 // A request by RPC (a get, put or delete, or a page of a scan) is a RequestOp: a state machine whose steps run when a
 // reply, a connection or a timer is ready, so that an attempt that must wait (a back-off, a connection to a paused
-// server) holds no thread and delays no other operation. The synchronous calls wait on the same machine. Threads: one timer thread runs
-// due retries; a connection is made on a thread of its own, one per server being connected to, and every operation
-// waiting for it continues when it is made. Client-side searches and scans (one-sided reads, synchronous only) retry
+// server) holds no thread and delays no other operation. The synchronous calls wait on the same machine. Threads:
+// one timer thread runs due retries; a connection is made on a thread of its own, one per server being connected
+// to, and every operation waiting for it continues when it is made. Client-side searches and scans (one-sided reads, synchronous only) retry
 // in the caller's thread (Run), under the same rules (Attempts).
 #pragma once
 

@@ -115,16 +115,17 @@ class Client {
   Status Get(std::string_view key, std::string* value);
   // Inserts or replaces. InvalidArgument for a key outside 1..255 bytes or a value over 1 MiB (cell/limits.h);
   // ResourceExhausted when the store is full (nothing changed). A Put or Delete whose connection fails after it was
-  // sent is not sent again (it may have been applied): it fails with Unavailable, saying so, and the caller decides.
+  // sent, or that its server made but could no longer acknowledge (it lost its lease meanwhile), is not sent again
+  // (it may have been applied): it fails with Unavailable, saying so, and the caller decides.
   Status Put(std::string_view key, std::string_view value);
-  // Asynchronous Get, Put and Delete, so that one thread keeps many operations in flight. `done` runs exactly once: for a
-  // server-side operation on a client thread when the reply arrives (or on the client's timer or connecting thread,
-  // after a stale route or a failed server), within the timeout; in the calling thread, before GetAsync returns, for a
-  // client-side search, for invalid arguments, and while the client is being destroyed. Operations still pending when
-  // the Client is destroyed complete with Unavailable before the destructor returns. `done` must not block and must
-  // not destroy the Client: a synchronous Get, Put, Delete or Scan there fails with FailedPrecondition; a GetAsync it
-  // starts searches on the server whatever the search mode (a client-side search there could wait on the very thread
-  // running it). `value` is valid only during the callback.
+  // Asynchronous Get, Put and Delete, so that one thread keeps many operations in flight. `done` runs exactly once:
+  // for a server-side operation on a client thread when the reply arrives (or on the client's timer or connecting
+  // thread, after a stale route or a failed server), within the timeout; in the calling thread, before GetAsync
+  // returns, for a client-side search, for invalid arguments, and while the client is being destroyed. Operations
+  // still pending when the Client is destroyed complete with Unavailable before the destructor returns. `done` must
+  // not block and must not destroy the Client: a synchronous Get, Put, Delete or Scan there fails with
+  // FailedPrecondition; a GetAsync it starts searches on the server whatever the search mode (a client-side search
+  // there could wait on the very thread running it). `value` is valid only during the callback.
   void GetAsync(std::string_view key, std::function<void(const Status& status, std::string_view value)> done);
   void PutAsync(std::string_view key, std::string_view value, std::function<void(const Status& status)> done);
   // Removes `key`; NotFound if it was absent. As for Put, a Delete whose connection fails after it was sent is not
