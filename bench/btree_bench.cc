@@ -50,13 +50,20 @@ Flags ParseFlags(int argc, char** argv) {
   Flags f;
   for (int i = 1; i < argc; ++i) {
     uint64_t v = 0;
-    if (ParseFlag(argv[i], "--keys", &v)) f.keys = v;
-    else if (ParseFlag(argv[i], "--searches", &v)) f.searches = v;
-    else if (ParseFlag(argv[i], "--scans", &v)) f.scans = v;
-    else if (ParseFlag(argv[i], "--rounds", &v)) f.rounds = static_cast<int>(v);
-    else if (ParseFlag(argv[i], "--seed", &v)) f.seed = v;
-    else if (std::strcmp(argv[i], "--backing=memfd") == 0) g_memfd = true;
-    else if (std::strcmp(argv[i], "--backing=anonymous") == 0) g_memfd = false;
+    if (ParseFlag(argv[i], "--keys", &v))
+      f.keys = v;
+    else if (ParseFlag(argv[i], "--searches", &v))
+      f.searches = v;
+    else if (ParseFlag(argv[i], "--scans", &v))
+      f.scans = v;
+    else if (ParseFlag(argv[i], "--rounds", &v))
+      f.rounds = static_cast<int>(v);
+    else if (ParseFlag(argv[i], "--seed", &v))
+      f.seed = v;
+    else if (std::strcmp(argv[i], "--backing=memfd") == 0)
+      g_memfd = true;
+    else if (std::strcmp(argv[i], "--backing=anonymous") == 0)
+      g_memfd = false;
     else {
       std::fprintf(stderr,
                    "usage: cell-btree-bench [--keys=N] [--searches=N] [--scans=N] [--rounds=N] [--seed=N]\n"
@@ -126,7 +133,8 @@ void RunMap(const Workload& w, Result* r) {
   g_sink = sink;
   // Memory: per node slot (key and value strings inline) plus the heap bytes of strings too long for SSO.
   double bytes = 0;
-  for (const auto& [k, v] : *m) bytes += (k.size() > 15 ? k.capacity() + 1 : 0) + (v.size() > 15 ? v.capacity() + 1 : 0);
+  for (const auto& [k, v] : *m)
+    bytes += (k.size() > 15 ? k.capacity() + 1 : 0) + (v.size() > 15 ? v.capacity() + 1 : 0);
   bytes += static_cast<double>(m->size()) * sizeof(typename Map::value_type);
   delete m;
   r->insert.push_back(w.keys.size() / Seconds(t0, t1));
@@ -182,8 +190,8 @@ bool RunCell(const Workload& w, Result* r, std::string* shape) {
   double node_bytes = double(s.meganode().num_slots() - s.meganode().free_slots()) * 1024;
   double extent_bytes = double(s.extents().bytes_in_use()) * (1 + 1.0 / 32);
   char buf[160];
-  std::snprintf(buf, sizeof buf, "{\"height\":%d,\"leaves\":%llu,\"nodes\":%llu,\"node_bytes_per_key\":%.1f}", sh.height,
-                (unsigned long long)sh.leaves, (unsigned long long)sh.nodes, node_bytes / w.keys.size());
+  std::snprintf(buf, sizeof buf, "{\"height\":%d,\"leaves\":%llu,\"nodes\":%llu,\"node_bytes_per_key\":%.1f}",
+                sh.height, (unsigned long long)sh.leaves, (unsigned long long)sh.nodes, node_bytes / w.keys.size());
   *shape = buf;
   r->insert.push_back(w.keys.size() / Seconds(t0, t1));
   r->search.push_back(w.search_order.size() / Seconds(t1, t2));
@@ -218,7 +226,8 @@ int main(int argc, char** argv) {
     for (uint32_t i = 0; i < f.keys; ++i) idx[i] = i;
     std::sort(idx.begin(), idx.end(), [&](uint32_t a, uint32_t b) { return w.keys[a] < w.keys[b]; });
     std::vector<bool> dup(f.keys, false);
-    for (size_t i = 1; i < idx.size(); ++i) if (w.keys[idx[i]] == w.keys[idx[i - 1]]) dup[idx[i]] = true;
+    for (size_t i = 1; i < idx.size(); ++i)
+      if (w.keys[idx[i]] == w.keys[idx[i - 1]]) dup[idx[i]] = true;
     size_t o = 0;
     for (size_t i = 0; i < f.keys; ++i) {
       if (dup[i]) continue;
@@ -240,15 +249,18 @@ int main(int argc, char** argv) {
     if (!RunCell(w, &cell, &shape)) return 1;
     RunMap<absl::btree_map<std::string, std::string>>(w, &absl);
     RunMap<std::map<std::string, std::string>>(w, &stdmap);
-    std::fprintf(stderr, "round %d: search ops/s cell %.0f absl %.0f std::map %.0f; insert ops/s cell %.0f absl %.0f "
-                 "std::map %.0f\n", round + 1, cell.search.back(), absl.search.back(), stdmap.search.back(),
-                 cell.insert.back(), absl.insert.back(), stdmap.insert.back());
+    std::fprintf(stderr,
+                 "round %d: search ops/s cell %.0f absl %.0f std::map %.0f; insert ops/s cell %.0f absl %.0f "
+                 "std::map %.0f\n",
+                 round + 1, cell.search.back(), absl.search.back(), stdmap.search.back(), cell.insert.back(),
+                 absl.insert.back(), stdmap.insert.back());
   }
   double search_ratio = Median(cell.search) / Median(absl.search);
   double insert_ratio = Median(cell.insert) / Median(absl.insert);
-  std::printf("{\"keys\":%zu,\"rounds\":%d,\"cell\":%s,\"absl\":%s,\"std_map\":%s,"
-              "\"cell_vs_absl\":{\"search\":%.2f,\"insert\":%.2f,\"scan100\":%.2f},\"cell_tree\":%s}\n",
-              w.keys.size(), f.rounds, Json(cell).c_str(), Json(absl).c_str(), Json(stdmap).c_str(), search_ratio,
-              insert_ratio, Median(cell.scan100) / Median(absl.scan100), shape.c_str());
+  std::printf(
+      "{\"keys\":%zu,\"rounds\":%d,\"cell\":%s,\"absl\":%s,\"std_map\":%s,"
+      "\"cell_vs_absl\":{\"search\":%.2f,\"insert\":%.2f,\"scan100\":%.2f},\"cell_tree\":%s}\n",
+      w.keys.size(), f.rounds, Json(cell).c_str(), Json(absl).c_str(), Json(stdmap).c_str(), search_ratio, insert_ratio,
+      Median(cell.scan100) / Median(absl.scan100), shape.c_str());
   return 0;
 }

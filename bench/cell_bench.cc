@@ -13,7 +13,8 @@
 //   {"bench":"cell", "store":"cell", "workload":..., "search":..., "ops_per_s":..., "p50_us":..., "p99_us":...,
 //    "server_fraction":..., ...}
 //
-//   cell-bench --cluster=tcp://127.0.0.1:7000 [--keys=100000] [--workload=c] [--search=adaptive|server|client|dex|fixed:x]
+//   cell-bench --cluster=tcp://127.0.0.1:7000 [--keys=100000] [--workload=c]
+//              [--search=adaptive|server|client|dex|fixed:x]
 //              [--transport=shm] [--threads=1] [--inflight=16] [--duration=3] [--rate=0] [--spike=S:D:F] [--csv=FILE]
 //              [--shape=cell|fixed] [--key-bytes=16] [--value-bytes=100] [--no-load]
 //   cell-bench --store=redis [--redis=127.0.0.1:6379 | --redis=unix:/path] [the same workload, loop and output flags]
@@ -32,13 +33,13 @@
 #include <cmath>
 #include <condition_variable>
 #include <cstdio>
-#include <utility>
 #include <fstream>
 #include <mutex>
 #include <optional>
 #include <random>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "bench/cell_store.h"
@@ -167,9 +168,10 @@ struct Errors {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"cell-bench: a workload against a running Cell cluster or Redis; a time series to CSV, a JSON summary "
-               "last. With --store=redis, the Cell-only fields (server_fraction, retries, node_cache_*, "
-               "explorations, load_steps, estimates; the CSV's server_fraction and retries) are 0, search is \"none\""};
+  CLI::App app{
+      "cell-bench: a workload against a running Cell cluster or Redis; a time series to CSV, a JSON summary "
+      "last. With --store=redis, the Cell-only fields (server_fraction, retries, node_cache_*, "
+      "explorations, load_steps, estimates; the CSV's server_fraction and retries) are 0, search is \"none\""};
   cell::ClientOptions options;
   std::string store_kind = "cell", redis_address = "127.0.0.1:6379";
   std::string transport = "shm", workload_name = "c", distribution_name, shape = "cell", spike_text, csv_path;
@@ -181,7 +183,8 @@ int main(int argc, char** argv) {
   app.add_option("--store", store_kind,
                  "what to measure: cell (a Cell cluster, --cluster) or redis (a redis-server, --redis; GET/SET, scans "
                  "by a sorted set of the keys; use a Redis of the bench's own)")
-      ->capture_default_str()->check(CLI::IsMember({"cell", "redis"}));
+      ->capture_default_str()
+      ->check(CLI::IsMember({"cell", "redis"}));
   app.add_option("--cluster", options.cluster,
                  "cell: the cluster URI (zk://... or an embedded server's tcp://...); required");
   app.add_option("--key-file", options.key_file, "cell: the cluster's client key, for servers with keys")
@@ -197,17 +200,22 @@ int main(int argc, char** argv) {
   app.add_option("--distribution", distribution_name, "uniform, zipfian or latest (default: the workload's)");
   app.add_option("--theta", theta, "Zipfian skew")->capture_default_str()->check(CLI::Range(0.01, 0.999));
   app.add_option("--shape", shape, "cell (keys 8..64 bytes, values 8..256) or fixed (--key-bytes, --value-bytes)")
-      ->capture_default_str()->check(CLI::IsMember({"cell", "fixed"}));
+      ->capture_default_str()
+      ->check(CLI::IsMember({"cell", "fixed"}));
   app.add_option("--key-bytes", key_bytes, "fixed shape")->capture_default_str()->check(CLI::Range(8, 255));
   app.add_option("--value-bytes", value_bytes, "fixed shape")->capture_default_str()->check(CLI::Range(0, 1 << 20));
-  app.add_option("--threads", threads, "client threads (redis: a connection each)")->capture_default_str()
+  app.add_option("--threads", threads, "client threads (redis: a connection each)")
+      ->capture_default_str()
       ->check(CLI::Range(1, 256));
   app.add_option("--inflight,--depth", depth, "operations in flight per thread (closed loop; the cap, open loop)")
-      ->capture_default_str()->check(CLI::Range(1, 4096));
-  app.add_option("--duration,--seconds", seconds, "the run phase, seconds")->capture_default_str()
+      ->capture_default_str()
+      ->check(CLI::Range(1, 4096));
+  app.add_option("--duration,--seconds", seconds, "the run phase, seconds")
+      ->capture_default_str()
       ->check(CLI::Range(0.01, 86400.0));
   app.add_option("--rate", rate, "open loop: arrivals per second, all threads together (0: closed loop)")
-      ->capture_default_str()->check(CLI::Range(0.0, 1e8));
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1e8));
   app.add_option("--spike", spike_text, "open loop: start_s:duration_s:factor, e.g. 10:5:2.5");
   app.add_option("--csv", csv_path, "write the time series here");
   std::vector<std::string> hog_texts;
@@ -218,19 +226,23 @@ int main(int argc, char** argv) {
   app.add_option("--window", window_texts,
                  "from_s:to_s: also summarize the operations completed in this part of the run (repeatable; exact "
                  "percentiles, in the JSON's \"windows\"; e.g. before and during a spike: 3:8 and 8:13)");
-  app.add_option("--interval-ms", interval_ms, "the time series' step")->capture_default_str()
+  app.add_option("--interval-ms", interval_ms, "the time series' step")
+      ->capture_default_str()
       ->check(CLI::Range(10, 60000));
   app.add_option("--seed", seed)->capture_default_str();
   app.add_option("--node-cache-bytes", options.node_cache_bytes, "cell: client-side search's node cache (0: none)")
       ->capture_default_str();
   app.add_option("--node-cache-levels", options.node_cache_levels,
-                 "cell: cache nodes at least this many levels above the leaves")->capture_default_str();
-  app.add_flag("--no-load", no_load, "the keys are there already (from an earlier run with the same --keys and --shape)");
+                 "cell: cache nodes at least this many levels above the leaves")
+      ->capture_default_str();
+  app.add_flag("--no-load", no_load,
+               "the keys are there already (from an earlier run with the same --keys and --shape)");
   app.add_option("--explore", options.selector.explore,
                  "cell, adaptive: probability of taking the side estimated slower")
       ->capture_default_str();
   app.add_option("--sample-one-in", options.selector.sample_one_in,
-                 "cell, adaptive: time the reads of one client-side search in this many")->capture_default_str();
+                 "cell, adaptive: time the reads of one client-side search in this many")
+      ->capture_default_str();
   app.add_option("--selector-window", options.selector.window, "cell, adaptive: latency samples kept per measure")
       ->capture_default_str();
   int64_t max_age_ms = options.selector.max_age.count();
@@ -434,8 +446,8 @@ int main(int argc, char** argv) {
           // count as latency (yielding, not spinning, leaves the CPU to the client's transport threads). A session
           // whose replies this thread reads (Redis) takes them meanwhile, so each latency ends when its reply came.
           while (due - Clock::now() > std::chrono::microseconds(300) && !stop.load(std::memory_order_relaxed)) {
-            session.WaitUntil(std::min(due - std::chrono::microseconds(200),
-                                       Clock::now() + std::chrono::milliseconds(20)));
+            session.WaitUntil(
+                std::min(due - std::chrono::microseconds(200), Clock::now() + std::chrono::milliseconds(20)));
           }
           while (Clock::now() < due && !stop.load(std::memory_order_relaxed)) {
             session.Progress();
@@ -543,7 +555,7 @@ int main(int argc, char** argv) {
   cell::Client::Stats last = before;
   std::vector<float> all, interval;
   std::vector<std::pair<double, size_t>> interval_ends;  // each interval's end (s) and where its samples end in all
-  uint64_t completed_in_time = 0;  // completed by the end of the run phase
+  uint64_t completed_in_time = 0;                        // completed by the end of the run phase
   auto tick = run_start;
   while (tick < end && !aborted.load()) {
     const auto from = tick;
@@ -625,7 +637,8 @@ int main(int argc, char** argv) {
       "\"seconds\":%.2f,\"load_s\":%.2f,\"ops\":%llu,\"gets\":%llu,\"updates\":%llu,\"inserts\":%llu,"
       "\"scans\":%llu,\"rmws\":%llu,\"ops_per_s\":%.0f,\"p50_us\":%.1f,\"p90_us\":%.1f,\"p99_us\":%.1f,"
       "\"server_fraction\":%.3f,\"retries\":%llu,\"node_cache_hits\":%llu,\"node_cache_misses\":%llu,"
-      "\"explorations\":%llu,\"load_steps\":%llu,\"estimates\":[%s],\"not_found\":%llu,\"unissued\":%llu,\"inserts_over_key_space\":%llu,"
+      "\"explorations\":%llu,\"load_steps\":%llu,\"estimates\":[%s],\"not_found\":%llu,\"unissued\":%llu,\"inserts_"
+      "over_key_space\":%llu,"
       "\"windows\":[%s],\"drain_s\":%.2f,\"errors\":%llu}\n",
       store_kind.c_str(), workload->name.c_str(), search_name.c_str(), transport_name.c_str(), shape.c_str(),
       static_cast<unsigned long long>(keys), key_bytes, value_bytes, threads, depth, rate, seconds, load_seconds,

@@ -5,23 +5,23 @@
 // async; sync), a fresh cell-server (embedded membership, TCP on loopback, --workers=2) is preloaded with `--keys`
 // keys, and then `--threads` client threads overwrite random keys of that space for `--seconds`, each put
 // acknowledged as its mode says. Modes and shapes are interleaved over `--rounds` (the modes' order turning each
-// round); medians are reported, with each mode's ratio to off and every run. Recovery: a server with a data directory is loaded with `--recovery-keys` keys, killed with
-// SIGKILL and restarted; the time to its "ready" line is recovery from the log alone. It then takes a checkpoint
-// (as a restart that replayed records does), is killed and restarted again: recovery from the checkpoint.
+// round); medians are reported, with each mode's ratio to off and every run. Recovery: a server with a data directory
+// is loaded with `--recovery-keys` keys, killed with SIGKILL and restarted; the time to its "ready" line is recovery
+// from the log alone. It then takes a checkpoint (as a restart that replayed records does), is killed and restarted
+// again: recovery from the checkpoint.
 //
 //   cell-durability-bench [--server=PATH] [--threads=8] [--seconds=2] [--rounds=3] [--keys=20000]
 //                         [--recovery-keys=200000] [--dir=/tmp/cell-durability-bench]
 // The last line of stdout is one JSON object.
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <poll.h>
-#include <sys/prctl.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
-#include <fmt/format.h>
-
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -92,8 +92,8 @@ class Server {
     const auto deadline = start + std::chrono::minutes(1);
     while (!ready && Clock::now() < deadline) {
       pollfd p{out[0], POLLIN, 0};
-      const int left = static_cast<int>(
-          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count());
+      const int left =
+          static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count());
       if (poll(&p, 1, std::max(left, 1)) <= 0) continue;
       char chunk[4096];
       const ssize_t n = read(out[0], chunk, sizeof(chunk));
@@ -221,9 +221,11 @@ int main(int argc, char** argv) {
   app.add_option("--server", f.server, "the cell-server binary")->capture_default_str();
   app.add_option("--threads", f.threads, "client threads putting")->check(CLI::Range(1, 256))->capture_default_str();
   app.add_option("--seconds", f.seconds, "each put run's length")->check(CLI::Range(0.1, 600.0))->capture_default_str();
-  app.add_option("--rounds", f.rounds, "interleaved rounds (medians reported)")->check(CLI::Range(1, 100))
+  app.add_option("--rounds", f.rounds, "interleaved rounds (medians reported)")
+      ->check(CLI::Range(1, 100))
       ->capture_default_str();
-  app.add_option("--keys", f.keys, "key space of the put runs (preloaded)")->check(CLI::Range(100, 10000000))
+  app.add_option("--keys", f.keys, "key space of the put runs (preloaded)")
+      ->check(CLI::Range(100, 10000000))
       ->capture_default_str();
   app.add_option("--recovery-keys", f.recovery_keys, "keys loaded before recovery is timed (0: skip)")
       ->capture_default_str();
@@ -254,8 +256,8 @@ int main(int argc, char** argv) {
             std::mt19937_64 rng(round * 1000 + t);
             uint64_t n = 0;
             while (!stop.load(std::memory_order_relaxed)) {
-              const cell::Status s = client->Put(KeyOf(rng() % f.keys),
-                                                 std::string(lo + rng() % (hi - lo + 1), 'a' + rng() % 26));
+              const cell::Status s =
+                  client->Put(KeyOf(rng() % f.keys), std::string(lo + rng() % (hi - lo + 1), 'a' + rng() % 26));
               if (!s.ok()) Die("put: " + s.ToString());
               ++n;
             }
@@ -276,11 +278,11 @@ int main(int argc, char** argv) {
   for (const auto& [shape, lo, hi] : shapes) {
     const double off = Median(rates[shape + "/off"]), async = Median(rates[shape + "/async"]),
                  sync = Median(rates[shape + "/sync"]);
-    throughput += fmt::format("{}\"{}\":{{\"off\":{:.0f},\"async\":{:.0f},\"sync\":{:.0f},\"async_vs_off\":{:.3f},"
-                              "\"sync_vs_off\":{:.3f},\"runs\":{{\"off\":{},\"async\":{},\"sync\":{}}}}}",
-                              throughput.empty() ? "" : ",", shape, off, async, sync, async / off, sync / off,
-                              Runs(rates[shape + "/off"]), Runs(rates[shape + "/async"]),
-                              Runs(rates[shape + "/sync"]));
+    throughput += fmt::format(
+        "{}\"{}\":{{\"off\":{:.0f},\"async\":{:.0f},\"sync\":{:.0f},\"async_vs_off\":{:.3f},"
+        "\"sync_vs_off\":{:.3f},\"runs\":{{\"off\":{},\"async\":{},\"sync\":{}}}}}",
+        throughput.empty() ? "" : ",", shape, off, async, sync, async / off, sync / off, Runs(rates[shape + "/off"]),
+        Runs(rates[shape + "/async"]), Runs(rates[shape + "/sync"]));
   }
 
   std::string recovery = "null";
@@ -322,9 +324,8 @@ int main(int argc, char** argv) {
             checkpoint_bytes = e.file_size();
           }
         }
-        return image && std::none_of(first_logs.begin(), first_logs.end(), [](const fs::path& p) {
-                 return fs::exists(p);
-               });
+        return image &&
+               std::none_of(first_logs.begin(), first_logs.end(), [](const fs::path& p) { return fs::exists(p); });
       };
       while (!done()) {
         if (Clock::now() > give_up) Die("the restarted server took no checkpoint");
@@ -348,17 +349,18 @@ int main(int argc, char** argv) {
       const cell::Status s = client->Get(KeyOf(f.recovery_keys - 1), &value);
       if (!s.ok()) Die("the last key loaded is missing after recovery from the checkpoint: " + s.ToString());
     }
-    recovery = fmt::format("{{\"keys\":{},\"load_s\":{:.2f},\"log_bytes\":{},\"from_log_s\":{:.2f},"
-                           "\"checkpoint_bytes\":{},\"log_bytes_after_checkpoint\":{},\"from_checkpoint_s\":{:.2f}}}",
-                           f.recovery_keys, load_s, log_bytes, from_log, checkpoint_bytes, log_bytes_after,
-                           from_checkpoint);
+    recovery = fmt::format(
+        "{{\"keys\":{},\"load_s\":{:.2f},\"log_bytes\":{},\"from_log_s\":{:.2f},"
+        "\"checkpoint_bytes\":{},\"log_bytes_after_checkpoint\":{},\"from_checkpoint_s\":{:.2f}}}",
+        f.recovery_keys, load_s, log_bytes, from_log, checkpoint_bytes, log_bytes_after, from_checkpoint);
   }
   fs::create_directories(f.dir);
   const auto [sync_p50, sync_p99] = FdatasyncMs(f.dir);
   fs::remove_all(f.dir);
-  std::printf("{\"bench\":\"durability\",\"threads\":%d,\"seconds\":%.1f,\"rounds\":%d,\"keys\":%llu,"
-              "\"fdatasync_ms\":{\"p50\":%.3f,\"p99\":%.3f},\"puts_per_s\":{%s},\"recovery\":%s}\n",
-              f.threads, f.seconds, f.rounds, static_cast<unsigned long long>(f.keys), sync_p50, sync_p99,
-              throughput.c_str(), recovery.c_str());
+  std::printf(
+      "{\"bench\":\"durability\",\"threads\":%d,\"seconds\":%.1f,\"rounds\":%d,\"keys\":%llu,"
+      "\"fdatasync_ms\":{\"p50\":%.3f,\"p99\":%.3f},\"puts_per_s\":{%s},\"recovery\":%s}\n",
+      f.threads, f.seconds, f.rounds, static_cast<unsigned long long>(f.keys), sync_p50, sync_p99, throughput.c_str(),
+      recovery.c_str());
   return 0;
 }

@@ -18,8 +18,8 @@ namespace cell::bench {
 
 StatusOr<HogPeriod> ParseHogPeriod(std::string_view text) {
   const auto bad = [&] {
-    return Status::InvalidArgument(fmt::format(
-        "--hog '{}' is not start_s:duration_s:cpu[+cpu...] (e.g. 10:5:0 or 2:3:0+1)", text));
+    return Status::InvalidArgument(
+        fmt::format("--hog '{}' is not start_s:duration_s:cpu[+cpu...] (e.g. 10:5:0 or 2:3:0+1)", text));
   };
   HogPeriod p;
   const size_t a = text.find(':');

@@ -11,11 +11,11 @@
 //   cell-log-bench [--threads=2] [--seconds=2] [--rounds=3] [--keys=100000] [--recovery-keys=200000]
 //                  [--dir=/tmp/cell-log-bench] [--async-flush-ms=10]
 // The last line of stdout is one JSON object.
-#include <CLI/CLI.hpp>
 #include <fcntl.h>
-#include <unistd.h>
 #include <fmt/format.h>
+#include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -108,8 +108,8 @@ void Preload(const Flags& f, Logged& l, bool logged, size_t min_value, size_t ma
 }
 
 // Puts for `seconds` from `threads` threads; ops/s. *syncs: the fdatasyncs the logs made meanwhile; *ops: the puts.
-double Puts(const Flags& f, Logged& l, bool logged, size_t min_value, size_t max_value, uint64_t seed,
-            uint64_t* syncs, uint64_t* puts) {
+double Puts(const Flags& f, Logged& l, bool logged, size_t min_value, size_t max_value, uint64_t seed, uint64_t* syncs,
+            uint64_t* puts) {
   std::atomic<uint64_t> ops{0};
   std::atomic<bool> stop{false};
   std::vector<std::thread> threads;
@@ -151,7 +151,8 @@ std::vector<double> AsyncLagsMs(const Flags& f) {
   const std::string dir = f.dir + "/lag";
   std::filesystem::remove_all(dir);
   auto log = logging::RegionLog::Open(
-      dir, 1, {.durability = logging::Durability::kAsync, .async_flush_interval = std::chrono::milliseconds(f.async_flush_ms)});
+      dir, 1,
+      {.durability = logging::Durability::kAsync, .async_flush_interval = std::chrono::milliseconds(f.async_flush_ms)});
   if (!log.ok()) return {};
   std::vector<Clock::time_point> added;
   added.reserve(10000);
@@ -212,10 +213,9 @@ double Recover(const std::string& dir, uint64_t node_size, uint64_t extent_size,
   if (!nodes.ok() || !extents.ok()) std::exit(1);
   const cell::server::RegionMemory n{1, (*nodes)->Resolve(0, node_size), node_size};
   const cell::server::RegionMemory e{2, (*extents)->Resolve(0, extent_size), extent_size};
-  auto r = logging::Recover(dir, cell::server::TreeCheckpointRegions(**nodes, **extents),
-                            [&](uint64_t, const logging::LogRecord& rec) {
-                              return cell::server::ApplyLogRecord(rec, n, e);
-                            });
+  auto r = logging::Recover(
+      dir, cell::server::TreeCheckpointRegions(**nodes, **extents),
+      [&](uint64_t, const logging::LogRecord& rec) { return cell::server::ApplyLogRecord(rec, n, e); });
   const double s = std::chrono::duration<double>(Clock::now() - start).count();
   if (!r.ok()) {
     std::fprintf(stderr, "cell-log-bench: recovery: %s\n", r.status().ToString().c_str());
@@ -240,16 +240,19 @@ int main(int argc, char** argv) {
   Flags f;
   app.add_option("--threads", f.threads, "writer threads")->check(CLI::Range(1, 256))->capture_default_str();
   app.add_option("--seconds", f.seconds, "each put run's length")->check(CLI::Range(0.1, 600.0))->capture_default_str();
-  app.add_option("--rounds", f.rounds, "interleaved rounds (medians reported)")->check(CLI::Range(1, 100))
+  app.add_option("--rounds", f.rounds, "interleaved rounds (medians reported)")
+      ->check(CLI::Range(1, 100))
       ->capture_default_str();
-  app.add_option("--keys", f.keys, "key space of the put runs")->check(CLI::Range(1000, 100000000))
+  app.add_option("--keys", f.keys, "key space of the put runs")
+      ->check(CLI::Range(1000, 100000000))
       ->capture_default_str();
   app.add_option("--recovery-keys", f.recovery_keys, "keys put before recovery is timed (0: skip)")
       ->capture_default_str();
   app.add_option("--dir", f.dir, "where the logs and checkpoints go (emptied first, removed after)")
       ->capture_default_str();
   app.add_option("--async-flush-ms", f.async_flush_ms, "async durability's flush interval")
-      ->check(CLI::Range(1, 10000))->capture_default_str();
+      ->check(CLI::Range(1, 10000))
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
   const std::vector<std::string> modes = {"off", "async", "sync"};
@@ -272,10 +275,10 @@ int main(int argc, char** argv) {
   for (const auto& [shape, lo, hi] : shapes) {
     const double off = Median(rates[shape + "/off"]), async = Median(rates[shape + "/async"]),
                  sync = Median(rates[shape + "/sync"]);
-    throughput += fmt::format("{}\"{}\":{{\"off\":{:.0f},\"async\":{:.0f},\"sync\":{:.0f},\"async_vs_off\":{:.3f},"
-                              "\"sync_vs_off\":{:.3f},\"sync_fdatasyncs_per_put\":{:.2f}}}",
-                              throughput.empty() ? "" : ",", shape, off, async, sync, async / off, sync / off,
-                              Median(sync_ratio[shape]));
+    throughput += fmt::format(
+        "{}\"{}\":{{\"off\":{:.0f},\"async\":{:.0f},\"sync\":{:.0f},\"async_vs_off\":{:.3f},"
+        "\"sync_vs_off\":{:.3f},\"sync_fdatasyncs_per_put\":{:.2f}}}",
+        throughput.empty() ? "" : ",", shape, off, async, sync, async / off, sync / off, Median(sync_ratio[shape]));
   }
 
   const std::vector<double> lags = AsyncLagsMs(f);
@@ -299,17 +302,18 @@ int main(int argc, char** argv) {
     const double from_log = Recover(f.dir + "/recovery", node_size, extent_size, &records);
     const uint64_t log_records = records;
     const auto cp_start = Clock::now();
-    auto cp = logging::TakeCheckpoint(f.dir + "/recovery", l->log.get(),
-                                      cell::server::TreeCheckpointRegions(l->tree->node_region(),
-                                                                          l->tree->extent_region()));
+    auto cp =
+        logging::TakeCheckpoint(f.dir + "/recovery", l->log.get(),
+                                cell::server::TreeCheckpointRegions(l->tree->node_region(), l->tree->extent_region()));
     const double checkpoint_s = std::chrono::duration<double>(Clock::now() - cp_start).count();
     if (!cp.ok()) {
       std::fprintf(stderr, "cell-log-bench: checkpoint: %s\n", cp.status().ToString().c_str());
       return 1;
     }
-    const uint64_t checkpoint_bytes = logging::ListCheckpoints(f.dir + "/recovery")->empty()
-                                          ? 0
-                                          : std::filesystem::file_size(logging::CheckpointPath(f.dir + "/recovery", *cp));
+    const uint64_t checkpoint_bytes =
+        logging::ListCheckpoints(f.dir + "/recovery")->empty()
+            ? 0
+            : std::filesystem::file_size(logging::CheckpointPath(f.dir + "/recovery", *cp));
     records = 0;
     const double from_checkpoint = Recover(f.dir + "/recovery", node_size, extent_size, &records);
     recovery = fmt::format(

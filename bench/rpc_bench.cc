@@ -11,6 +11,8 @@
 //
 // Prints one JSON object as its last line: per N, ops/s and latency p50/p99; read latency (1 outstanding) and read
 // throughput (--read-outstanding in flight, from one client thread); server worker and NIC-thread CPU seconds.
+#include <absl/container/flat_hash_map.h>
+#include <fmt/format.h>
 #include <sched.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
@@ -27,9 +29,6 @@
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <absl/container/flat_hash_map.h>
-#include <fmt/format.h>
 
 #include "rpc/transport.h"
 
@@ -77,7 +76,8 @@ Flags ParseFlags(int argc, char** argv) {
     auto number = [&](double lo, double hi) {
       char* end = nullptr;
       const double v = std::strtod(value.c_str(), &end);
-      if (value.empty() || *end != '\0' || v < lo || v > hi) Usage(fmt::format("--{} must be in [{}, {}]", name, lo, hi));
+      if (value.empty() || *end != '\0' || v < lo || v > hi)
+        Usage(fmt::format("--{} must be in [{}, {}]", name, lo, hi));
       return v;
     };
     if (name == "transport") {
@@ -159,9 +159,9 @@ class GetHandler final : public cell::rpc::RpcHandler {
                      ? MAP_FAILED
                      : mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
   if (mapped == MAP_FAILED) {
-    const std::string line = fmt::format("ERROR cannot create a {} MB {} region: {}{}\n", f.region_mb, f.backing,
-                                         std::strerror(errno),
-                                         f.backing == "hugetlb" ? " (reserve pages: sysctl vm.nr_hugepages=N)" : "");
+    const std::string line =
+        fmt::format("ERROR cannot create a {} MB {} region: {}{}\n", f.region_mb, f.backing, std::strerror(errno),
+                    f.backing == "hugetlb" ? " (reserve pages: sysctl vm.nr_hugepages=N)" : "");
     [[maybe_unused]] ssize_t n = write(uri_out, line.data(), line.size());
     std::_Exit(1);
   }
@@ -171,9 +171,8 @@ class GetHandler final : public cell::rpc::RpcHandler {
   options.workers = f.workers;
   if (f.server_cpu >= 0) options.worker_cpus = options.nic_cpus = {f.server_cpu};
   options.nic_model = f.nic_model;
-  const std::string listen = f.transport == "shm"
-                                 ? fmt::format("shm:///tmp/cell-rpc-bench-{}.sock", getpid())
-                                 : fmt::format("{}://{}:0", f.transport, f.host);
+  const std::string listen = f.transport == "shm" ? fmt::format("shm:///tmp/cell-rpc-bench-{}.sock", getpid())
+                                                  : fmt::format("{}://{}:0", f.transport, f.host);
   auto server = cell::rpc::Listen(listen, options, &handler);
   std::string line;
   if (!server.ok()) {
@@ -313,9 +312,10 @@ int main(int argc, char** argv) {
   }
   cell::rpc::Connection* c = connection->get();
 
-  std::string json = fmt::format("{{\"bench\":\"cell-rpc-bench\",\"transport\":\"{}\",\"workers\":{},\"seconds\":{}"
-                                 ",\"value_bytes\":100,\"rpc\":[",
-                                 f.transport, f.workers, f.seconds);
+  std::string json = fmt::format(
+      "{{\"bench\":\"cell-rpc-bench\",\"transport\":\"{}\",\"workers\":{},\"seconds\":{}"
+      ",\"value_bytes\":100,\"rpc\":[",
+      f.transport, f.workers, f.seconds);
   std::mt19937_64 rng(1);
   std::vector<std::string> keys;
   for (int i = 0; i < 4096; ++i) keys.push_back(KeyOf(static_cast<int>(rng() % kKeys)));
@@ -350,10 +350,11 @@ int main(int argc, char** argv) {
   latency.Run(1, f.seconds);
   Driver throughput(read_issue, /*record=*/false);
   throughput.Run(f.read_outstanding, f.seconds);
-  json += fmt::format("],\"read\":{{\"bytes\":{},\"region_mb\":{},\"backing\":\"{}\",\"p50_us\":{:.2f},\"p99_us\":{:.2f},"
-                      "\"latency_run_ops_per_s\":{:.0f},\"outstanding\":{},\"ops_per_s\":{:.0f}}}",
-                      f.read_bytes, f.region_mb, f.backing, latency.Percentile(0.5), latency.Percentile(0.99),
-                      latency.ops_per_s(), f.read_outstanding, throughput.ops_per_s());
+  json += fmt::format(
+      "],\"read\":{{\"bytes\":{},\"region_mb\":{},\"backing\":\"{}\",\"p50_us\":{:.2f},\"p99_us\":{:.2f},"
+      "\"latency_run_ops_per_s\":{:.0f},\"outstanding\":{},\"ops_per_s\":{:.0f}}}",
+      f.read_bytes, f.region_mb, f.backing, latency.Percentile(0.5), latency.Percentile(0.99), latency.ops_per_s(),
+      f.read_outstanding, throughput.ops_per_s());
 
   connection->reset();
   close(control_pipe[1]);

@@ -31,14 +31,14 @@ LatencySummary Summarize(std::vector<float>* samples);
 
 // One row of the time series.
 struct IntervalRow {
-  double t_s = 0;              // end of the interval, from the start of the run phase
+  double t_s = 0;  // end of the interval, from the start of the run phase
   double interval_s = 0;
   uint64_t ops = 0;
   LatencySummary latency;      // of the operations that completed in the interval
   double server_fraction = 0;  // of the searches decided in the interval
   uint64_t retries = 0;
-  double target_rate = 0;      // open loop: the arrival rate asked for (0: closed loop)
-  int hogs = 0;                // CPU hog processes running at the end of the interval
+  double target_rate = 0;  // open loop: the arrival rate asked for (0: closed loop)
+  int hogs = 0;            // CPU hog processes running at the end of the interval
 };
 
 std::string CsvHeader();

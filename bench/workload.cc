@@ -101,8 +101,8 @@ StatusOr<Workload> ParseWorkload(std::string_view name) {
     }
     w.read = x, w.update = 1 - x;
   } else {
-    return Status::InvalidArgument(fmt::format(
-        "workload '{}' is not one of a, b, c, d, e, f (YCSB's) or mix:<read fraction>", name));
+    return Status::InvalidArgument(
+        fmt::format("workload '{}' is not one of a, b, c, d, e, f (YCSB's) or mix:<read fraction>", name));
   }
   return w;
 }

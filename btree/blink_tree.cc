@@ -9,7 +9,6 @@
 
 namespace cell::btree {
 
-
 bool PartitionEntries(const std::vector<NodeEntry>& entries, int level, std::string_view min, std::string_view max,
                       std::vector<size_t>* starts, std::vector<std::string>* separators, bool exact_leaf_separators) {
   const size_t n = entries.size();
@@ -94,8 +93,7 @@ void BLinkTree::Publish(uint32_t slot, uint64_t locked, NodeImage* image) {
   store_->Publish(slot, image, locked);
 }
 
-Status BLinkTree::LockCovering(const SearchKey& k, int level, uint32_t slot, bool have_hint, Path* path,
-                               Locked* out) {
+Status BLinkTree::LockCovering(const SearchKey& k, int level, uint32_t slot, bool have_hint, Path* path, Locked* out) {
   TreeReader reader = Reader();
   for (int attempt = 0;; ++attempt) {
     if (attempt > 1000000) return Status::Aborted("could not lock the node covering the key");
@@ -323,7 +321,10 @@ Status BLinkTree::CheckInvariants(Shape* shape) const {
       }
       ++shape->nodes;
       ++shape->nodes_per_level[level];
-      if (level == 0) { ++shape->leaves; shape->entries += v.size(); }
+      if (level == 0) {
+        ++shape->leaves;
+        shape->entries += v.size();
+      }
       if (level > 0 && v.size() == 0) return fail(level, slot, "inner node without children");
       for (uint32_t i = 0; i < v.size(); ++i) {
         bool implicit = level > 0 && i == 0;
@@ -345,8 +346,12 @@ Status BLinkTree::CheckInvariants(Shape* shape) const {
           child.view.CopyMaxKey(&child_max);
           if (child.view.level() != level - 1) return fail(level, slot, "child at the wrong level");
           if (child_min != key) return fail(level, slot, "child min key differs from its separator");
-          if (i + 1 < v.size()) v.CopyEntryKey(i + 1, &next_sep); else next_sep = max;
-          if (exact_parents && child_max != next_sep) return fail(level, slot, "child max key differs from next separator");
+          if (i + 1 < v.size())
+            v.CopyEntryKey(i + 1, &next_sep);
+          else
+            next_sep = max;
+          if (exact_parents && child_max != next_sep)
+            return fail(level, slot, "child max key differs from next separator");
           if (i == 0 && first) leftmost = store_->SlotPtr(c);
         }
       }

@@ -37,10 +37,10 @@ class BLinkTree {
   };
   // What CheckInvariants found.
   struct Shape {
-    int height = 0;                // levels, leaves included
+    int height = 0;  // levels, leaves included
     uint64_t nodes = 0;
     uint64_t leaves = 0;
-    uint64_t entries = 0;          // level-0 entries
+    uint64_t entries = 0;  // level-0 entries
     std::vector<uint64_t> nodes_per_level;
   };
 

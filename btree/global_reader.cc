@@ -49,10 +49,19 @@ Status GlobalReader::Get(std::string_view key, std::string* value, GlobalPtr sta
     TreeReader::Step s;
     CELL_RETURN_IF_ERROR(reader.Find(key, value, &s));
     switch (s.kind) {
-      case TreeReader::Step::Kind::kFound: answered_ = m; return Status::OK();
-      case TreeReader::Step::Kind::kNotFound: answered_ = m; return Status::NotFound("key not found");
-      case TreeReader::Step::Kind::kChild: m = s.next; break;
-      case TreeReader::Step::Kind::kRight: ++stats_.rights; m = s.next; break;
+      case TreeReader::Step::Kind::kFound:
+        answered_ = m;
+        return Status::OK();
+      case TreeReader::Step::Kind::kNotFound:
+        answered_ = m;
+        return Status::NotFound("key not found");
+      case TreeReader::Step::Kind::kChild:
+        m = s.next;
+        break;
+      case TreeReader::Step::Kind::kRight:
+        ++stats_.rights;
+        m = s.next;
+        break;
       case TreeReader::Step::Kind::kStale: {
         ++stats_.restarts;
         CELL_RETURN_IF_ERROR(Restart(&m));
@@ -77,7 +86,11 @@ Status GlobalReader::Locate(std::string_view key, int level, GlobalPtr* meganode
     TreeReader reader(source_, m);
     TreeReader::Header header;
     CELL_RETURN_IF_ERROR(reader.ReadHeader(&k, &header));
-    if (header.position > 0) { ++stats_.rights; m = header.right; continue; }
+    if (header.position > 0) {
+      ++stats_.rights;
+      m = header.right;
+      continue;
+    }
     if (header.position < 0 || header.level < level) {
       ++stats_.restarts;  // a stale pointer (or a level that is not on the way down): from the root again
       CELL_RETURN_IF_ERROR(Restart(&m));
@@ -93,13 +106,16 @@ Status GlobalReader::Locate(std::string_view key, int level, GlobalPtr* meganode
     CELL_RETURN_IF_ERROR(reader.Find(key, &unused, &s));
     switch (s.kind) {
       case TreeReader::Step::Kind::kChild:
-      case TreeReader::Step::Kind::kRight: m = s.next; break;
+      case TreeReader::Step::Kind::kRight:
+        m = s.next;
+        break;
       case TreeReader::Step::Kind::kStale: {
         ++stats_.restarts;
         CELL_RETURN_IF_ERROR(Restart(&m));
         break;
       }
-      default: return Status::Corruption("an internal meganode answered like a leaf meganode");
+      default:
+        return Status::Corruption("an internal meganode answered like a leaf meganode");
     }
   }
   return TooManySteps();

@@ -25,9 +25,9 @@ struct MeganodeRange {
 class GlobalReader {
  public:
   struct Stats {
-    uint64_t meganodes = 0;   // meganode visits
-    uint64_t rights = 0;      // moves to a right sibling meganode
-    uint64_t restarts = 0;    // stale pointers: back to the root
+    uint64_t meganodes = 0;  // meganode visits
+    uint64_t rights = 0;     // moves to a right sibling meganode
+    uint64_t restarts = 0;   // stale pointers: back to the root
   };
 
   // `first_meganode`: the cluster's first meganode (offset 0 of the root region), whose header names the root.

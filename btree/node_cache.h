@@ -53,7 +53,7 @@ class NodeCache {
  private:
   struct Shard {
     std::mutex mu;
-    absl::flat_hash_map<uint64_t, uint32_t> index;    // packed pointer -> slot
+    absl::flat_hash_map<uint64_t, uint32_t> index;       // packed pointer -> slot
     std::deque<std::array<uint64_t, kNodeWords>> nodes;  // slot -> copy; grows to per_shard_ slots, never moves
     std::vector<uint64_t> keys;                          // slot -> packed pointer, 0 when free
     std::vector<uint8_t> used;                           // slot -> hit since the hand last passed it

@@ -1,9 +1,9 @@
 // Building, editing and checking 1 KB node images (the layout is documented in node_format.h).
 #include "btree/node_format.h"
 
-#include "btree/checksum.h"
-
 #include <cstring>
+
+#include "btree/checksum.h"
 
 namespace cell::btree {
 
@@ -45,10 +45,18 @@ bool NodeImage::Build(const NodeHeader& h, std::string_view min, std::string_vie
   w[4] = h.right.Pack();
   uint32_t heap = kNodeWords;
   uint32_t min_word = 0, max_word = 0;
-  if (!min.empty()) { heap -= FenceWords(min.size()); min_word = heap; PlaceKeyWords(heap, min, 0); }
-  if (!max.empty()) { heap -= FenceWords(max.size()); max_word = heap; PlaceKeyWords(heap, max, 0); }
-  w[5] = uint64_t(min.size()) | (uint64_t{min_word} << 8) | (uint64_t(max.size()) << 16) |
-         (uint64_t{max_word} << 24) | (uint64_t{heap} << 32);
+  if (!min.empty()) {
+    heap -= FenceWords(min.size());
+    min_word = heap;
+    PlaceKeyWords(heap, min, 0);
+  }
+  if (!max.empty()) {
+    heap -= FenceWords(max.size());
+    max_word = heap;
+    PlaceKeyWords(heap, max, 0);
+  }
+  w[5] = uint64_t(min.size()) | (uint64_t{min_word} << 8) | (uint64_t(max.size()) << 16) | (uint64_t{max_word} << 24) |
+         (uint64_t{heap} << 32);
   for (size_t i = 0; i < n; ++i) {
     const NodeEntry& e = entries[i];
     std::string_view key = (h.level > 0 && i == 0) ? std::string_view() : std::string_view(e.key);
@@ -63,21 +71,19 @@ bool NodeImage::Build(const NodeHeader& h, std::string_view min, std::string_vie
       PlaceKeyWords(heap, key, 1);
     }
     w[kHeaderWords + 2 * i] = RawWordAt(key, 0);
-    w[kHeaderWords + 2 * i + 1] = uint64_t(key.size()) | (uint64_t{blob_words ? heap : 0} << 8) |
-                                  (uint64_t{aux32} << 32);
+    w[kHeaderWords + 2 * i + 1] =
+        uint64_t(key.size()) | (uint64_t{blob_words ? heap : 0} << 8) | (uint64_t{aux32} << 32);
   }
   SetHeapWord(heap);
   return true;
 }
 
-void NodeImage::BuildMeganodeHeader(GlobalPtr meganode, uint32_t root_slot, int root_level,
-                                    const MeganodeInfo& info) {
+void NodeImage::BuildMeganodeHeader(GlobalPtr meganode, uint32_t root_slot, int root_level, const MeganodeInfo& info) {
   // The fences as in a tree node without entries (keys are at most 255 bytes: two fences always fit).
   Build(NodeHeader{meganode, 0, info.level, kFlagValid, info.right}, info.min, info.max, nullptr, 0);
-  const uint8_t flags = kFlagValid | (info.level > 0 ? kFlagInternalMeganode : 0) |
-                        (info.state & (kFlagPending | kFlagSealed));
-  w[3] = (uint64_t(info.level & 0xff) << 32) | (uint64_t(NodeKind::kMeganodeHeader) << 40) |
-         (uint64_t{flags} << 48);
+  const uint8_t flags =
+      kFlagValid | (info.level > 0 ? kFlagInternalMeganode : 0) | (info.state & (kFlagPending | kFlagSealed));
+  w[3] = (uint64_t(info.level & 0xff) << 32) | (uint64_t(NodeKind::kMeganodeHeader) << 40) | (uint64_t{flags} << 48);
   SetRoot(root_slot, root_level);
   SetClusterRoot(info.cluster_root);
 }
@@ -99,7 +105,10 @@ std::vector<NodeEntry> NodeImage::Entries() const {
   std::vector<NodeEntry> out(v.size());
   for (uint32_t i = 0; i < out.size(); ++i) {
     v.CopyEntryKey(i, &out[i].key);
-    if (v.level() == 0) out[i].value = v.leaf_value(i); else out[i].child = v.child_slot(i);
+    if (v.level() == 0)
+      out[i].value = v.leaf_value(i);
+    else
+      out[i].child = v.child_slot(i);
   }
   return out;
 }

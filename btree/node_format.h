@@ -105,7 +105,9 @@ class NodeView {
   NodeView() = default;
   // Snapshots the header words (2, 3, 5) once; a later Validate covers them like every other read.
   explicit NodeView(const uint64_t* words)
-      : w_(words), meganode_(LoadSharedWord(words + 2)), info_(LoadSharedWord(words + 3)),
+      : w_(words),
+        meganode_(LoadSharedWord(words + 2)),
+        info_(LoadSharedWord(words + 3)),
         fences_(LoadSharedWord(words + 5)) {}
 
   uint64_t W(uint32_t i) const { return LoadSharedWord(w_ + (i & (kNodeWords - 1))); }
@@ -180,7 +182,10 @@ class NodeView {
     uint32_t lo = from, hi = size();
     while (lo < hi) {
       uint32_t mid = (lo + hi) / 2;
-      if (CompareEntry(mid, k) < 0) lo = mid + 1; else hi = mid;
+      if (CompareEntry(mid, k) < 0)
+        lo = mid + 1;
+      else
+        hi = mid;
     }
     return lo;
   }
@@ -188,7 +193,10 @@ class NodeView {
     uint32_t lo = from, hi = size();
     while (lo < hi) {
       uint32_t mid = (lo + hi) / 2;
-      if (CompareEntry(mid, k) <= 0) lo = mid + 1; else hi = mid;
+      if (CompareEntry(mid, k) <= 0)
+        lo = mid + 1;
+      else
+        hi = mid;
     }
     return lo;
   }
@@ -224,7 +232,10 @@ class NodeView {
   }
   void CopyKeyWords(uint64_t first, uint32_t suffix_word, uint32_t len, std::string* out) const;
   void CopyFence(uint32_t word, uint32_t len, std::string* out) const {
-    if (len == 0) { out->clear(); return; }
+    if (len == 0) {
+      out->clear();
+      return;
+    }
     CopyKeyWords(W(word), word + 1, len, out);
   }
 
@@ -234,16 +245,16 @@ class NodeView {
 
 // One entry taken out of a node, for rebuilding and splitting.
 struct NodeEntry {
-  std::string key;      // empty for entry 0 of an inner node
-  LeafValue value;      // level 0
-  uint32_t child = 0;   // inner levels
+  std::string key;     // empty for entry 0 of an inner node
+  LeafValue value;     // level 0
+  uint32_t child = 0;  // inner levels
 };
 
 // What a meganode's header says of the meganode as a whole.
 struct MeganodeInfo {
-  std::string min, max;  // key range [min, max); empty: -infinity / +infinity
-  GlobalPtr right;       // the right sibling meganode (null at the right edge of its level)
-  int level = 0;         // 0: a leaf meganode (entries point to records); above: entries point to child meganodes
+  std::string min, max;    // key range [min, max); empty: -infinity / +infinity
+  GlobalPtr right;         // the right sibling meganode (null at the right edge of its level)
+  int level = 0;           // 0: a leaf meganode (entries point to records); above: entries point to child meganodes
   GlobalPtr cluster_root;  // the cluster's first meganode only: the root meganode
   uint8_t state = 0;       // kFlagPending and/or kFlagSealed
 };
@@ -286,9 +297,7 @@ class NodeImage {
   void RemoveEntry(uint32_t i);
   void SetLeafValue(uint32_t i, const LeafValue& value);
   void SetRight(GlobalPtr right) { w[4] = right.Pack(); }
-  void SetRoot(uint32_t root_slot, int root_level) {
-    w[6] = uint64_t{root_slot} | (uint64_t(root_level & 0xff) << 32);
-  }
+  void SetRoot(uint32_t root_slot, int root_level) { w[6] = uint64_t{root_slot} | (uint64_t(root_level & 0xff) << 32); }
   void SetClusterRoot(GlobalPtr root) { w[7] = root.Pack(); }
   // A meganode header's state flags (kFlagPending, kFlagSealed) set to `state`.
   void SetMeganodeState(uint8_t state) {

@@ -25,7 +25,10 @@ inline uint64_t WaitStableVersion(const uint64_t* node) {
   for (int spins = 0;; ++spins) {
     uint64_t v = __atomic_load_n(node, __ATOMIC_ACQUIRE);
     if ((v & 1) == 0) return v;
-    if (spins < 64) CpuRelax(); else std::this_thread::yield();
+    if (spins < 64)
+      CpuRelax();
+    else
+      std::this_thread::yield();
   }
 }
 

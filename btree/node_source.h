@@ -22,7 +22,7 @@ namespace cell::btree {
 struct NodeHandle {
   NodeView view;
   GlobalPtr ptr;
-  uint64_t version = 0;                          // in-place sources: the version to re-check
+  uint64_t version = 0;                           // in-place sources: the version to re-check
   alignas(kCacheLine) uint64_t copy[kNodeWords];  // copying sources: the private copy
 };
 
@@ -74,7 +74,8 @@ class LocalNodeSource final : public NodeSource {
   // Fetch, prefetching the node's first `lines` cache lines.
   Status FetchLines(GlobalPtr ptr, NodeHandle* h, size_t lines) {
     uint64_t* w = memory_->Resolve(ptr, kNodeSize);
-    if (w == nullptr || ptr.offset % kNodeSize != 0) [[unlikely]] return NotHeld(ptr, "node");
+    if (w == nullptr || ptr.offset % kNodeSize != 0) [[unlikely]]
+      return NotHeld(ptr, "node");
     for (size_t line = 0; line < lines; ++line) {
       __builtin_prefetch(reinterpret_cast<const char*>(w) + line * kCacheLine);
     }
@@ -96,10 +97,10 @@ using NodeFetcher = std::function<Status(GlobalPtr ptr, size_t words, uint64_t* 
 class CopyingNodeSource final : public NodeSource {
  public:
   struct Stats {
-    std::atomic<uint64_t> fetched{0};        // copies accepted
-    std::atomic<uint64_t> torn{0};           // copies refused: checksum mismatch
-    std::atomic<uint64_t> being_written{0};  // copies refused: odd version
-    std::atomic<uint64_t> wrong_identity{0}; // copies refused: not the node asked for
+    std::atomic<uint64_t> fetched{0};         // copies accepted
+    std::atomic<uint64_t> torn{0};            // copies refused: checksum mismatch
+    std::atomic<uint64_t> being_written{0};   // copies refused: odd version
+    std::atomic<uint64_t> wrong_identity{0};  // copies refused: not the node asked for
   };
   // Called with every accepted copy (tests use it to prove no torn copy is ever accepted).
   using AcceptObserver = std::function<void(GlobalPtr ptr, const uint64_t* words)>;

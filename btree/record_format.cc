@@ -1,9 +1,9 @@
 // Extent record encoding and checking (layout in record_format.h).
 #include "btree/record_format.h"
 
-#include "btree/checksum.h"
-
 #include <cstring>
+
+#include "btree/checksum.h"
 
 namespace cell::btree {
 

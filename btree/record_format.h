@@ -23,9 +23,7 @@ inline constexpr uint64_t kRecordMagic = 0xCE11D0;
 inline constexpr size_t kRecordHeaderBytes = 8;
 inline constexpr size_t kMaxRecordBytes = kRecordHeaderBytes + kMaxKeySize + kMaxValueSize;
 
-inline size_t RecordLength(size_t key_size, size_t value_size) {
-  return kRecordHeaderBytes + key_size + value_size;
-}
+inline size_t RecordLength(size_t key_size, size_t value_size) { return kRecordHeaderBytes + key_size + value_size; }
 
 // Writes the record for (key, value) into `words` (resized to whole words) and returns its checksum.
 uint64_t EncodeRecord(std::string_view key, std::string_view value, std::vector<uint64_t>* words);

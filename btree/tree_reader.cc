@@ -34,9 +34,12 @@ Status TreeReader::Get(std::string_view key, std::string* value) {
   Step step;
   CELL_RETURN_IF_ERROR(Find(key, value, &step));
   switch (step.kind) {
-    case Step::Kind::kFound: return Status::OK();
-    case Step::Kind::kNotFound: return Status::NotFound("key not found");
-    default: return Status::FailedPrecondition("key lies outside this meganode");
+    case Step::Kind::kFound:
+      return Status::OK();
+    case Step::Kind::kNotFound:
+      return Status::NotFound("key not found");
+    default:
+      return Status::FailedPrecondition("key lies outside this meganode");
   }
 }
 Status TreeReader::Scan(std::string_view start, std::string_view end, size_t limit, std::vector<KeyValue>* out) {
@@ -52,7 +55,10 @@ Status TreeReader::ReadRootIn(Source* src, GlobalPtr* root, int* level) {
     bool ok = v.kind() == NodeKind::kMeganodeHeader && v.valid() && v.meganode() == meganode_;
     uint32_t slot = v.root_slot();
     int lvl = v.root_level();
-    if (!src->Validate(h)) { ++stats_.retries; continue; }
+    if (!src->Validate(h)) {
+      ++stats_.retries;
+      continue;
+    }
     if (!ok) return Status::FailedPrecondition("no valid meganode at the given pointer");
     if (slot == 0 || lvl >= kMaxLevels) return Status::Corruption("meganode header names an impossible root");
     *root = meganode_.Plus(uint64_t{slot} * kNodeSize);
@@ -79,9 +85,13 @@ Status TreeReader::ReadHeaderIn(Source* src, const SearchKey* k, Header* out, bo
       v.CopyMinKey(&out->min);
       v.CopyMaxKey(&out->max);
     }
-    if (!src->Validate(h)) { ++stats_.retries; continue; }
+    if (!src->Validate(h)) {
+      ++stats_.retries;
+      continue;
+    }
     if (!ok) return Status::FailedPrecondition("no valid meganode at the given pointer");
-    if (slot == 0 || out->root_level >= kMaxLevels) return Status::Corruption("meganode header names an impossible root");
+    if (slot == 0 || out->root_level >= kMaxLevels)
+      return Status::Corruption("meganode header names an impossible root");
     if (out->position > 0 && out->right.is_null()) {
       return Status::Corruption("meganode with a finite max has no right sibling");
     }
@@ -119,7 +129,10 @@ Status TreeReader::ReachIn(Source* src, const SearchKey& k, int target, GlobalPt
       live = !min.empty() && CompareKeys(min, came_from_max) >= 0;
     }
     if (!live || v.CompareMin(k) > 0) {
-      if (!src->Validate(*h)) { ++stats_.retries; continue; }
+      if (!src->Validate(*h)) {
+        ++stats_.retries;
+        continue;
+      }
       // A consistent node that is not the one we were sent to: the pointer was stale. Restart from the nearest
       // ancestor the first time, then from the root.
       if (++restarts > kMaxRestarts) return GaveUp("restarts");
@@ -135,7 +148,11 @@ Status TreeReader::ReachIn(Source* src, const SearchKey& k, int target, GlobalPt
       int from_level = 0;
       if (restarts == 1) {
         for (int l = level + 1; l < kMaxLevels; ++l) {
-          if (path->Has(l)) { from = path->At(l); from_level = l; break; }
+          if (path->Has(l)) {
+            from = path->At(l);
+            from_level = l;
+            break;
+          }
         }
       }
       if (from.is_null()) src->Forget(meganode_);
@@ -147,7 +164,10 @@ Status TreeReader::ReachIn(Source* src, const SearchKey& k, int target, GlobalPt
     if (v.CompareMax(k) <= 0) {
       GlobalPtr right = v.right();
       v.CopyMaxKey(&min);
-      if (!src->Validate(*h)) { ++stats_.retries; continue; }
+      if (!src->Validate(*h)) {
+        ++stats_.retries;
+        continue;
+      }
       if (right.is_null()) {
         // A node cut by a meganode split: the key now belongs to the meganode on the right (the header says which;
         // a kept copy of the header may predate the split).
@@ -170,7 +190,10 @@ Status TreeReader::ReachIn(Source* src, const SearchKey& k, int target, GlobalPt
       return Status::OK();
     }
     uint32_t child = v.child_slot(v.ChildIndex(k));
-    if (!src->Validate(*h)) { ++stats_.retries; continue; }
+    if (!src->Validate(*h)) {
+      ++stats_.retries;
+      continue;
+    }
     if (child == 0) return Status::Corruption("inner node points to the meganode header");
     path->Set(level, ptr);
     ptr = meganode_.Plus(uint64_t{child} * kNodeSize);
@@ -255,7 +278,11 @@ Status TreeReader::FindIn(Source* src, std::string_view key, std::string* value,
       // always in the leaf covering k (a leaf's first separator is its min fence; the leftmost one is "\0").
       uint32_t i = v.UpperBound(k);
       GlobalPtr child = i == 0 ? GlobalPtr() : v.leaf_value(i - 1).ptr;
-      if (!src->Validate(h)) { ++stats_.retries; leaf = h.ptr; continue; }
+      if (!src->Validate(h)) {
+        ++stats_.retries;
+        leaf = h.ptr;
+        continue;
+      }
       if (child.is_null()) return Status::Corruption("internal meganode has no child for a key it covers");
       *step = Step{Step::Kind::kChild, child};
       return Status::OK();
@@ -264,13 +291,21 @@ Status TreeReader::FindIn(Source* src, std::string_view key, std::string* value,
     bool found = i < v.size() && v.CompareEntry(i, k) == 0;
     LeafValue entry;
     if (found) entry = v.leaf_value(i);
-    if (!src->Validate(h)) { ++stats_.retries; leaf = h.ptr; continue; }
+    if (!src->Validate(h)) {
+      ++stats_.retries;
+      leaf = h.ptr;
+      continue;
+    }
     if (!found) {
       *step = Step{Step::Kind::kNotFound, GlobalPtr()};
       return Status::OK();
     }
     Status s = ReadRecord(src, h, entry, key, value);
-    if (s.IsAborted()) { ++stats_.retries; leaf = h.ptr; continue; }
+    if (s.IsAborted()) {
+      ++stats_.retries;
+      leaf = h.ptr;
+      continue;
+    }
     CELL_RETURN_IF_ERROR(s);
     *step = Step{Step::Kind::kFound, GlobalPtr()};
     return Status::OK();
@@ -306,16 +341,28 @@ Status TreeReader::ScanIn(Source* src, std::string_view start, std::string_view 
     batch.clear();
     bool done = false;
     for (uint32_t i = v.LowerBound(k); i < v.size(); ++i) {
-      if (out->size() + batch.size() >= wanted) { done = true; break; }
+      if (out->size() + batch.size() >= wanted) {
+        done = true;
+        break;
+      }
       batch.emplace_back();
       v.CopyEntryKey(i, &batch.back().first);
       batch.back().second = v.leaf_value(i);
-      if (!end.empty() && CompareKeys(batch.back().first, end) >= 0) { batch.pop_back(); done = true; break; }
+      if (!end.empty() && CompareKeys(batch.back().first, end) >= 0) {
+        batch.pop_back();
+        done = true;
+        break;
+      }
     }
     bool last_leaf = v.max_is_infinite();
     v.CopyMaxKey(&max_key);
     GlobalPtr right = v.right();
-    if (!src->Validate(h)) { ++retries; ++stats_.retries; leaf = h.ptr; continue; }
+    if (!src->Validate(h)) {
+      ++retries;
+      ++stats_.retries;
+      leaf = h.ptr;
+      continue;
+    }
     bool changed = false;
     for (auto& [key, entry] : batch) {
       Status s = ReadRecord(src, h, entry, key, &value);

@@ -25,7 +25,10 @@ class Path {
  public:
   bool Has(int level) const { return level >= 0 && level < kMaxLevels && ((mask_ >> level) & 1); }
   GlobalPtr At(int level) const { return GlobalPtr::Unpack(at_[level]); }
-  void Set(int level, GlobalPtr p) { at_[level] = p.Pack(); mask_ |= uint64_t{1} << level; }
+  void Set(int level, GlobalPtr p) {
+    at_[level] = p.Pack();
+    mask_ |= uint64_t{1} << level;
+  }
   void Clear() { mask_ = 0; }
 
  private:
@@ -41,8 +44,8 @@ struct KeyValue {
 class TreeReader {
  public:
   struct Stats {
-    uint64_t restarts = 0;         // stale pointer, started again from an ancestor or the root
-    uint64_t retries = 0;          // node or record changed while read, read again
+    uint64_t restarts = 0;  // stale pointer, started again from an ancestor or the root
+    uint64_t retries = 0;   // node or record changed while read, read again
   };
 
   // Where a search for one key ended in this meganode.
@@ -82,11 +85,11 @@ class TreeReader {
   struct Header {
     GlobalPtr root;
     int root_level = 0;
-    int level = 0;       // among meganodes
-    GlobalPtr right;     // the right sibling meganode
+    int level = 0;    // among meganodes
+    GlobalPtr right;  // the right sibling meganode
     GlobalPtr cluster_root;
-    int position = 0;    // -1: k below the min; 0: inside; +1: at or above the max
-    std::string min;     // the meganode's range [min, max) (empty: -infinity, +infinity); filled only when asked for
+    int position = 0;  // -1: k below the min; 0: inside; +1: at or above the max
+    std::string min;   // the meganode's range [min, max) (empty: -infinity, +infinity); filled only when asked for
     std::string max;
   };
   Status ReadHeader(const SearchKey* k, Header* out, bool with_range = false);
@@ -98,17 +101,21 @@ class TreeReader {
  private:
   // The implementations, written once as templates over the source type: instantiated for LocalNodeSource (direct,
   // inlined calls) and for NodeSource (virtual calls, any other source).
-  template <class Source> Status FindIn(Source* src, std::string_view key, std::string* value, Step* step);
-  template <class Source> Status ReadHeaderIn(Source* src, const SearchKey* k, Header* out, bool with_range = false);
-  template <class Source> Status ScanIn(Source* src, std::string_view start, std::string_view end, size_t limit,
-                                        std::vector<KeyValue>* out);
-  template <class Source> Status ReachIn(Source* src, const SearchKey& k, int level, GlobalPtr ptr, int ptr_level,
-                                         Path* path, NodeHandle* h);
-  template <class Source> Status ReadRootIn(Source* src, GlobalPtr* root, int* level);
+  template <class Source>
+  Status FindIn(Source* src, std::string_view key, std::string* value, Step* step);
+  template <class Source>
+  Status ReadHeaderIn(Source* src, const SearchKey* k, Header* out, bool with_range = false);
+  template <class Source>
+  Status ScanIn(Source* src, std::string_view start, std::string_view end, size_t limit, std::vector<KeyValue>* out);
+  template <class Source>
+  Status ReachIn(Source* src, const SearchKey& k, int level, GlobalPtr ptr, int ptr_level, Path* path, NodeHandle* h);
+  template <class Source>
+  Status ReadRootIn(Source* src, GlobalPtr* root, int* level);
   // Reads the record `entry` (read from the leaf in `leaf`) points to. Aborted if it no longer matches (the caller
   // re-reads the leaf).
-  template <class Source> Status ReadRecord(Source* src, const NodeHandle& leaf, const LeafValue& entry,
-                                            std::string_view key, std::string* value);
+  template <class Source>
+  Status ReadRecord(Source* src, const NodeHandle& leaf, const LeafValue& entry, std::string_view key,
+                    std::string* value);
 
   NodeSource* source_;
   LocalNodeSource* local_;  // source_ itself if it is an in-place source, else nullptr

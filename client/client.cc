@@ -47,8 +47,8 @@ StatusOr<std::unique_ptr<Client>> Client::Open(const ClientOptions& options) {
   store_options.timeout = options.timeout;
   store_options.transports = options.transports;
   if (options.node_cache_levels < 1) {
-    return Status::InvalidArgument(fmt::format("node_cache_levels must be >= 1 (leaves are never cached), not {}",
-                                               options.node_cache_levels));
+    return Status::InvalidArgument(
+        fmt::format("node_cache_levels must be >= 1 (leaves are never cached), not {}", options.node_cache_levels));
   }
   store_options.node_cache_bytes = options.node_cache_bytes;
   store_options.node_cache_levels = options.node_cache_levels;
@@ -57,19 +57,23 @@ StatusOr<std::unique_ptr<Client>> Client::Open(const ClientOptions& options) {
   const ClientOptions::Selector& sel = options.selector;
   if (sel.window < 2 || !(sel.outlier_sigmas >= 0) || !(sel.explore >= 0 && sel.explore <= 1) ||
       sel.idle_reset.count() <= 0 || sel.max_age.count() < 0 || !(sel.initial_reads >= 1) || sel.sample_one_in < 1 ||
-      !(sel.steer_per_s >= 0 && sel.steer_per_s <= 1000) ||
-      !(sel.load_step == 0 || sel.load_step > 1)) {
+      !(sel.steer_per_s >= 0 && sel.steer_per_s <= 1000) || !(sel.load_step == 0 || sel.load_step > 1)) {
     return Status::InvalidArgument(
         "selector options out of range: window >= 2, outlier_sigmas >= 0 (0: keep every sample), explore in 0..1, "
-        "idle_reset > 0, max_age >= 0, initial_reads >= 1, sample_one_in >= 1, steer_per_s in 0..1000, load_step 0 (off) or > 1");
+        "idle_reset > 0, max_age >= 0, initial_reads >= 1, sample_one_in >= 1, steer_per_s in 0..1000, load_step 0 "
+        "(off) or > 1");
   }
   CELL_ASSIGN_OR_RETURN(const selector::SelectorOptions::Floor floor, selector::ParseFloor(sel.floor));
   store_options.sample_one_in = sel.sample_one_in;
-  store_options.selector = {.window = sel.window, .outlier_sigmas = sel.outlier_sigmas, .explore = sel.explore,
+  store_options.selector = {.window = sel.window,
+                            .outlier_sigmas = sel.outlier_sigmas,
+                            .explore = sel.explore,
                             .idle_reset_us = static_cast<uint64_t>(sel.idle_reset.count()) * 1000,
                             .max_age_us = static_cast<uint64_t>(sel.max_age.count()) * 1000,
-                            .initial_reads = sel.initial_reads, .floor = floor,
-                            .steer_per_s = sel.steer_per_s, .load_step = sel.load_step};
+                            .initial_reads = sel.initial_reads,
+                            .floor = floor,
+                            .steer_per_s = sel.steer_per_s,
+                            .load_step = sel.load_step};
   for (const std::string& t : options.transports) {
     if (t != "tcp" && t != "shm" && t != "verbs") {
       return Status::InvalidArgument(fmt::format("unknown transport '{}' (tcp, shm or verbs)", t));
@@ -120,8 +124,11 @@ Client::Stats Client::stats() const {
   out.load_steps = sel.load_steps;
   out.reads_per_search = sel.reads_per_search;
   for (const auto& e : sel.servers) {
-    out.estimates.push_back({.server = e.server, .server_search_us = e.server_search_us, .read_us = e.read_us,
-                             .rtt_us = e.rtt_us, .server_rtt_us = e.server_rtt_us});
+    out.estimates.push_back({.server = e.server,
+                             .server_search_us = e.server_search_us,
+                             .read_us = e.read_us,
+                             .rtt_us = e.rtt_us,
+                             .server_rtt_us = e.server_rtt_us});
   }
   return out;
 }
@@ -132,11 +139,18 @@ StatusOr<std::vector<Client::ServerStats>> Client::StoreStats() {
   for (const std::string& bytes : replies) {
     server::proto::StoreStats s;
     if (!s.ParseFromString(bytes)) return Status::Corruption("malformed stats reply from a server");
-    out.push_back({.server = s.server(), .meganodes = s.meganodes(), .meganode_splits = s.meganode_splits(),
-                   .remote_splits = s.remote_splits(), .root_splits = s.root_splits(), .requests = s.requests(),
-                   .redirects = s.redirects(), .extent_bytes_used = s.extent_bytes_used(),
-                   .extent_bytes_free = s.extent_bytes_free(), .node_bytes_used = s.node_bytes_used(),
-                   .node_bytes_free = s.node_bytes_free(), .held_writes = s.held_writes(),
+    out.push_back({.server = s.server(),
+                   .meganodes = s.meganodes(),
+                   .meganode_splits = s.meganode_splits(),
+                   .remote_splits = s.remote_splits(),
+                   .root_splits = s.root_splits(),
+                   .requests = s.requests(),
+                   .redirects = s.redirects(),
+                   .extent_bytes_used = s.extent_bytes_used(),
+                   .extent_bytes_free = s.extent_bytes_free(),
+                   .node_bytes_used = s.node_bytes_used(),
+                   .node_bytes_free = s.node_bytes_free(),
+                   .held_writes = s.held_writes(),
                    .room_splits = s.room_splits()});
   }
   std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.server < b.server; });
@@ -146,7 +160,8 @@ StatusOr<std::vector<Client::ServerStats>> Client::StoreStats() {
 StatusOr<std::vector<ServerDescription>> Client::Servers() {
   CELL_ASSIGN_OR_RETURN(auto servers, impl_->table->ListServers());
   std::vector<ServerDescription> out;
-  for (const auto& s : servers) out.push_back({.id = s.id, .addresses = s.addresses, .capacity_bytes = s.capacity_bytes});
+  for (const auto& s : servers)
+    out.push_back({.id = s.id, .addresses = s.addresses, .capacity_bytes = s.capacity_bytes});
   std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.id < b.id; });
   return out;
 }

@@ -120,8 +120,8 @@ StatusOr<std::chrono::steady_clock::time_point> RegionCache::ReadLease(uint64_t 
   CELL_ASSIGN_OR_RETURN(const bool registered, table_->IsRegistered(server));
   if (!registered) {
     OnServerUnreachable(server);
-    return Status::Unavailable(fmt::format(
-        "server {} is no longer registered: its regions are moving to another server; retry", server));
+    return Status::Unavailable(
+        fmt::format("server {} is no longer registered: its regions are moving to another server; retry", server));
   }
   std::lock_guard lock(mu_);
   auto& until = leases_[server];

@@ -79,7 +79,7 @@ StatusOr<uint32_t> RemoteTable::RootRegion() {
 }
 
 StatusOr<std::unique_ptr<membership::RegionTableReader>> OpenRegionTable(std::string_view cluster_uri,
-                                                                          const TableOptions& options) {
+                                                                         const TableOptions& options) {
   if (cluster_uri.substr(0, 5) == "zk://") {
     CELL_ASSIGN_OR_RETURN(membership::ZooKeeperOptions zk, membership::ParseZooKeeperUri(cluster_uri));
     zk.session_timeout = options.zk_session_timeout;

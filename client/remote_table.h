@@ -15,7 +15,7 @@
 namespace cell::client {
 
 struct TableOptions {
-  rpc::ClientOptions rpc;                             // embedded: connect and per-call timeouts
+  rpc::ClientOptions rpc;                              // embedded: connect and per-call timeouts
   std::chrono::milliseconds zk_session_timeout{6000};  // ZooKeeper
   std::chrono::milliseconds zk_operation_timeout{10000};
 };
@@ -42,6 +42,6 @@ class RemoteTable final : public membership::RegionTableReader {
 
 // Opens the table named by a cluster URI (see the top of this file).
 StatusOr<std::unique_ptr<membership::RegionTableReader>> OpenRegionTable(std::string_view cluster_uri,
-                                                                          const TableOptions& options = {});
+                                                                         const TableOptions& options = {});
 
 }  // namespace cell::client

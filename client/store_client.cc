@@ -6,8 +6,8 @@
 #include <charconv>
 #include <future>
 #include <optional>
-#include <utility>
 #include <thread>
+#include <utility>
 
 #include "btree/global_reader.h"
 #include "btree/node_source.h"
@@ -42,8 +42,7 @@ Status CheckMayWait() {
 
 StoreClient::StoreClient(membership::RegionTableReader* table, const StoreClientOptions& options,
                          std::unique_ptr<selector::Selector> selector)
-    : table_(table), cache_(table), options_(options), selector_(std::move(selector)),
-      measure_(selector_->Measures()) {
+    : table_(table), cache_(table), options_(options), selector_(std::move(selector)), measure_(selector_->Measures()) {
   if (options.node_cache_bytes > 0) {
     nodes_ = std::make_unique<btree::NodeCache>(options.node_cache_bytes, options.node_cache_levels);
   }
@@ -316,7 +315,6 @@ GlobalPtr StoreClient::NextFrom(const server::proto::StoreReply& reply) {
   return GlobalPtr::Unpack(reply.elsewhere());
 }
 
-
 namespace {
 // Sorts the outcome of a client-side search: a failed read (its server gone, or a region not reachable now) and a
 // search that kept meeting changes are tried again.
@@ -356,7 +354,7 @@ class StoreClient::ReadRouter {
     uint32_t region = 0;
     uint64_t server = 0;
     rpc::Connection* connection = nullptr;
-    std::shared_ptr<rpc::Connection> owned;  // keeps `connection` alive, unless it is the operation's own
+    std::shared_ptr<rpc::Connection> owned;               // keeps `connection` alive, unless it is the operation's own
     std::chrono::steady_clock::time_point lease_until{};  // reads of `server` may begin until then (ReadLease)
   };
   StatusOr<Link*> LinkFor(uint32_t region) {
@@ -378,7 +376,8 @@ class StoreClient::ReadRouter {
     // Under a lease first (Read): no connection is made to a server that is no longer registered.
     auto lease = client_->cache_.ReadLease(route->owner().id);
     if (!lease.ok()) {
-      return Status::Unavailable(fmt::format("reading from server {}: {}", route->owner().id, lease.status().message()));
+      return Status::Unavailable(
+          fmt::format("reading from server {}: {}", route->owner().id, lease.status().message()));
     }
     auto connection = client_->ConnectionTo(route->owner(), deadline_);
     if (!connection.ok()) {
@@ -489,8 +488,8 @@ void StoreClient::GetAsync(std::string_view key, GetCallback done) {
   stats_.server_searches.fetch_add(1, std::memory_order_relaxed);
   if (server != 0) {
     // The server-side search's latency, for the selector, from here to the reply.
-    done = [this, server, begin = std::chrono::steady_clock::now(), inner = std::move(done)](
-               const Status& s, std::string_view value) {
+    done = [this, server, begin = std::chrono::steady_clock::now(), inner = std::move(done)](const Status& s,
+                                                                                             std::string_view value) {
       if (s.ok() || s.IsNotFound()) selector_->OnServerSearch(server, MicrosSince(begin), NowUs());
       inner(s, value);
     };
@@ -522,8 +521,12 @@ void StoreClient::DeleteAsync(std::string_view key, DoneCallback done) {
 struct StoreClient::RequestOp {
   RequestOp(uint16_t method, bool idempotent, bool follow, GlobalPtr start, Deadline deadline,
             std::chrono::milliseconds timeout, BuildRequest build, RequestDone done)
-      : method(method), idempotent(idempotent), follow(follow), build(std::move(build)),
-        tries(deadline, start, timeout), done(std::move(done)) {}
+      : method(method),
+        idempotent(idempotent),
+        follow(follow),
+        build(std::move(build)),
+        tries(deadline, start, timeout),
+        done(std::move(done)) {}
   const uint16_t method;
   const bool idempotent;  // may be sent again after its connection died (a write may have been applied: it is not)
   const bool follow;      // goes on to the meganode a reply's `elsewhere` names (a scan's caller does that itself)
@@ -562,8 +565,8 @@ StoreClient::BuildRequest StoreClient::KeyRequestFor(std::string_view key, const
   // `cached`: the meganode the path cache gave for the key, where the first attempt begins; any other start (a
   // redirect's) asks for the range of the leaf meganode that answers, so that the next operation on the key begins
   // there.
-  return [key = std::string(key), value = value != nullptr ? std::optional<std::string>(*value) : std::nullopt,
-          cached](const Route& route, GlobalPtr start) {
+  return [key = std::string(key), value = value != nullptr ? std::optional<std::string>(*value) : std::nullopt, cached](
+             const Route& route, GlobalPtr start) {
     server::proto::KeyRequest request;
     request.mutable_target()->set_region(route.entry.region);
     request.mutable_target()->set_epoch(route.entry.epoch);
@@ -653,9 +656,9 @@ void StoreClient::OnReply(const std::shared_ptr<RequestOp>& op, const Route& rou
   }
   if (reply.has_wrong_owner()) {
     cache_.OnWrongOwner(route.entry.region, route.owner().id, reply.wrong_owner().epoch());
-    return Retry(op, Status::Unavailable(fmt::format("server {} no longer owns region {} (it knows epoch {})",
-                                                     route.owner().id, route.entry.region,
-                                                     reply.wrong_owner().epoch())));
+    return Retry(
+        op, Status::Unavailable(fmt::format("server {} no longer owns region {} (it knows epoch {})", route.owner().id,
+                                            route.entry.region, reply.wrong_owner().epoch())));
   }
   if (const GlobalPtr next = op->follow ? NextFrom(reply) : GlobalPtr(); !next.is_null()) {
     // Another server's meganode: go on there now.
@@ -687,45 +690,46 @@ Status StoreClient::GetServerSide(std::string_view key, std::string* value, Dead
   return Status::OK();
 }
 
-Status StoreClient::GetClientSide(std::string_view key, std::string* value, Deadline deadline,
-                                  uint64_t sample_server) {
+Status StoreClient::GetClientSide(std::string_view key, std::string* value, Deadline deadline, uint64_t sample_server) {
   // Routed to the server of the meganode it begins at (the key's cached leaf, else the root's): a search that
   // begins at a leaf needs no other server, the root's included (down, it may be taken over meanwhile).
-  return Run([&](rpc::Connection& connection, const Route& route, GlobalPtr, Deadline d) -> Attempt {
-    auto root = Root();
-    if (!root.ok()) return {root.status(), root.status().IsUnavailable() || root.status().IsDeadlineExceeded()};
-    ReadRouter router(this, d, route, connection);
-    if (sample_server != 0) router.Measure(sample_server);
-    btree::CopyingNodeSource source(router.Fetcher(), nodes_.get());
-    btree::GlobalReader reader(&source, GlobalPtr{*root, 0});
-    GlobalPtr start = paths_.Lookup(key);
-    const bool cached = !start.is_null();
-    if (!cached) {
-      std::lock_guard lock(mu_);
-      start = root_meganode_;
-    }
-    if (start.is_null()) {
-      auto root = reader.Root();
-      if (root.ok()) {
-        start = *root;
-        std::lock_guard lock(mu_);
-        root_meganode_ = start;
-      }
-    }
-    Status s = reader.Get(key, value, start);
-    if (s.ok() || s.IsNotFound()) router.Report(*selector_, cached ? start.Pack() : 0);
-    if ((s.ok() || s.IsNotFound()) && !(cached && reader.answered() == start)) {
-      btree::MeganodeRange range;  // one more read, to begin at this leaf meganode next time
-      if (reader.RangeOf(reader.answered(), &range).ok()) paths_.Insert(range);
-    }
-    if (reader.stats().restarts > 0) {
-      std::lock_guard lock(mu_);
-      root_meganode_ = GlobalPtr();  // the root has moved (or split): read it again next time
-    }
-    if (ShouldRetry(s)) return {s, true};
-    if (s.IsNotFound()) return {Status::NotFound(fmt::format("no key '{}'", key)), false};
-    return {s, false};
-  }, deadline, paths_.Lookup(key));
+  return Run(
+      [&](rpc::Connection& connection, const Route& route, GlobalPtr, Deadline d) -> Attempt {
+        auto root = Root();
+        if (!root.ok()) return {root.status(), root.status().IsUnavailable() || root.status().IsDeadlineExceeded()};
+        ReadRouter router(this, d, route, connection);
+        if (sample_server != 0) router.Measure(sample_server);
+        btree::CopyingNodeSource source(router.Fetcher(), nodes_.get());
+        btree::GlobalReader reader(&source, GlobalPtr{*root, 0});
+        GlobalPtr start = paths_.Lookup(key);
+        const bool cached = !start.is_null();
+        if (!cached) {
+          std::lock_guard lock(mu_);
+          start = root_meganode_;
+        }
+        if (start.is_null()) {
+          auto root = reader.Root();
+          if (root.ok()) {
+            start = *root;
+            std::lock_guard lock(mu_);
+            root_meganode_ = start;
+          }
+        }
+        Status s = reader.Get(key, value, start);
+        if (s.ok() || s.IsNotFound()) router.Report(*selector_, cached ? start.Pack() : 0);
+        if ((s.ok() || s.IsNotFound()) && !(cached && reader.answered() == start)) {
+          btree::MeganodeRange range;  // one more read, to begin at this leaf meganode next time
+          if (reader.RangeOf(reader.answered(), &range).ok()) paths_.Insert(range);
+        }
+        if (reader.stats().restarts > 0) {
+          std::lock_guard lock(mu_);
+          root_meganode_ = GlobalPtr();  // the root has moved (or split): read it again next time
+        }
+        if (ShouldRetry(s)) return {s, true};
+        if (s.IsNotFound()) return {Status::NotFound(fmt::format("no key '{}'", key)), false};
+        return {s, false};
+      },
+      deadline, paths_.Lookup(key));
 }
 
 std::vector<uint64_t> StoreClient::ConnectedServers() {
@@ -774,7 +778,7 @@ Status StoreClient::Scan(std::string_view start, std::string_view end, size_t li
   if (SearchOnServer(measure_ ? cached : GlobalPtr(), /*may_block=*/true, &server)) {
     stats_.server_searches.fetch_add(1, std::memory_order_relaxed);
     std::string from(start);
-    GlobalPtr at = cached;  // the meganode the next page begins at (null: the root)
+    GlobalPtr at = cached;                    // the meganode the next page begins at (null: the root)
     const Deadline deadline = NewDeadline();  // one for the whole scan, every page
     while (out->size() - had < limit) {
       GlobalPtr began;  // the meganode the page's last attempt began at (a redirect may have moved it)
@@ -808,20 +812,22 @@ Status StoreClient::Scan(std::string_view start, std::string_view end, size_t li
     return Status::OK();
   }
   stats_.client_searches.fetch_add(1, std::memory_order_relaxed);
-  return Run([&](rpc::Connection& connection, const Route& route, GlobalPtr begin, Deadline d) -> Attempt {
-    auto root = Root();
-    if (!root.ok()) return {root.status(), root.status().IsUnavailable() || root.status().IsDeadlineExceeded()};
-    ReadRouter router(this, d, route, connection);
-    btree::CopyingNodeSource source(router.Fetcher(), nodes_.get());
-    btree::GlobalReader reader(&source, GlobalPtr{*root, 0});
-    std::vector<btree::KeyValue> pairs;
-    Status s = reader.Scan(start, end, limit, &pairs, begin);
-    if (s.ok()) {
-      for (auto& kv : pairs) out->push_back(std::move(kv));
-    }
-    if (ShouldRetry(s)) return {s, true};
-    return {s, false};
-  }, NewDeadline(), cached);
+  return Run(
+      [&](rpc::Connection& connection, const Route& route, GlobalPtr begin, Deadline d) -> Attempt {
+        auto root = Root();
+        if (!root.ok()) return {root.status(), root.status().IsUnavailable() || root.status().IsDeadlineExceeded()};
+        ReadRouter router(this, d, route, connection);
+        btree::CopyingNodeSource source(router.Fetcher(), nodes_.get());
+        btree::GlobalReader reader(&source, GlobalPtr{*root, 0});
+        std::vector<btree::KeyValue> pairs;
+        Status s = reader.Scan(start, end, limit, &pairs, begin);
+        if (s.ok()) {
+          for (auto& kv : pairs) out->push_back(std::move(kv));
+        }
+        if (ShouldRetry(s)) return {s, true};
+        return {s, false};
+      },
+      NewDeadline(), cached);
 }
 
 }  // namespace cell::client

@@ -7,8 +7,8 @@
 // reply, a connection or a timer is ready, so that an attempt that must wait (a back-off, a connection to a paused
 // server) holds no thread and delays no other operation. The synchronous calls wait on the same machine. Threads:
 // one timer thread runs due retries; a connection is made on a thread of its own, one per server being connected
-// to, and every operation waiting for it continues when it is made. Client-side searches and scans (one-sided reads, synchronous only) retry
-// in the caller's thread (Run), under the same rules (Attempts).
+// to, and every operation waiting for it continues when it is made. Client-side searches and scans (one-sided reads,
+// synchronous only) retry in the caller's thread (Run), under the same rules (Attempts).
 #pragma once
 
 #include <atomic>
@@ -43,8 +43,8 @@ struct StoreClientOptions {
   int sample_one_in = 8;
   std::vector<std::string> transports = {"shm", "verbs", "tcp"};
   size_t node_cache_bytes = size_t{128} << 20;  // client-side search's cache of upper-level nodes (0: none)
-  int node_cache_levels = 4;                     // nodes at least this many levels above the leaves
-  rpc::Key key;                                  // the client key every connection proves (empty: none)
+  int node_cache_levels = 4;                    // nodes at least this many levels above the leaves
+  rpc::Key key;                                 // the client key every connection proves (empty: none)
 };
 
 class StoreClient {
@@ -94,8 +94,8 @@ class StoreClient {
   using Deadline = Clock::time_point;
   // What one attempt against a meganode's server came to.
   struct Attempt {
-    Status status;             // the operation's result when `retry` is false and `next` is null
-    bool retry = false;        // the route was stale or the server unreachable: look up again and retry
+    Status status;                 // the operation's result when `retry` is false and `next` is null
+    bool retry = false;            // the route was stale or the server unreachable: look up again and retry
     GlobalPtr next = GlobalPtr();  // the key's meganode is on another server: go on there
   };
   // An operation's attempts: where the next begins, and when. The one rule for Run and RequestOp.
@@ -205,13 +205,13 @@ class StoreClient {
   const std::unique_ptr<selector::Selector> selector_;
   const bool measure_;  // the selector uses latencies: measure searches and reads
   Stats stats_;
-  std::atomic<uint32_t> root_{0};    // the root region, once known (it never changes); read without mu_
+  std::atomic<uint32_t> root_{0};     // the root region, once known (it never changes); read without mu_
   std::atomic<bool> closing_{false};  // set under mu_ (the timer thread waits on it); read without it too
-  std::mutex mu_;  // guards what follows
+  std::mutex mu_;                     // guards what follows
   std::map<uint64_t, std::shared_ptr<rpc::Connection>> connections_;
   GlobalPtr root_meganode_;  // cached for client-side searches (an old root is still a correct start)
   std::condition_variable timer_cv_;
-  std::multimap<Deadline, std::function<void()>> timers_;  // the timer thread's tasks, by due time
+  std::multimap<Deadline, std::function<void()>> timers_;    // the timer thread's tasks, by due time
   std::map<uint64_t, std::vector<ConnectDone>> connecting_;  // server -> operations waiting for its connection
   struct Connector {
     std::thread thread;

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Installs dependencies, builds Cell (Release, with tests) and runs every test (the verbs transport's included, in a
-# qemu guest with Soft-RoCE: test/rxe/); then builds the concurrency tests under ThreadSanitizer and runs them again;
-# then fuzzes the RPC frame decoder and the store's request handler for 60 s each, and shows the store fuzzer finds a
-# field left unchecked on purpose. Exit status is non-zero if anything fails.
+# Installs dependencies, checks every C++ file's format, builds Cell (Release, with tests) and runs every test (the
+# verbs transport's included, in a qemu guest with Soft-RoCE: test/rxe/); then builds the concurrency tests under
+# ThreadSanitizer and runs them again; then fuzzes the RPC frame decoder and the store's request handler for 60 s
+# each, and shows the store fuzzer finds a field left unchecked on purpose. Exit status is non-zero if anything fails.
 #
 #   deploy/test.sh   (BUILD_DIR, TSAN_BUILD_DIR, FUZZ_BUILD_DIR may be set; defaults build/, build-tsan/, build-fuzz/;
 #                     CELL_FUZZ_SECONDS sets the fuzzing time)
@@ -15,6 +15,10 @@ fuzz=${FUZZ_BUILD_DIR:-$root/build-fuzz}
 jobs=$(nproc)
 
 bash deploy/install-deps.sh
+
+# The house style is .clang-format (Google, 120 columns); reformat with: git ls-files '*.h' '*.cc' | xargs clang-format -i
+echo "== Format: clang-format --dry-run --Werror on every C++ file"
+git ls-files -z '*.h' '*.cc' | xargs -0 clang-format --dry-run --Werror
 
 echo "== Release build and tests ($build)"
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCELL_BUILD_TESTS=ON -DCELL_BUILD_BENCH=ON

@@ -40,8 +40,8 @@ Status ReadExactly(SequentialFile* file, const std::string& path, uint64_t offse
   out->resize(n);
   CELL_ASSIGN_OR_RETURN(const size_t got, file->Read(n, out->data()));
   if (got != n) {
-    return Status::Corruption(fmt::format("checkpoint {} ends at offset {}, inside what should be {} bytes", path,
-                                          offset + got, n));
+    return Status::Corruption(
+        fmt::format("checkpoint {} ends at offset {}, inside what should be {} bytes", path, offset + got, n));
   }
   return Status::OK();
 }
@@ -57,8 +57,7 @@ StatusOr<std::vector<uint64_t>> ListCheckpoints(const std::string& dir, Env* env
   if (!env->FileExists(dir)) return lsns;
   CELL_ASSIGN_OR_RETURN(const std::vector<std::string> names, env->GetChildren(dir));
   for (const std::string& name : names) {
-    if (name.size() != kPrefix.size() + 16 + kSuffix.size() || !name.starts_with(kPrefix) ||
-        !name.ends_with(kSuffix)) {
+    if (name.size() != kPrefix.size() + 16 + kSuffix.size() || !name.starts_with(kPrefix) || !name.ends_with(kSuffix)) {
       continue;
     }
     const std::string digits = name.substr(kPrefix.size(), 16);
@@ -85,8 +84,8 @@ Status WriteCheckpoint(const std::string& dir, uint64_t lsn, const std::vector<C
                        uint32_t chunk, const std::function<Status()>& before_rename) {
   if (chunk == 0) return Status::InvalidArgument("checkpoint chunks must be at least 1 byte");
   if (regions.empty() || regions.size() > kMaxRegions) {
-    return Status::InvalidArgument(fmt::format("a checkpoint holds 1 to {} regions, not {}", kMaxRegions,
-                                               regions.size()));
+    return Status::InvalidArgument(
+        fmt::format("a checkpoint holds 1 to {} regions, not {}", kMaxRegions, regions.size()));
   }
   const std::string path = CheckpointPath(dir, lsn), tmp = path + ".tmp";
   CELL_RETURN_IF_ERROR(env->CreateDirs(dir));
@@ -158,9 +157,9 @@ Status LoadCheckpoint(const std::string& dir, uint64_t lsn, const std::vector<Ch
                          Get<uint64_t>(header, kHeaderFixed + i * kRegionEntry + 4));
   }
   if (file_lsn != lsn || chunk == 0 || expected != found) {
-    return Status::Corruption(fmt::format(
-        "checkpoint {} holds lsn {} of regions{} in {}-byte chunks; lsn {} of regions{} was expected", path, file_lsn,
-        found, chunk, lsn, expected));
+    return Status::Corruption(
+        fmt::format("checkpoint {} holds lsn {} of regions{} in {}-byte chunks; lsn {} of regions{} was expected", path,
+                    file_lsn, found, chunk, lsn, expected));
   }
   std::string crcs;
   PutU32(&crcs, header_crc);
@@ -173,18 +172,20 @@ Status LoadCheckpoint(const std::string& dir, uint64_t lsn, const std::vector<Ch
       CELL_RETURN_IF_ERROR(ReadExactly(file.get(), path, at, 4, &buffer));
       const uint32_t stored = Get<uint32_t>(buffer, 0);
       if (stored != 0 && stored != n) {
-        return Status::Corruption(fmt::format("checkpoint {}: the chunk of region {} offset {} (file offset {}) "
-                                              "says it holds {} bytes, not 0 or {}",
-                                              path, r.id, offset, at, stored, n));
+        return Status::Corruption(
+            fmt::format("checkpoint {}: the chunk of region {} offset {} (file offset {}) "
+                        "says it holds {} bytes, not 0 or {}",
+                        path, r.id, offset, at, stored, n));
       }
       std::string rest;
       CELL_RETURN_IF_ERROR(ReadExactly(file.get(), path, at + 4, stored + 4, &rest));
       buffer.append(rest, 0, stored);
       const uint32_t crc = Get<uint32_t>(rest, stored);
       if (crc32c::Unmask(crc) != crc32c::Value(buffer)) {
-        return Status::Corruption(fmt::format("checkpoint {}: the chunk of region {} offset {} (file offset {}) fails "
-                                              "its check",
-                                              path, r.id, offset, at));
+        return Status::Corruption(
+            fmt::format("checkpoint {}: the chunk of region {} offset {} (file offset {}) fails "
+                        "its check",
+                        path, r.id, offset, at));
       }
       if (stored != 0) {
         CELL_RETURN_IF_ERROR(r.write(offset, std::string_view(buffer).substr(4)));
@@ -197,8 +198,7 @@ Status LoadCheckpoint(const std::string& dir, uint64_t lsn, const std::vector<Ch
   }
   std::string trailer;
   CELL_RETURN_IF_ERROR(ReadExactly(file.get(), path, at, kTrailerSize, &trailer));
-  if (trailer.substr(0, 8) != kTrailerMagic ||
-      crc32c::Unmask(Get<uint32_t>(trailer, 8)) != crc32c::Value(crcs)) {
+  if (trailer.substr(0, 8) != kTrailerMagic || crc32c::Unmask(Get<uint32_t>(trailer, 8)) != crc32c::Value(crcs)) {
     return Status::Corruption(fmt::format("checkpoint {}: its trailer fails its check", path));
   }
   char extra;
@@ -223,8 +223,7 @@ StatusOr<uint64_t> TakeCheckpoint(const std::string& dir, RegionLog* log, const 
 }
 
 StatusOr<Recovery> Recover(const std::string& dir, const std::vector<CheckpointRegion>& regions,
-                           const std::function<Status(uint64_t, const LogRecord&)>& apply, Env* env,
-                           RecoverMode mode) {
+                           const std::function<Status(uint64_t, const LogRecord&)>& apply, Env* env, RecoverMode mode) {
   Recovery out;
   const bool repair = mode == RecoverMode::kRepair;
   if (repair && env->FileExists(dir)) {
@@ -265,9 +264,9 @@ StatusOr<Recovery> Recover(const std::string& dir, const std::vector<CheckpointR
   auto replay = RegionLog::Recover(dir, out.checkpoint_lsn, apply, env, mode);
   if (!replay.ok()) {
     if (out.problems.empty()) return replay.status();
-    return Status::FromCode(replay.status().code(),
-                            fmt::format("{} (checkpoints set aside: {})", replay.status().message(),
-                                        fmt::join(out.problems, "; ")));
+    return Status::FromCode(
+        replay.status().code(),
+        fmt::format("{} (checkpoints set aside: {})", replay.status().message(), fmt::join(out.problems, "; ")));
   }
   out.replay = *replay;
   return out;

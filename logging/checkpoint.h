@@ -69,8 +69,8 @@ StatusOr<uint64_t> TakeCheckpoint(const std::string& dir, RegionLog* log, const 
 
 // What Recover did.
 struct Recovery {
-  uint64_t checkpoint_lsn = 0;  // the checkpoint loaded (0: none; the regions were rebuilt from the log alone)
-  ReplayReport replay;          // the log after it
+  uint64_t checkpoint_lsn = 0;        // the checkpoint loaded (0: none; the regions were rebuilt from the log alone)
+  ReplayReport replay;                // the log after it
   std::vector<std::string> problems;  // checkpoints that failed their checks and were passed over
   uint64_t next_lsn() const { return std::max(checkpoint_lsn, replay.last_lsn) + 1; }
 };
@@ -82,7 +82,7 @@ struct Recovery {
 // was found, if the checkpoints and logs left cannot rebuild them (records missing between the checkpoint and the
 // log). Under RecoverMode::kReadOnly the same, but no file is removed, renamed or cut.
 StatusOr<Recovery> Recover(const std::string& dir, const std::vector<CheckpointRegion>& regions,
-                           const std::function<Status(uint64_t lsn, const LogRecord&)>& apply,
-                           Env* env = Env::Posix(), RecoverMode mode = RecoverMode::kRepair);
+                           const std::function<Status(uint64_t lsn, const LogRecord&)>& apply, Env* env = Env::Posix(),
+                           RecoverMode mode = RecoverMode::kRepair);
 
 }  // namespace cell::logging

@@ -60,8 +60,8 @@ Reader::Fragment Reader::ReadFragment(RecordType* type, std::string_view* payloa
       if (left == 0) {
         Stop(End::kClean, "");
       } else {
-        Stop(End::kTornTail, fmt::format("log ends inside a record header at offset {} ({} bytes)",
-                                         block_start_ + pos_, left));
+        Stop(End::kTornTail,
+             fmt::format("log ends inside a record header at offset {} ({} bytes)", block_start_ + pos_, left));
       }
       return Fragment::kEnd;
     }
@@ -98,16 +98,16 @@ Reader::Fragment Reader::ReadFragment(RecordType* type, std::string_view* payloa
       return Fragment::kEnd;
     }
     const std::string_view body(block_.data() + pos_ + kHeaderSize, length);
-    const uint32_t actual = crc32c::Extend(
-        crc32c::Value(std::string_view(reinterpret_cast<const char*>(&type_byte), 1)), body);
+    const uint32_t actual =
+        crc32c::Extend(crc32c::Value(std::string_view(reinterpret_cast<const char*>(&type_byte), 1)), body);
     if (crc32c::Unmask(stored) != actual) {
       if (eof_ && pos_ + kHeaderSize + length == block_.size()) {
         // The file's very last fragment: a write the crash cut short (its pages reached the disk in part).
         Stop(End::kTornTail, fmt::format("log ends in a fragment that fails its checksum at offset {}", offset));
         return Fragment::kEnd;
       }
-      Stop(End::kCorrupt, fmt::format("log damaged at offset {}: checksum mismatch in a fragment of {} bytes", offset,
-                                      length));
+      Stop(End::kCorrupt,
+           fmt::format("log damaged at offset {}: checksum mismatch in a fragment of {} bytes", offset, length));
       return Fragment::kEnd;
     }
     pos_ += kHeaderSize + length;
@@ -148,8 +148,8 @@ bool Reader::ReadRecord(std::string* record) {
       case RecordType::kMiddle:
       case RecordType::kLast:
         if (!in_record) {
-          return Stop(End::kCorrupt,
-                      fmt::format("log damaged at offset {}: a record's continuation without its start", fragment_offset));
+          return Stop(End::kCorrupt, fmt::format("log damaged at offset {}: a record's continuation without its start",
+                                                 fragment_offset));
         }
         record->append(payload);
         if (type == RecordType::kMiddle) continue;

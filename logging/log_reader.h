@@ -37,15 +37,15 @@ class Reader {
   enum class Fragment { kOk, kEnd };
   // The next fragment, or kEnd with end_ and status_ set.
   Fragment ReadFragment(RecordType* type, std::string_view* payload);
-  bool FillBlock();  // reads the next block; false at the end of the file or on a read error (status_ set)
+  bool FillBlock();               // reads the next block; false at the end of the file or on a read error (status_ set)
   bool RestIsZeros(size_t from);  // whether the file holds only zeros from buffer offset `from` to its end
   bool Stop(End end, std::string message);
 
   SequentialFile* const file_;
-  std::string block_;           // the current block's bytes
-  size_t pos_ = 0;              // the next fragment's offset in block_
-  uint64_t block_start_ = 0;    // block_'s offset in the file
-  bool eof_ = false;            // block_ is the file's last (short) block
+  std::string block_;         // the current block's bytes
+  size_t pos_ = 0;            // the next fragment's offset in block_
+  uint64_t block_start_ = 0;  // block_'s offset in the file
+  bool eof_ = false;          // block_ is the file's last (short) block
   End end_ = End::kNotYet;
   Status status_;
   uint64_t valid_length_ = 0;

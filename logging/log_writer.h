@@ -27,7 +27,7 @@ class Writer {
 
   WritableFile* const file_;
   uint64_t size_;
-  size_t block_offset_;  // where the next fragment starts, in its block
+  size_t block_offset_;   // where the next fragment starts, in its block
   std::string fragment_;  // the fragment being appended: its header and payload
 };
 

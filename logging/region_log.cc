@@ -180,8 +180,7 @@ StatusOr<ReplayReport> RegionLog::Recover(const std::string& dir, uint64_t after
       }
       // Records follow one another without gaps, except where a checkpoint holds the records skipped.
       if (lsn > after_lsn + 1 && lsn != std::max(report.last_lsn, after_lsn) + 1) {
-        damage = fmt::format("{}: record {} follows record {} (records lost between them)", path, lsn,
-                             report.last_lsn);
+        damage = fmt::format("{}: record {} follows record {} (records lost between them)", path, lsn, report.last_lsn);
         break;
       }
       if (lsn > after_lsn) {
@@ -250,11 +249,11 @@ StatusOr<std::unique_ptr<RegionLog>> RegionLog::Open(const std::string& dir, uin
   {
     std::lock_guard lock(log->mu_);
     const auto last_size = files.empty() ? StatusOr<uint64_t>(uint64_t{0}) : env->FileSize(FilePath(dir, files.back()));
-    if (!files.empty() && (files.back() > next_lsn ||
-                           (files.back() == next_lsn && (!last_size.ok() || *last_size > 0)))) {
-      return Status::FailedPrecondition(fmt::format(
-          "region log {} already holds records from {} on; it must be recovered before appending from {}", dir,
-          files.back(), next_lsn));
+    if (!files.empty() &&
+        (files.back() > next_lsn || (files.back() == next_lsn && (!last_size.ok() || *last_size > 0)))) {
+      return Status::FailedPrecondition(
+          fmt::format("region log {} already holds records from {} on; it must be recovered before appending from {}",
+                      dir, files.back(), next_lsn));
     }
     CELL_RETURN_IF_ERROR(log->OpenFile(next_lsn));
   }

@@ -28,6 +28,8 @@
 // on top of a lost one. The server must stop taking writes for the region and recover it.
 #pragma once
 
+#include <absl/functional/any_invocable.h>
+
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -38,8 +40,6 @@
 #include <string_view>
 #include <thread>
 #include <vector>
-
-#include <absl/functional/any_invocable.h>
 
 #include "cell/status.h"
 #include "logging/env.h"
@@ -79,10 +79,10 @@ struct LogRecord {
 
 // What replay found.
 struct ReplayReport {
-  uint64_t records = 0;       // records passed to the callback
-  uint64_t last_lsn = 0;      // the last lsn read (replayed or skipped); 0 if none
+  uint64_t records = 0;   // records passed to the callback
+  uint64_t last_lsn = 0;  // the last lsn read (replayed or skipped); 0 if none
   log::Reader::End end = log::Reader::End::kClean;
-  std::string damage;         // empty if the log ended cleanly; otherwise where, what, and what was dropped
+  std::string damage;  // empty if the log ended cleanly; otherwise where, what, and what was dropped
 };
 
 // What recovery may do to the files it reads. kRepair: cut off damage, remove what interrupted checkpoints left and
@@ -134,15 +134,15 @@ class RegionLog {
   static Status RemoveFilesBefore(const std::string& dir, uint64_t lsn, Env* env = Env::Posix());
 
   uint64_t appended_lsn() const;
-  uint64_t durable_lsn() const;  // every record up to this one is on disk
-  uint64_t syncs() const;        // fdatasyncs done (group commit shares them)
+  uint64_t durable_lsn() const;     // every record up to this one is on disk
+  uint64_t syncs() const;           // fdatasyncs done (group commit shares them)
   uint64_t appended_bytes() const;  // bytes of records appended since Open
 
  private:
   RegionLog(std::string dir, uint64_t next_lsn, const RegionLogOptions& options);
-  Status OpenFile(uint64_t first_lsn);                     // under mu_
+  Status OpenFile(uint64_t first_lsn);                                // under mu_
   Status SyncUpTo(uint64_t lsn, std::unique_lock<std::mutex>& lock);  // waits until lsn is durable
-  Status Fail(const Status& s);                            // under mu_
+  Status Fail(const Status& s);                                       // under mu_
   void FlushLoop();
   void CommitLoop();  // sync: runs WhenDurable's callbacks as fdatasyncs cover them
 

@@ -3,7 +3,6 @@
 
 #include <cstdlib>
 
-
 namespace cell::meganode {
 
 StatusOr<std::unique_ptr<ExtentAllocator>> ExtentAllocator::Create(Region* region, uint64_t offset, uint64_t bytes) {
@@ -49,7 +48,10 @@ void ExtentAllocator::Unlink(uint64_t rel, int order) {
 uint64_t ExtentAllocator::BlockSizeFor(uint64_t bytes) const {
   uint64_t size = kMinBlock;
   int order = 0;
-  while (size < bytes) { size <<= 1; ++order; }
+  while (size < bytes) {
+    size <<= 1;
+    ++order;
+  }
   return order > max_order_ ? 0 : size;
 }
 

@@ -17,11 +17,11 @@
 //     extent memory must do the same, or in-place reads may accept a torn or reused record.
 #pragma once
 
+#include <absl/container/btree_set.h>
+
 #include <cstdint>
 #include <memory>
 #include <mutex>
-
-#include <absl/container/btree_set.h>
 
 #include "cell/status.h"
 #include "common/global_ptr.h"

@@ -4,15 +4,15 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <set>
 #include <map>
 #include <mutex>
+#include <set>
 #include <shared_mutex>
 
 #include "btree/node_lock.h"
 #include "btree/record_format.h"
-#include "common/shared_words.h"
 #include "common/log.h"
+#include "common/shared_words.h"
 #include "meganode/local_store.h"
 
 namespace cell::meganode {
@@ -28,23 +28,21 @@ StatusOr<std::unique_ptr<GlobalTree>> GlobalTree::Open(const GlobalTreeOptions& 
   std::unique_ptr<GlobalTree> t(new GlobalTree());
   t->meganode_bytes_ = options.meganode_bytes;
   CELL_ASSIGN_OR_RETURN(t->node_region_, Region::Create(options.node_region_id,
-                                                        options.meganode_bytes * options.meganodes,
-                                                        options.backing));
+                                                        options.meganode_bytes * options.meganodes, options.backing));
   CELL_ASSIGN_OR_RETURN(t->extent_region_,
                         Region::Create(options.extent_region_id, options.extent_region_bytes, options.backing));
   t->regions_.Add(t->node_region_.get());
   t->regions_.Add(t->extent_region_.get());
-  CELL_ASSIGN_OR_RETURN(t->extents_,
-                        ExtentAllocator::Create(t->extent_region_.get(), 0, options.extent_region_bytes));
+  CELL_ASSIGN_OR_RETURN(t->extents_, ExtentAllocator::Create(t->extent_region_.get(), 0, options.extent_region_bytes));
   t->source_ = std::make_unique<btree::LocalNodeSource>(&t->regions_);
   t->megas_.resize(options.meganodes);
   const uint32_t here = t->node_region_->id();
   t->peers_ = options.peers;
   t->write_sink_ = options.write_sink;
   // Split ids and generations from the clock: unique across restarts (a peer may still hold an old generation).
-  const uint64_t now_us = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
-                                                    std::chrono::system_clock::now().time_since_epoch())
-                                                    .count());
+  const uint64_t now_us = static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count());
   t->next_split_id_ = now_us;
   t->next_generation_ = now_us;
   if (options.restore) {
@@ -152,7 +150,8 @@ StatusOr<GlobalTree::Mega*> GlobalTree::NewMeganode(const btree::MeganodeInfo& i
     std::lock_guard lock(megas_mu_);
     while (index < megas_.size() && megas_[index] != nullptr) ++index;
     if (index == megas_.size()) {
-      return Status::ResourceExhausted("all " + std::to_string(megas_.size()) + " meganodes of the node region are in use");
+      return Status::ResourceExhausted("all " + std::to_string(megas_.size()) +
+                                       " meganodes of the node region are in use");
     }
     megas_[index] = std::make_unique<Mega>();  // reserves the index; not reachable until a pointer to it is published
     megas_[index]->generation = next_generation_++;
@@ -263,12 +262,13 @@ Status GlobalTree::Rebuild() {
     for (int level = hv.root_level(); level >= 0; --level) {
       for (uint32_t s = leftmost; s != 0;) {
         const uint64_t* w = store.SlotWords(s);
-        if (w == nullptr || btree::CheckCopy(w, store.meganode().Plus(uint64_t{s} * btree::kNodeSize)) !=
-                                btree::CopyCheck::kOk ||
+        if (w == nullptr ||
+            btree::CheckCopy(w, store.meganode().Plus(uint64_t{s} * btree::kNodeSize)) != btree::CopyCheck::kOk ||
             !NodeView(w).valid() || NodeView(w).level() != level || used.size() > store.num_slots()) {
-          return Status::Corruption(fmt::format("meganode {}:{}: the node in slot {} (level {}) is not a valid node "
-                                                "of its tree",
-                                                store.meganode().region, store.meganode().offset, s, level));
+          return Status::Corruption(
+              fmt::format("meganode {}:{}: the node in slot {} (level {}) is not a valid node "
+                          "of its tree",
+                          store.meganode().region, store.meganode().offset, s, level));
         }
         used.push_back(s);
         uint32_t next = 0;
@@ -303,8 +303,7 @@ void GlobalTree::WriteRecord(GlobalPtr extent, const std::vector<uint64_t>& reco
 
 namespace {
 Status SplittingRemotely(GlobalPtr m) {
-  return Status::Unavailable(fmt::format(
-      "meganode {}:{} is being split to another server; retry", m.region, m.offset));
+  return Status::Unavailable(fmt::format("meganode {}:{} is being split to another server; retry", m.region, m.offset));
 }
 }  // namespace
 
@@ -337,8 +336,8 @@ Status GlobalTree::Write(int level, std::string_view key, const std::function<St
     {
       std::shared_lock lock(mega->split_mu);
       if (mega->sealed.load(std::memory_order_acquire)) {
-        return Status::Unavailable(fmt::format(
-            "meganode {}:{} is being filled by a split on another server; retry", m.region, m.offset));
+        return Status::Unavailable(
+            fmt::format("meganode {}:{} is being filled by a split on another server; retry", m.region, m.offset));
       }
       // Under the split lock the range is stable; a split may have moved the key right since Locate.
       TreeReader::Header header;
@@ -357,11 +356,11 @@ Status GlobalTree::Write(int level, std::string_view key, const std::function<St
         auto allocated = extents_->Allocate(record->size() * 8);
         if (!allocated.ok()) {
           lock.unlock();
-          return NoRoom(mega, level, fmt::format("extent region {} is full: a record of {} bytes does not fit "
-                                                 "({} of {} bytes free)",
-                                                 extent_region_->id(), extents_->BlockSizeFor(record->size() * 8),
-                                                 extents_->capacity() - extents_->bytes_in_use(),
-                                                 extents_->capacity()));
+          return NoRoom(mega, level,
+                        fmt::format("extent region {} is full: a record of {} bytes does not fit "
+                                    "({} of {} bytes free)",
+                                    extent_region_->id(), extents_->BlockSizeFor(record->size() * 8),
+                                    extents_->capacity() - extents_->bytes_in_use(), extents_->capacity()));
         }
         *extent = *allocated;
         WriteRecord(*extent, *record);
@@ -371,8 +370,8 @@ Status GlobalTree::Write(int level, std::string_view key, const std::function<St
     if (s.IsResourceExhausted()) {  // the meganode is full: split it, try again
       Status split = Split(mega, level, seen_splits, Placement::kLocal);
       if (split.IsResourceExhausted() && meganodes_in_use() == megas_.size()) {
-        return NoRoom(mega, level, fmt::format("all {} meganodes of node region {} are in use", megas_.size(),
-                                               node_region_->id()));
+        return NoRoom(mega, level,
+                      fmt::format("all {} meganodes of node region {} are in use", megas_.size(), node_region_->id()));
       }
       CELL_RETURN_IF_ERROR(split);
       continue;
@@ -486,8 +485,7 @@ std::vector<btree::NodeEntry> LeafEntriesOf(Meganode& store) {
 // Step 4 of a split: cut every level of the meganode at `sep`, from the top (see global_tree.h). *cut, if given,
 // counts the nodes changed. Without `fences` (recovery: no reader holds an old header), a node that holds nothing at
 // or above sep keeps its max fence (a right half's nodes have the infinite fences of a new meganode's nodes).
-void CutNodes(Meganode& store, uint32_t root_slot, int root_level, const std::string& sep, uint32_t* cut,
-              bool fences) {
+void CutNodes(Meganode& store, uint32_t root_slot, int root_level, const std::string& sep, uint32_t* cut, bool fences) {
   std::vector<uint32_t> leftmost(root_level + 1);
   uint32_t slot = root_slot;
   for (int level = root_level; level >= 0; --level) {
@@ -615,8 +613,8 @@ Status GlobalTree::Delete(std::string_view key, GlobalPtr start, GlobalPtr* else
   CELL_RETURN_IF_ERROR(CheckKeyValue(key, {}));
   if (start == first_) start = GlobalPtr();  // the first meganode stands for the root
   LeafValue removed;
-  CELL_RETURN_IF_ERROR(
-      Write(0, key, [&](btree::BLinkTree& tree) { return tree.Delete(key, &removed); }, start, elsewhere, range));
+  CELL_RETURN_IF_ERROR(Write(
+      0, key, [&](btree::BLinkTree& tree) { return tree.Delete(key, &removed); }, start, elsewhere, range));
   if (!elsewhere->is_null()) return Status::OK();
   return extents_->Free(removed.ptr);
 }
@@ -640,20 +638,20 @@ bool PlausibleMeganode(GlobalPtr p) { return p.is_null() || p.region != 0; }
 }  // namespace
 
 StatusOr<RemoteMeganode> GlobalTree::CreateSealed(const btree::MeganodeInfo& info, uint64_t token) {
-  if (!info.cluster_root.is_null()) return Status::InvalidArgument("only the root server's first meganode names the root");
+  if (!info.cluster_root.is_null())
+    return Status::InvalidArgument("only the root server's first meganode names the root");
   if (info.min.size() > kMaxKeySize || info.max.size() > kMaxKeySize ||
       (!info.max.empty() && btree::CompareKeys(info.min, info.max) >= 0)) {
-    return Status::InvalidArgument(fmt::format(
-        "a new meganode's range must be [min, max) with keys of at most {} bytes and min < max (or no max)",
-        kMaxKeySize));
+    return Status::InvalidArgument(
+        fmt::format("a new meganode's range must be [min, max) with keys of at most {} bytes and min < max (or no max)",
+                    kMaxKeySize));
   }
   if (info.level < 0 || info.level > kMaxMeganodeLevel) {
-    return Status::InvalidArgument(
-        fmt::format("a meganode's level is 0..{}, not {}", kMaxMeganodeLevel, info.level));
+    return Status::InvalidArgument(fmt::format("a meganode's level is 0..{}, not {}", kMaxMeganodeLevel, info.level));
   }
   if (!PlausibleMeganode(info.right) || (IsLocal(info.right) && !IsMeganodeAddress(info.right))) {
-    return Status::InvalidArgument(fmt::format("the right link {}:{} names no meganode", info.right.region,
-                                               info.right.offset));
+    return Status::InvalidArgument(
+        fmt::format("the right link {}:{} names no meganode", info.right.region, info.right.offset));
   }
   // One token at a time (placements are rare: a lock across the create is cheap).
   std::lock_guard one(token_mu_);
@@ -735,8 +733,8 @@ Status GlobalTree::Fill(const RemoteMeganode& meganode, const std::vector<MovedE
           "an entry for meganode {}:{} has a key of {} bytes outside the meganode's range (or the key limits)",
           meganode.ptr.region, meganode.ptr.offset, e.key.size()));
     }
-    if (!leaf && (e.child.is_null() || !PlausibleMeganode(e.child) ||
-                  (IsLocal(e.child) && !IsMeganodeAddress(e.child)))) {
+    if (!leaf &&
+        (e.child.is_null() || !PlausibleMeganode(e.child) || (IsLocal(e.child) && !IsMeganodeAddress(e.child)))) {
       return Status::InvalidArgument("an internal meganode's entry needs a child meganode pointer");
     }
     if (leaf) CELL_RETURN_IF_ERROR(CheckKeyValue(e.key, e.value));
@@ -767,8 +765,7 @@ Status GlobalTree::Unseal(const RemoteMeganode& meganode) {
   if (!m.ok()) {
     // Unsealed already (a retried request whose first reply was lost) is success.
     Mega* now = At(meganode.ptr);
-    if (now != nullptr && (meganode.generation == 0 || now->generation == meganode.generation) &&
-        !now->sealed.load()) {
+    if (now != nullptr && (meganode.generation == 0 || now->generation == meganode.generation) && !now->sealed.load()) {
       return Status::OK();
     }
     return m.status();
@@ -798,7 +795,7 @@ Status GlobalTree::Abandon(const RemoteMeganode& meganode) {
 
 Status GlobalTree::Split(Mega* m, int level, uint64_t seen_splits, Placement placement) {
   // Asked before any lock is taken: it may ask the membership.
-  const bool try_remote = placement == Placement::kRemoteOnly     ? peers_ != nullptr && peers_->HavePeers()
+  const bool try_remote = placement == Placement::kRemoteOnly       ? peers_ != nullptr && peers_->HavePeers()
                           : placement == Placement::kRemoteIfWanted ? WantsRemote()
                                                                     : false;
   if (placement == Placement::kRemoteOnly && !try_remote) return Status::ResourceExhausted("no other live server");
@@ -836,9 +833,10 @@ Status GlobalTree::Split(Mega* m, int level, uint64_t seen_splits, Placement pla
   }
   const uint64_t split_id = next_split_id_.fetch_add(1, std::memory_order_relaxed);
   if (write_sink_ != nullptr) {
-    write_sink_->SplitMarked(true, split_id, fmt::format("meganode {}:{} (level {}) splits at '{}'{}",
-                                                         store.meganode().region, store.meganode().offset,
-                                                         info.level, sep, try_remote ? ", to another server" : ""));
+    write_sink_->SplitMarked(
+        true, split_id,
+        fmt::format("meganode {}:{} (level {}) splits at '{}'{}", store.meganode().region, store.meganode().offset,
+                    info.level, sep, try_remote ? ", to another server" : ""));
   }
   // Ends the split (phase 5, or phase 2 failing): writers held off come back.
   const auto end_split = [this, m, split_id] {
@@ -971,7 +969,8 @@ void GlobalTree::SetClusterRoot(GlobalPtr root) {
 Status GlobalTree::SyncBeforePeers() {
   if (write_sink_ == nullptr) return Status::OK();
   Status s = write_sink_->Sync();
-  if (!s.ok()) LogWarning("could not make this server's writes durable before telling another server: {}", s.ToString());
+  if (!s.ok())
+    LogWarning("could not make this server's writes durable before telling another server: {}", s.ToString());
   return s;
 }
 
@@ -985,21 +984,24 @@ void GlobalTree::UnsealRemote(const RemoteMeganode& meganode, int attempt) {
     LogError("cannot unseal meganode {}:{} on its server yet: {}; still trying", meganode.ptr.region,
              meganode.ptr.offset, s.ToString());
   }
-  Post([=, this] { UnsealRemote(meganode, attempt + 1); }, std::chrono::milliseconds(std::min(10 * (attempt + 1), 1000)));
+  Post([=, this] { UnsealRemote(meganode, attempt + 1); },
+       std::chrono::milliseconds(std::min(10 * (attempt + 1), 1000)));
 }
 
-void GlobalTree::PostRemoteInsert(GlobalPtr at, int level, const std::string& separator, GlobalPtr child,
-                                  int attempt) {
-  Post([=, this] {
-    stats_.remote_separators.fetch_add(1, std::memory_order_relaxed);
-    // The split that made the child is durable here before another server's meganode names it.
-    Status s = SyncBeforePeers();
-    if (s.ok()) s = peers_->InsertSeparator(at, level, separator, child);
-    if (s.ok()) return;
-    if (attempt < 50) return PostRemoteInsert(at, level, separator, child, attempt + 1);
-    // The tree stays correct without it (right links lead to the child); searches for its keys take a longer way.
-    LogWarning("gave up sending separator '{}' to meganode {}:{}: {}", separator, at.region, at.offset, s.ToString());
-  }, std::chrono::milliseconds(attempt == 0 ? 0 : std::min(10 * attempt, 500)));
+void GlobalTree::PostRemoteInsert(GlobalPtr at, int level, const std::string& separator, GlobalPtr child, int attempt) {
+  Post(
+      [=, this] {
+        stats_.remote_separators.fetch_add(1, std::memory_order_relaxed);
+        // The split that made the child is durable here before another server's meganode names it.
+        Status s = SyncBeforePeers();
+        if (s.ok()) s = peers_->InsertSeparator(at, level, separator, child);
+        if (s.ok()) return;
+        if (attempt < 50) return PostRemoteInsert(at, level, separator, child, attempt + 1);
+        // The tree stays correct without it (right links lead to the child); searches for its keys take a longer way.
+        LogWarning("gave up sending separator '{}' to meganode {}:{}: {}", separator, at.region, at.offset,
+                   s.ToString());
+      },
+      std::chrono::milliseconds(attempt == 0 ? 0 : std::min(10 * attempt, 500)));
 }
 
 Status GlobalTree::InsertSeparator(GlobalPtr at, int level, const std::string& separator, GlobalPtr child) {
@@ -1008,10 +1010,11 @@ Status GlobalTree::InsertSeparator(GlobalPtr at, int level, const std::string& s
                                                kMaxMeganodeLevel, level, kMaxKeySize));
   }
   if (!(at.is_null() || at == first_ || IsMeganodeAddress(at))) {
-    return Status::InvalidArgument(fmt::format("a separator's walk cannot begin at {}:{}: no meganode's address here",
-                                               at.region, at.offset));
+    return Status::InvalidArgument(
+        fmt::format("a separator's walk cannot begin at {}:{}: no meganode's address here", at.region, at.offset));
   }
-  if (child.is_null() || !PlausibleMeganode(child)) return Status::InvalidArgument("a separator needs a child meganode");
+  if (child.is_null() || !PlausibleMeganode(child))
+    return Status::InvalidArgument("a separator needs a child meganode");
   if (IsLocal(child)) {
     // The child is here: it must be what a split publishes, a meganode one level down whose range begins at the
     // separator (a child elsewhere is its own server's to vouch for).
@@ -1034,8 +1037,8 @@ Status GlobalTree::InsertSeparator(GlobalPtr at, int level, const std::string& s
       TreeReader::Header root_header;
       CELL_RETURN_IF_ERROR(TreeReader(source_.get(), root).ReadHeader(nullptr, &root_header));
       if (root_header.level < level - 1) {
-        return Status::InvalidArgument(fmt::format("a separator for level {}, but the root is at level {}", level,
-                                                   root_header.level));
+        return Status::InvalidArgument(
+            fmt::format("a separator for level {}, but the root is at level {}", level, root_header.level));
       }
       if (root_header.level < level) {
         // The root split: a new root meganode over the old root and its new right sibling.
@@ -1069,16 +1072,21 @@ Status GlobalTree::InsertSeparator(GlobalPtr at, int level, const std::string& s
       }
     }
     GlobalPtr elsewhere;
-    Status s = Write(level, separator, [&](btree::BLinkTree& tree) {
-      std::optional<LeafValue> replaced;
-      return tree.Put(separator, entry, &replaced);
-    }, at, &elsewhere);
+    Status s = Write(
+        level, separator,
+        [&](btree::BLinkTree& tree) {
+          std::optional<LeafValue> replaced;
+          return tree.Put(separator, entry, &replaced);
+        },
+        at, &elsewhere);
     if (s.IsUnavailable() && peers_ != nullptr) {
       // The parent is sealed or splitting to another server: try again shortly, from the background thread.
-      Post([=, this] {
-        Status again = InsertSeparator(at, level, separator, child);
-        if (!again.ok()) LogWarning("inserting separator '{}': {}", separator, again.ToString());
-      }, std::chrono::milliseconds(20));
+      Post(
+          [=, this] {
+            Status again = InsertSeparator(at, level, separator, child);
+            if (!again.ok()) LogWarning("inserting separator '{}': {}", separator, again.ToString());
+          },
+          std::chrono::milliseconds(20));
       return Status::OK();
     }
     if (!s.ok()) return s;
@@ -1135,8 +1143,8 @@ Status GlobalTree::CheckInvariants() const {
       if (p.is_null() || !IsLocal(p)) continue;
       const Mega* m = find(p);
       if (m == nullptr || m->tree == nullptr) {
-        return Status::Corruption(fmt::format("the tree reaches {}:{}, which is no meganode of this server", p.region,
-                                              p.offset));
+        return Status::Corruption(
+            fmt::format("the tree reaches {}:{}, which is no meganode of this server", p.region, p.offset));
       }
       if (!reached.insert(m).second) continue;
       NodeView hv(m->store->SlotWords(0));
@@ -1156,7 +1164,8 @@ Status GlobalTree::CheckInvariants() const {
     hv.CopyMaxKey(&s.max);
     for (const auto& e : LeafEntries(*m->store, hv.root_slot(), hv.root_level())) {
       if (btree::CompareKeys(e.key, s.min) < 0 || (!s.max.empty() && btree::CompareKeys(e.key, s.max) >= 0)) {
-        return Status::Corruption("meganode at offset " + std::to_string(s.ptr.offset) + " holds a key outside its range");
+        return Status::Corruption("meganode at offset " + std::to_string(s.ptr.offset) +
+                                  " holds a key outside its range");
       }
     }
     if (!root_here || reached.contains(m.get())) levels[hv.level()].push_back(std::move(s));

@@ -34,7 +34,8 @@
 // here; a meganode found completely full is split here at once. Writers never wait on the network: the copy to the
 // other server is phase 2, which holds no lock, and the right half's writers get Unavailable (retry) meanwhile instead
 // of waiting for it. Separators for a parent meganode on another server are sent by the background thread; until
-// they arrive, right links keep every key reachable. A new root meganode is always made by the server holding the first meganode (the root server).
+// they arrive, right links keep every key reachable. A new root meganode is always made by the server holding the first
+// meganode (the root server).
 //
 // Recovery (GlobalTreeOptions::restore). A restarted server fills its regions from its checkpoint and log, and the
 // tree is rebuilt from their bytes: a meganode is every slot-0 header that is valid; its free node slots are those no
@@ -135,12 +136,12 @@ struct GlobalTreeOptions {
 
 // What recovery found and repaired.
 struct TreeRecovery {
-  uint32_t meganodes = 0;         // meganodes found (kept)
-  uint32_t pending_kept = 0;      // right halves and roots whose publication the crash had already made
-  uint32_t orphans_freed = 0;     // meganodes of splits that never published them
-  uint32_t sealed = 0;            // meganodes awaiting another server's Unseal or Abandon
-  uint32_t nodes_cut = 0;         // nodes a crashed split had not cut yet
-  uint64_t records = 0;           // records found (their blocks marked in use)
+  uint32_t meganodes = 0;      // meganodes found (kept)
+  uint32_t pending_kept = 0;   // right halves and roots whose publication the crash had already made
+  uint32_t orphans_freed = 0;  // meganodes of splits that never published them
+  uint32_t sealed = 0;         // meganodes awaiting another server's Unseal or Abandon
+  uint32_t nodes_cut = 0;      // nodes a crashed split had not cut yet
+  uint64_t records = 0;        // records found (their blocks marked in use)
   uint64_t record_bytes = 0;
 };
 
@@ -171,12 +172,12 @@ class SplitLock {
 class GlobalTree {
  public:
   struct Stats {
-    std::atomic<uint64_t> splits{0};         // meganode splits made here
-    std::atomic<uint64_t> remote_splits{0};  // of which put the right half on another server
-    std::atomic<uint64_t> root_splits{0};    // new root meganodes
+    std::atomic<uint64_t> splits{0};             // meganode splits made here
+    std::atomic<uint64_t> remote_splits{0};      // of which put the right half on another server
+    std::atomic<uint64_t> root_splits{0};        // new root meganodes
     std::atomic<uint64_t> remote_separators{0};  // attempts to send a separator to a parent meganode elsewhere
-    std::atomic<uint64_t> held_writes{0};        // writes that met a split of their meganode's right half (waited or retried)
-    std::atomic<uint64_t> room_splits{0};        // remote splits made because this server had no room (NoRoom)
+    std::atomic<uint64_t> held_writes{0};  // writes that met a split of their meganode's right half (waited or retried)
+    std::atomic<uint64_t> room_splits{0};  // remote splits made because this server had no room (NoRoom)
   };
 
   static StatusOr<std::unique_ptr<GlobalTree>> Open(const GlobalTreeOptions& options);
@@ -278,8 +279,8 @@ class GlobalTree {
   struct Mega {
     std::unique_ptr<Meganode> store;
     std::unique_ptr<btree::BLinkTree> tree;
-    SplitLock split_mu;  // writers shared, a split's phases 1 and 3-5 exclusive
-    uint64_t splits = 0;         // guarded by split_mu: how often this meganode has split
+    SplitLock split_mu;   // writers shared, a split's phases 1 and 3-5 exclusive
+    uint64_t splits = 0;  // guarded by split_mu: how often this meganode has split
     // A split under way (phase 1 to 5): writers of keys >= split_key are held off. Guarded by split_mu.
     bool splitting = false;
     bool remote_split = false;  // ... and its right half goes to another server: they retry instead of waiting
@@ -288,9 +289,9 @@ class GlobalTree {
     std::atomic<bool> sealed{false};        // created for another server's split, not yet unsealed: no writes
     std::atomic<bool> split_queued{false};  // a background split is queued
     uint64_t generation = 0;                // unique in this tree's life
-    bool abandoned = false;                 // guarded by split_mu: freed by Abandon (kept, never deleted, in graveyard_)
-    bool recovered_sealed = false;          // sealed before a restart: its generation is lost, any one is accepted
-    uint64_t token = 0;                     // CreateSealed's token (0: none); guarded by megas_mu_
+    bool abandoned = false;         // guarded by split_mu: freed by Abandon (kept, never deleted, in graveyard_)
+    bool recovered_sealed = false;  // sealed before a restart: its generation is lost, any one is accepted
+    uint64_t token = 0;             // CreateSealed's token (0: none); guarded by megas_mu_
   };
 
   GlobalTree() = default;
@@ -312,8 +313,8 @@ class GlobalTree {
   // meganodes that are full. *elsewhere: as for Put. With `record`, a leaf write's record: before `write` runs it
   // is allocated and written into this server's extents, its block in *extent (null on the way in; the caller frees
   // it unless the write used it).
-  Status Write(int level, std::string_view key, const std::function<Status(btree::BLinkTree&)>& write,
-               GlobalPtr start, GlobalPtr* elsewhere, btree::MeganodeRange* range = nullptr,
+  Status Write(int level, std::string_view key, const std::function<Status(btree::BLinkTree&)>& write, GlobalPtr start,
+               GlobalPtr* elsewhere, btree::MeganodeRange* range = nullptr,
                const std::vector<uint64_t>* record = nullptr, GlobalPtr* extent = nullptr);
   // Where a split may put its right half: here (a writer's split), on another server if the balance of meganodes
   // asks for it (the background thread's proactive splits), or on another server only (making room here).
@@ -349,20 +350,20 @@ class GlobalTree {
   GlobalPtr first_;
   Peers* peers_ = nullptr;
   btree::WriteSink* write_sink_ = nullptr;
-  std::atomic<uint64_t> placed_remotely_{0};  // meganodes this tree's splits put on other servers
-  std::atomic<bool> peers_hint_{true};        // HavePeers, as the background thread last saw it
+  std::atomic<uint64_t> placed_remotely_{0};     // meganodes this tree's splits put on other servers
+  std::atomic<bool> peers_hint_{true};           // HavePeers, as the background thread last saw it
   std::atomic<int64_t> relief_failed_until_{0};  // steady_clock ticks: NoRoom's move found no server until then
   RegionSet regions_;
   std::unique_ptr<ExtentAllocator> extents_;
   std::unique_ptr<btree::LocalNodeSource> source_;
   uint64_t meganode_bytes_ = 0;
-  std::vector<std::unique_ptr<Mega>> megas_;  // by index in the node region; null: free
+  std::vector<std::unique_ptr<Mega>> megas_;      // by index in the node region; null: free
   std::vector<std::unique_ptr<Mega>> graveyard_;  // abandoned meganodes: their places are free, the objects stay
   uint64_t next_generation_ = 1;                  // guarded by megas_mu_
   std::deque<uint64_t> abandoned_tokens_;         // AbandonCreated before any create (the last 1,024); megas_mu_
-  mutable std::mutex megas_mu_;               // guards megas_ slots being filled
-  std::mutex token_mu_;                       // CreateSealed and AbandonCreated with tokens, one at a time
-  std::mutex root_mu_;                        // one root split at a time
+  mutable std::mutex megas_mu_;                   // guards megas_ slots being filled
+  std::mutex token_mu_;                           // CreateSealed and AbandonCreated with tokens, one at a time
+  std::mutex root_mu_;                            // one root split at a time
   Stats stats_;
   TreeRecovery recovery_;
   std::atomic<uint64_t> next_split_id_{0};  // marks splits in the log (seeded from the clock: unique across restarts)

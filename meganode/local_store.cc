@@ -68,9 +68,7 @@ Status LocalStore::Put(std::string_view key, std::string_view value) {
   return Status::OK();
 }
 
-Status LocalStore::Get(std::string_view key, std::string* value) const {
-  return tree_->Reader().Get(key, value);
-}
+Status LocalStore::Get(std::string_view key, std::string* value) const { return tree_->Reader().Get(key, value); }
 
 Status LocalStore::Delete(std::string_view key) {
   CELL_RETURN_IF_ERROR(CheckKeyValue(key, {}));

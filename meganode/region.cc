@@ -24,8 +24,8 @@ StatusOr<std::unique_ptr<Region>> Region::Create(uint32_t id, uint64_t size, Reg
     unsigned flags = MFD_CLOEXEC | (backing == RegionBacking::kHugetlb ? MFD_HUGETLB : 0);
     fd = memfd_create(name.c_str(), flags);
     if (fd < 0) {
-      return Status::ResourceExhausted("memfd_create for region " + std::to_string(id) + " failed: " +
-                                       std::strerror(errno));
+      return Status::ResourceExhausted("memfd_create for region " + std::to_string(id) +
+                                       " failed: " + std::strerror(errno));
     }
     if (ftruncate(fd, static_cast<off_t>(size)) != 0) {
       int e = errno;

@@ -44,7 +44,7 @@ class InMemoryMembership final : public Membership {
   uint32_t root_ = 0;  // 0: not claimed yet
   uint32_t next_region_ = 1;
   uint64_t registered_ = 0;  // the server registered through this object
-  std::mutex watchers_mu_;  // taken first by every change and held until its watchers have run: one order for all
+  std::mutex watchers_mu_;   // taken first by every change and held until its watchers have run: one order for all
   std::vector<std::function<void(const MembershipEvent&)>> watchers_;
 };
 

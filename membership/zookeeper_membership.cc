@@ -1,17 +1,16 @@
 #include "membership/zookeeper_membership.h"
 
+#include <fmt/format.h>
 #include <zookeeper/zookeeper.h>
 
 #include <algorithm>
 #include <charconv>
 #include <condition_variable>
+#include <cstdlib>
 #include <future>
 #include <memory>
 #include <mutex>
 #include <shared_mutex>
-#include <cstdlib>
-
-#include <fmt/format.h>
 
 #include "common/global_ptr.h"
 #include "common/log.h"
@@ -23,7 +22,7 @@ constexpr int kMaxNodeBytes = 64 * 1024;
 
 // With --zk-auth: the creating (authenticated) identity may do anything; anyone may read.
 ::ACL kWriterAndReaders[] = {{ZOO_PERM_ALL, {const_cast<char*>("auth"), const_cast<char*>("")}},
-                           {ZOO_PERM_READ, {const_cast<char*>("world"), const_cast<char*>("anyone")}}};
+                             {ZOO_PERM_READ, {const_cast<char*>("world"), const_cast<char*>("anyone")}}};
 ::ACL_vector kClusterAcl = {2, kWriterAndReaders};
 
 void AuthDone(int rc, const void* data) {
@@ -42,7 +41,8 @@ void GlobalWatcher(zhandle_t*, int type, int state, const char*, void* context) 
 
 template <typename T>
 bool ParseNumber(std::string_view text, T* out) {
-  return !text.empty() && std::from_chars(text.data(), text.data() + text.size(), *out).ptr == text.data() + text.size();
+  return !text.empty() &&
+         std::from_chars(text.data(), text.data() + text.size(), *out).ptr == text.data() + text.size();
 }
 
 // Splits "key=value" lines; false if a line is not of that form.
@@ -103,9 +103,10 @@ StatusOr<ServerInfo> ZooKeeperMembership::ParseServer(uint64_t id, std::string_v
     }
   }
   if (!ok || !have_capacity) {
-    return Status::Corruption(fmt::format("server entry {} is malformed (want \"capacity=<bytes>\\n<transport>=<uri>"
-                                          "\\n...\", found {:?}); not trusting it",
-                                          path, std::string(data.substr(0, 200))));
+    return Status::Corruption(
+        fmt::format("server entry {} is malformed (want \"capacity=<bytes>\\n<transport>=<uri>"
+                    "\\n...\", found {:?}); not trusting it",
+                    path, std::string(data.substr(0, 200))));
   }
   return info;
 }
@@ -113,10 +114,10 @@ StatusOr<ServerInfo> ZooKeeperMembership::ParseServer(uint64_t id, std::string_v
 StatusOr<ZooKeeperOptions> ParseZooKeeperUri(std::string_view uri) {
   constexpr std::string_view kScheme = "zk://";
   const auto bad = [uri](std::string_view why) {
-    return Status::InvalidArgument(fmt::format(
-        "'{}' is not a ZooKeeper cluster URI ({}); expected zk://host:port[,host:port...][/root/cluster], "
-        "e.g. zk://127.0.0.1:2181/cell/default",
-        uri, why));
+    return Status::InvalidArgument(
+        fmt::format("'{}' is not a ZooKeeper cluster URI ({}); expected zk://host:port[,host:port...][/root/cluster], "
+                    "e.g. zk://127.0.0.1:2181/cell/default",
+                    uri, why));
   };
   if (uri.substr(0, kScheme.size()) != kScheme) return bad("it must start with zk://");
   std::string_view rest = uri.substr(kScheme.size());
@@ -154,9 +155,8 @@ StatusOr<std::unique_ptr<ZooKeeperMembership>> ZooKeeperMembership::Open(const Z
   if (options.connect.empty()) return Status::InvalidArgument("--zk needs host:port[,host:port...]");
   if (options.root.empty() || options.root[0] != '/' || options.root.back() == '/' ||
       options.cluster.find('/') != std::string::npos || options.cluster.empty()) {
-    return Status::InvalidArgument(
-        fmt::format("ZooKeeper root '{}' must be an absolute path and cluster '{}' a plain name", options.root,
-                    options.cluster));
+    return Status::InvalidArgument(fmt::format(
+        "ZooKeeper root '{}' must be an absolute path and cluster '{}' a plain name", options.root, options.cluster));
   }
   zoo_set_debug_level(ZOO_LOG_LEVEL_ERROR);
   auto m = std::unique_ptr<ZooKeeperMembership>(new ZooKeeperMembership(options));
@@ -211,8 +211,8 @@ Status ZooKeeperMembership::Connect() {
   zh_ = zookeeper_init(options_.connect.c_str(), GlobalWatcher, static_cast<int>(options_.session_timeout.count()),
                        nullptr, this, 0);
   if (zh_ == nullptr) {
-    return Status::InvalidArgument(fmt::format("cannot start a ZooKeeper client for '{}': {}", options_.connect,
-                                               std::strerror(errno)));
+    return Status::InvalidArgument(
+        fmt::format("cannot start a ZooKeeper client for '{}': {}", options_.connect, std::strerror(errno)));
   }
   {
     std::unique_lock lock(state_mu_);
@@ -229,8 +229,7 @@ Status ZooKeeperMembership::Connect() {
     }
     std::promise<int> done;
     auto result = done.get_future();
-    int rc = zoo_add_auth(zh_, "digest", options_.auth.data(), static_cast<int>(options_.auth.size()), AuthDone,
-                          &done);
+    int rc = zoo_add_auth(zh_, "digest", options_.auth.data(), static_cast<int>(options_.auth.size()), AuthDone, &done);
     if (rc == ZOK) {
       if (result.wait_for(options_.operation_timeout) != std::future_status::ready) {
         return Status::Unavailable("ZooKeeper did not answer the authentication in time");
@@ -365,14 +364,19 @@ int ZooKeeperMembership::Retry(const std::function<int()>& op, bool* retried) {
 Status ZooKeeperMembership::Error(int rc, std::string_view what) const {
   const std::string message = fmt::format("ZooKeeper at {}: {}: {}", options_.connect, what, zerror(rc));
   switch (rc) {
-    case ZNONODE: return Status::NotFound(message);
-    case ZNODEEXISTS: return Status::FailedPrecondition(message);
-    case ZBADVERSION: return Status::Aborted(message);
-    case ZBADARGUMENTS: return Status::InvalidArgument(message);
+    case ZNONODE:
+      return Status::NotFound(message);
+    case ZNODEEXISTS:
+      return Status::FailedPrecondition(message);
+    case ZBADVERSION:
+      return Status::Aborted(message);
+    case ZBADARGUMENTS:
+      return Status::InvalidArgument(message);
     case ZNOAUTH:
     case ZAUTHFAILED:
       return Status::FailedPrecondition(message + " (the cluster's znodes are writable only with its --zk-auth)");
-    default: return Status::Unavailable(message);
+    default:
+      return Status::Unavailable(message);
   }
 }
 
@@ -418,8 +422,8 @@ Status ZooKeeperMembership::RegisterServer(const ServerInfo& self) {
   bool retried = false;
   const int rc = Retry(
       [&] {
-        return zoo_create(zh_, path.c_str(), data.data(), static_cast<int>(data.size()), Acl(),
-                          ZOO_EPHEMERAL, nullptr, 0);
+        return zoo_create(zh_, path.c_str(), data.data(), static_cast<int>(data.size()), Acl(), ZOO_EPHEMERAL, nullptr,
+                          0);
       },
       &retried);
   if (rc == ZNODEEXISTS) {
@@ -549,9 +553,8 @@ StatusOr<bool> ZooKeeperMembership::IsRegistered(uint64_t id) {
 StatusOr<uint32_t> ZooKeeperMembership::AllocateRegionId() {
   const std::string prefix = Path("region-ids/id-");
   char created[512];
-  const int rc = Retry([&] {
-    return zoo_create(zh_, prefix.c_str(), "", 0, Acl(), ZOO_SEQUENCE, created, sizeof(created));
-  });
+  const int rc =
+      Retry([&] { return zoo_create(zh_, prefix.c_str(), "", 0, Acl(), ZOO_SEQUENCE, created, sizeof(created)); });
   if (rc != ZOK) return Error(rc, "allocating a region id");
   const std::string_view name(created);
   uint64_t seq = 0;
@@ -585,9 +588,7 @@ StatusOr<RegionEntry> ZooKeeperMembership::CreateRegion(uint32_t region, uint64_
   const std::string path = Path("regions/" + RegionName(region));
   bool retried = false;
   const int rc = Retry(
-      [&] {
-        return zoo_create(zh_, path.c_str(), data.data(), static_cast<int>(data.size()), Acl(), 0, nullptr, 0);
-      },
+      [&] { return zoo_create(zh_, path.c_str(), data.data(), static_cast<int>(data.size()), Acl(), 0, nullptr, 0); },
       &retried);
   if (rc == ZNODEEXISTS) {
     auto now = GetRegion(region);
@@ -636,16 +637,16 @@ StatusOr<RegionEntry> ZooKeeperMembership::ChangeOwner(uint32_t region, uint64_t
   auto current = ParseRegion(region, *data, path);
   if (!current.ok()) return current.status();
   auto stale = [&](const RegionEntry& now) {
-    return Status::Aborted(fmt::format("region {} is at epoch {} (owner {}), not {}: re-read and decide again",
-                                       region, now.epoch, now.owner, expected_epoch));
+    return Status::Aborted(fmt::format("region {} is at epoch {} (owner {}), not {}: re-read and decide again", region,
+                                       now.epoch, now.owner, expected_epoch));
   };
   if (current->epoch != expected_epoch) return stale(*current);
   const RegionEntry next{region, new_owner, expected_epoch + 1, log_epoch.value_or(current->log_epoch)};
   std::string update = fmt::format("owner={}\nepoch={}\n", next.owner, next.epoch);
   if (next.log_epoch != 0) update += fmt::format("log_epoch={}\n", next.log_epoch);
   bool retried = false;
-  const int rc = Retry([&] { return zoo_set(zh_, path.c_str(), update.data(), static_cast<int>(update.size()), version); },
-                       &retried);
+  const int rc = Retry(
+      [&] { return zoo_set(zh_, path.c_str(), update.data(), static_cast<int>(update.size()), version); }, &retried);
   if (rc == ZOK) return next;
   if (rc == ZBADVERSION) {
     auto now = GetRegion(region);
@@ -677,9 +678,8 @@ StatusOr<uint32_t> ZooKeeperMembership::ClaimRoot(uint32_t region) {
   }
   const std::string path = Path("root");
   const std::string data = fmt::format("region={}\n", region);
-  const int rc = Retry([&] {
-    return zoo_create(zh_, path.c_str(), data.data(), static_cast<int>(data.size()), Acl(), 0, nullptr, 0);
-  });
+  const int rc = Retry(
+      [&] { return zoo_create(zh_, path.c_str(), data.data(), static_cast<int>(data.size()), Acl(), 0, nullptr, 0); });
   if (rc != ZOK && rc != ZNODEEXISTS) return Error(rc, fmt::format("claiming region {} as the root", region));
   return RootRegion();  // ours, or the earlier claim (also ours if a retried create had gone through)
 }

@@ -38,7 +38,7 @@ struct ACL_vector;
 namespace cell::membership {
 
 struct ZooKeeperOptions {
-  std::string connect;                       // "host:port,host:port,..."
+  std::string connect;  // "host:port,host:port,..."
   std::string root = "/cell";
   std::string cluster = "default";
   std::chrono::milliseconds session_timeout{6000};
@@ -115,8 +115,8 @@ class ZooKeeperMembership final : public Membership {
 
   std::mutex lease_mu_;  // guards what follows
   std::condition_variable lease_cv_;
-  uint64_t registered_ = 0;                        // the server registered through this object, 0: none
-  bool expired_ = false;                           // its session expired: fenced until Renew and RegisterServer
+  uint64_t registered_ = 0;                          // the server registered through this object, 0: none
+  bool expired_ = false;                             // its session expired: fenced until Renew and RegisterServer
   std::chrono::steady_clock::time_point confirmed_;  // when ZooKeeper last confirmed the registration
   bool lease_stopping_ = false;
   std::thread lease_;

@@ -59,10 +59,10 @@ Status ServerAuth::OnHello(const proto::Hello& hello, std::string_view server, p
     return Status::OK();
   }
   if (hello.key_name().empty()) {
-    return Status::PermissionDenied(fmt::format(
-        "{} requires a key and this connection offered none: give the {} key (ClientOptions::key_file, "
-        "cellctl --key-file or the CELL_KEY_FILE environment variable)",
-        server, KeyNames(*keys_)));
+    return Status::PermissionDenied(
+        fmt::format("{} requires a key and this connection offered none: give the {} key (ClientOptions::key_file, "
+                    "cellctl --key-file or the CELL_KEY_FILE environment variable)",
+                    server, KeyNames(*keys_)));
   }
   for (const Key& k : *keys_) {
     if (k.name == hello.key_name()) key_ = &k;

@@ -5,9 +5,9 @@
 // The handshake, on every connection (tcp and shm: on each of its sockets), in the frames of rpc/frame.h:
 //
 //   client -> server  kHello       {role, key_name, nonce_c}    nonce_c, nonce_s: 32 fresh random bytes each
-//   server -> client  kHelloReply  {nonce_s, proof_s}           proof_s = HMAC-SHA256(secret, "cell-auth-v1 server" | T)
-//   client -> server  kAuth        {proof_c}                    proof_c = HMAC-SHA256(secret, "cell-auth-v1 client" | T)
-//   server -> client  kAuthReply   (empty)
+//   server -> client  kHelloReply  {nonce_s, proof_s}           proof_s = HMAC-SHA256(secret, "cell-auth-v1 server" |
+//   T) client -> server  kAuth        {proof_c}                    proof_c = HMAC-SHA256(secret, "cell-auth-v1 client"
+//   | T) server -> client  kAuthReply   (empty)
 //
 // where T = role (1 byte) | length of key_name (1 byte) | key_name | nonce_c | nonce_s. The server proves first, so a
 // client knows the server too; the two labels keep either proof from being reflected as the other, and a nonce from

@@ -39,8 +39,8 @@ void AppendFrame(std::string& out, FrameType type, uint16_t aux, uint64_t reques
 Status ReplyError(const Status& status, size_t response_bytes, uint32_t limit) {
   constexpr size_t kMaxErrorMessage = 4096;
   if (status.ok()) {
-    return Status::ResourceExhausted(fmt::format("the response of {} bytes exceeds the message limit of {} bytes",
-                                                 response_bytes, limit));
+    return Status::ResourceExhausted(
+        fmt::format("the response of {} bytes exceeds the message limit of {} bytes", response_bytes, limit));
   }
   if (status.message().size() <= kMaxErrorMessage) return status;
   return Status::FromCode(status.code(), std::string_view(status.message()).substr(0, kMaxErrorMessage));
@@ -59,8 +59,8 @@ Status DecodeFrameHeader(std::string_view bytes, uint32_t max_payload_bytes, Fra
   const auto magic = GetLE<uint32_t>(p);
   if (magic != kFrameMagic) {
     return Status::InvalidArgument(
-        fmt::format("malformed frame: bad magic {:#010x} (expected {:#010x}); the peer is not a Cell endpoint",
-                    magic, kFrameMagic));
+        fmt::format("malformed frame: bad magic {:#010x} (expected {:#010x}); the peer is not a Cell endpoint", magic,
+                    kFrameMagic));
   }
   const auto version = static_cast<uint8_t>(p[4]);
   if (version != kFrameVersion) {
@@ -77,8 +77,8 @@ Status DecodeFrameHeader(std::string_view bytes, uint32_t max_payload_bytes, Fra
   h->length = GetLE<uint32_t>(p + 8);
   h->request_id = GetLE<uint64_t>(p + 16);
   if (h->length > max_payload_bytes) {
-    return Status::InvalidArgument(fmt::format("frame of {} payload bytes exceeds the message limit of {} bytes",
-                                               h->length, max_payload_bytes));
+    return Status::InvalidArgument(
+        fmt::format("frame of {} payload bytes exceeds the message limit of {} bytes", h->length, max_payload_bytes));
   }
   return Status::OK();
 }

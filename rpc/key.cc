@@ -1,16 +1,15 @@
 #include "rpc/key.h"
 
 #include <fcntl.h>
+#include <fmt/format.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/rand.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
-
-#include <fmt/format.h>
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
-#include <openssl/rand.h>
 
 namespace cell::rpc {
 namespace {
@@ -24,15 +23,15 @@ StatusOr<Key> ReadKeyFile(const std::string& path, std::string_view name) {
   };
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return refuse(std::strerror(errno));
-  struct stat st{};
+  struct stat st {};
   if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     ::close(fd);
     return refuse("not a regular file");
   }
   if ((st.st_mode & 077) != 0) {
     ::close(fd);
-    return refuse(fmt::format("its mode {:o} lets group or others read or change it; chmod 600 {}",
-                              st.st_mode & 0777, path));
+    return refuse(
+        fmt::format("its mode {:o} lets group or others read or change it; chmod 600 {}", st.st_mode & 0777, path));
   }
   std::string secret;
   char buffer[1024];

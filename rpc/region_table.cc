@@ -1,8 +1,8 @@
 #include "rpc/region_table.h"
 
-#include <mutex>
-
 #include <fmt/format.h>
+
+#include <mutex>
 
 namespace cell::rpc {
 

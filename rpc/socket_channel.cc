@@ -1,5 +1,6 @@
 #include "rpc/socket_channel.h"
 
+#include <fmt/format.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -8,8 +9,6 @@
 #include <cerrno>
 #include <cstring>
 #include <vector>
-
-#include <fmt/format.h>
 
 #include "rpc/auth.h"
 #include "rpc/socket_util.h"
@@ -40,7 +39,8 @@ Status ExchangeHello(int fd, const std::string& uri, proto::Role role, const Cli
     CELL_RETURN_IF_ERROR(ReceiveFrameBy(fd, decoder, deadline, &header, &received));
     if (header.type == FrameType::kError) return ErrorFromFrame(header.aux, received);
     if (header.type != expect) {
-      return Status::Unavailable(fmt::format("unexpected frame type {} in the handshake", static_cast<int>(header.type)));
+      return Status::Unavailable(
+          fmt::format("unexpected frame type {} in the handshake", static_cast<int>(header.type)));
     }
     answer->assign(received);
     decoder.Consume();
@@ -58,15 +58,14 @@ Status ExchangeHello(int fd, const std::string& uri, proto::Role role, const Cli
 }
 
 StatusOr<std::unique_ptr<SocketChannel>> SocketChannel::Open(int fd, std::string uri, proto::Role role,
-                                                             const ClientOptions& options,
-                                                             proto::HelloReply* reply) {
+                                                             const ClientOptions& options, proto::HelloReply* reply) {
   Status s = ExchangeHello(fd, uri, role, options, reply);
   if (!s.ok()) {
     close(fd);
     return s;
   }
-  auto channel = std::unique_ptr<SocketChannel>(new SocketChannel(fd, std::move(uri), options,
-                                                                  reply->max_message_bytes()));
+  auto channel =
+      std::unique_ptr<SocketChannel>(new SocketChannel(fd, std::move(uri), options, reply->max_message_bytes()));
   channel->epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
   channel->wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (channel->epoll_fd_ < 0 || channel->wake_fd_ < 0) {
@@ -86,8 +85,7 @@ SocketChannel::SocketChannel(int fd, std::string uri, const ClientOptions& optio
     : fd_(fd),
       uri_(std::move(uri)),
       options_(options),
-      send_limit_(server_max != 0 && server_max < options.max_message_bytes ? server_max
-                                                                             : options.max_message_bytes) {}
+      send_limit_(server_max != 0 && server_max < options.max_message_bytes ? server_max : options.max_message_bytes) {}
 
 SocketChannel::~SocketChannel() {
   Close(Status::Unavailable(fmt::format("connection to {} closed by the client", uri_)));
@@ -115,8 +113,8 @@ void SocketChannel::Call(uint16_t method, std::string_view request, RpcCallback 
   p.rpc = std::move(done);
   p.deadline = Clock::now() + (timeout.count() > 0 ? timeout : std::chrono::microseconds(options_.call_timeout));
   if (request.size() > send_limit_) {
-    p.rpc(Status::InvalidArgument(fmt::format("request of {} bytes exceeds the message limit of {} bytes",
-                                              request.size(), send_limit_)),
+    p.rpc(Status::InvalidArgument(
+              fmt::format("request of {} bytes exceeds the message limit of {} bytes", request.size(), send_limit_)),
           {});
     return;
   }
@@ -282,11 +280,11 @@ void SocketChannel::IoLoop() {
         if (header.type == FrameType::kError) {
           c.status = ErrorFromFrame(header.aux, payload);
         } else if (c.pending.read && (header.type != FrameType::kReadResponse || payload.size() != c.pending.length)) {
-          c.status = Status::Internal(fmt::format("read reply of {} bytes for a read of {}", payload.size(),
-                                                  c.pending.length));
+          c.status = Status::Internal(
+              fmt::format("read reply of {} bytes for a read of {}", payload.size(), c.pending.length));
         } else if (c.pending.rpc && header.type != FrameType::kResponse) {
-          c.status = Status::Internal(fmt::format("unexpected frame type {} in reply to a call",
-                                                  static_cast<int>(header.type)));
+          c.status = Status::Internal(
+              fmt::format("unexpected frame type {} in reply to a call", static_cast<int>(header.type)));
         }
         ready.push_back(std::move(c));
       }
@@ -297,8 +295,8 @@ void SocketChannel::IoLoop() {
         deadlines_.erase(deadlines_.begin());
         auto it = pending_.find(id);
         if (it == pending_.end()) continue;
-        ready.push_back(Completion{std::move(it->second),
-                                   Status::DeadlineExceeded(fmt::format("no reply from {} in time", uri_)), {}});
+        ready.push_back(Completion{
+            std::move(it->second), Status::DeadlineExceeded(fmt::format("no reply from {} in time", uri_)), {}});
         pending_.erase(it);
       }
     }

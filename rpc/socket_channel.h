@@ -1,10 +1,13 @@
 // The client half of one stream-transport socket: pipelined requests matched to replies by request id.
 //
 // Any thread may issue requests; each is written to the socket at once by the calling thread (under the channel's
-// lock), or, when the socket is full, by the I/O thread once it drains. One I/O thread per channel reads replies, runs their callbacks and expires requests past their deadline.
-// When the socket fails or the peer closes it, every waiting request fails with Unavailable, and so does every later
-// one.
+// lock), or, when the socket is full, by the I/O thread once it drains. One I/O thread per channel reads replies, runs
+// their callbacks and expires requests past their deadline. When the socket fails or the peer closes it, every waiting
+// request fails with Unavailable, and so does every later one.
 #pragma once
+
+#include <absl/container/btree_set.h>
+#include <absl/container/flat_hash_map.h>
 
 #include <atomic>
 #include <cstdint>
@@ -12,9 +15,6 @@
 #include <mutex>
 #include <string>
 #include <thread>
-
-#include <absl/container/btree_set.h>
-#include <absl/container/flat_hash_map.h>
 
 #include "rpc/frame.h"
 #include "rpc/proto/transport.pb.h"

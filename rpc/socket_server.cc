@@ -1,6 +1,7 @@
 #include "rpc/socket_server.h"
 
 #include <arpa/inet.h>
+#include <fmt/format.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
@@ -12,8 +13,6 @@
 #include <cerrno>
 #include <cstring>
 #include <ctime>
-
-#include <fmt/format.h>
 
 #include "common/log.h"
 #include "common/shared_words.h"
@@ -47,7 +46,11 @@ std::string PeerName(int fd) {
 class SocketServer::Conn final : public Responder::Sink, public std::enable_shared_from_this<Conn> {
  public:
   Conn(int fd, std::string peer, uint32_t max_message, const std::vector<Key>* keys)
-      : fd(fd), peer(std::move(peer)), decoder(max_message), max_message(max_message), reply_limit(max_message),
+      : fd(fd),
+        peer(std::move(peer)),
+        decoder(max_message),
+        max_message(max_message),
+        reply_limit(max_message),
         auth(keys) {}
   ~Conn() override { close(fd); }
 
@@ -85,12 +88,12 @@ class SocketServer::Conn final : public Responder::Sink, public std::enable_shar
 
   const int fd;
   const std::string peer;
-  FrameDecoder decoder;  // touched only by the thread that owns the connection (EPOLLONESHOT)
+  FrameDecoder decoder;        // touched only by the thread that owns the connection (EPOLLONESHOT)
   const uint32_t max_message;  // what this server accepts
   // Touched only by the thread that owns the connection, like the decoder.
-  proto::Role role = proto::ROLE_UNSPECIFIED;  // set once the handshake is done
+  proto::Role role = proto::ROLE_UNSPECIFIED;        // set once the handshake is done
   proto::Role hello_role = proto::ROLE_UNSPECIFIED;  // what the Hello asked for, while its key is being proved
-  uint32_t reply_limit;        // what the client accepts (its Hello says), at most max_message
+  uint32_t reply_limit;                              // what the client accepts (its Hello says), at most max_message
   ServerAuth auth;
 
   std::mutex mu;  // guards what follows
@@ -98,7 +101,7 @@ class SocketServer::Conn final : public Responder::Sink, public std::enable_shar
   size_t sent = 0;
   bool owned = false;  // a pool thread is serving the connection and will flush `out`
   bool closed = false;
-  int epoll_fd = -1;   // the epoll set (pool) the connection is in
+  int epoll_fd = -1;  // the epoll set (pool) the connection is in
 };
 
 SocketServer::SocketServer(std::string uri, int listen_fd, const ServerOptions& options, Personality personality,
@@ -166,8 +169,8 @@ Status SocketServer::RegisterRegion(const RegionRegistration& region) {
     return Status::FailedPrecondition("this transport does not serve one-sided reads");
   }
   if (personality_.share_regions && region.fd < 0) {
-    return Status::InvalidArgument(fmt::format(
-        "region {} has no file descriptor: shm clients can only map memfd-backed regions", region.id));
+    return Status::InvalidArgument(
+        fmt::format("region {} has no file descriptor: shm clients can only map memfd-backed regions", region.id));
   }
   return regions_.Add(region);
 }
@@ -415,8 +418,8 @@ bool SocketServer::Handshake(Conn* conn, const FrameHeader& header, std::string_
   const bool allowed = role == proto::ROLE_RPC || (role == proto::ROLE_READ && personality_.serve_reads) ||
                        (role == proto::ROLE_MAP && personality_.share_regions);
   if (!allowed) {
-    return refuse(Status::InvalidArgument(
-        fmt::format("this server does not accept {} connections", proto::Role_Name(role))));
+    return refuse(
+        Status::InvalidArgument(fmt::format("this server does not accept {} connections", proto::Role_Name(role))));
   }
   proto::HelloReply reply;
   if (Status s = conn->auth.OnHello(hello, uri_, &reply); !s.ok()) return refuse(s);

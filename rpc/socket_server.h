@@ -35,7 +35,7 @@ class SocketServer : public Server {
 
   // What a transport adds to the common server.
   struct Personality {
-    bool serve_reads = false;  // tcp: accept ROLE_READ connections and serve kReadRequest on NIC threads
+    bool serve_reads = false;    // tcp: accept ROLE_READ connections and serve kReadRequest on NIC threads
     bool share_regions = false;  // shm: accept ROLE_MAP connections and answer kMapRequest with descriptors
   };
 

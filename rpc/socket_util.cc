@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -16,8 +17,6 @@
 #include <cerrno>
 #include <cstring>
 #include <ctime>
-
-#include <fmt/format.h>
 
 #include "common/log.h"
 
@@ -115,7 +114,8 @@ StatusOr<int> ListenTcp(const std::string& host, uint16_t port, uint16_t* bound_
   freeaddrinfo(*addrs);
   if (rc != 0 || listen(fd, 1024) != 0) {
     close(fd);
-    return Status::Unavailable(fmt::format("cannot listen on tcp://{}:{}: {}", host, port, Errno(rc != 0 ? err : errno)));
+    return Status::Unavailable(
+        fmt::format("cannot listen on tcp://{}:{}: {}", host, port, Errno(rc != 0 ? err : errno)));
   }
   sockaddr_in bound{};
   socklen_t len = sizeof(bound);
@@ -134,7 +134,7 @@ StatusOr<int> ListenUnix(const std::string& path, mode_t mode, gid_t group) {
   std::memcpy(addr.sun_path, path.data(), path.size());
   const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return Status::Unavailable(fmt::format("socket: {}", Errno(errno)));
-  struct stat st{};
+  struct stat st {};
   if (lstat(path.c_str(), &st) == 0 && S_ISSOCK(st.st_mode)) {
     // A socket file is left behind when a server dies; if nobody answers on it, it is stale and may go.
     const int probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -209,9 +209,12 @@ Status ReceiveFrameBy(int fd, FrameDecoder& decoder, Clock::time_point deadline,
                       std::string_view* payload) {
   while (true) {
     switch (decoder.Next(header, payload)) {
-      case FrameDecoder::Result::kFrame: return Status::OK();
-      case FrameDecoder::Result::kMalformed: return decoder.error();
-      case FrameDecoder::Result::kNeedMore: break;
+      case FrameDecoder::Result::kFrame:
+        return Status::OK();
+      case FrameDecoder::Result::kMalformed:
+        return decoder.error();
+      case FrameDecoder::Result::kNeedMore:
+        break;
     }
     const size_t want = decoder.BytesWanted();
     char* room = decoder.PrepareAppend(want);

@@ -1,13 +1,12 @@
 // The one place that names every transport: URI parsing and the Listen/Connect factories.
 #include "rpc/transport.h"
 
-#include <atomic>
-
-#include <charconv>
-#include <future>
-
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+
+#include <atomic>
+#include <charconv>
+#include <future>
 
 #include "rpc/shm/shm_transport.h"
 #include "rpc/tcp/tcp_transport.h"
@@ -91,9 +90,12 @@ StatusOr<std::unique_ptr<Server>> Listen(std::string_view uri, const ServerOptio
   auto endpoint = Endpoint::Parse(uri);
   if (!endpoint.ok()) return endpoint.status();
   switch (endpoint->scheme) {
-    case Endpoint::Scheme::kTcp: return tcp::Listen(*endpoint, options, handler);
-    case Endpoint::Scheme::kShm: return shm::Listen(*endpoint, options, handler);
-    case Endpoint::Scheme::kVerbs: return verbs::Listen(*endpoint, options, handler);
+    case Endpoint::Scheme::kTcp:
+      return tcp::Listen(*endpoint, options, handler);
+    case Endpoint::Scheme::kShm:
+      return shm::Listen(*endpoint, options, handler);
+    case Endpoint::Scheme::kVerbs:
+      return verbs::Listen(*endpoint, options, handler);
   }
   return Status::Internal("unreachable");
 }
@@ -106,9 +108,12 @@ StatusOr<std::unique_ptr<Connection>> Connect(std::string_view uri, const Client
   auto endpoint = Endpoint::Parse(uri);
   if (!endpoint.ok()) return endpoint.status();
   switch (endpoint->scheme) {
-    case Endpoint::Scheme::kTcp: return tcp::Connect(*endpoint, options);
-    case Endpoint::Scheme::kShm: return shm::Connect(*endpoint, options);
-    case Endpoint::Scheme::kVerbs: return verbs::Connect(*endpoint, options);
+    case Endpoint::Scheme::kTcp:
+      return tcp::Connect(*endpoint, options);
+    case Endpoint::Scheme::kShm:
+      return shm::Connect(*endpoint, options);
+    case Endpoint::Scheme::kVerbs:
+      return verbs::Connect(*endpoint, options);
   }
   return Status::Internal("unreachable");
 }

@@ -79,10 +79,10 @@ struct RegionRegistration {
 };
 
 struct ServerOptions {
-  int workers = 1;                // threads that run RpcHandler::Handle (and the RPC sockets' I/O)
-  int nic_threads = 1;            // tcp: threads that serve one-sided reads
-  std::vector<int> worker_cpus;   // pin worker i to worker_cpus[i % size]; empty: no pinning
-  std::vector<int> nic_cpus;      // pin NIC thread i likewise
+  int workers = 1;               // threads that run RpcHandler::Handle (and the RPC sockets' I/O)
+  int nic_threads = 1;           // tcp: threads that serve one-sided reads
+  std::vector<int> worker_cpus;  // pin worker i to worker_cpus[i % size]; empty: no pinning
+  std::vector<int> nic_cpus;     // pin NIC thread i likewise
   uint32_t max_message_bytes = 16u << 20;
   // shm: "reads_per_s=R,bytes_per_s=B,latency_us=L" (any subset): a NIC model every shm client of this server
   // obeys: reads are paced by one shared token bucket and complete L microseconds late. Empty: no model.
@@ -99,8 +99,8 @@ struct ServerOptions {
 };
 
 struct ServerStats {
-  uint64_t requests = 0;          // RPC requests handled
-  uint64_t reads = 0;             // one-sided reads served by NIC threads (tcp only; shm and verbs need no server)
+  uint64_t requests = 0;  // RPC requests handled
+  uint64_t reads = 0;     // one-sided reads served by NIC threads (tcp only; shm and verbs need no server)
   uint64_t read_bytes = 0;
   double worker_cpu_seconds = 0;  // CPU time of the worker pool
   double nic_cpu_seconds = 0;     // CPU time of the NIC threads, reported apart: it is not the server's CPU

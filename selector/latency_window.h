@@ -21,7 +21,7 @@ struct WindowOptions {
   size_t capacity = 100;        // n: samples kept
   double outlier_sigmas = 3.0;  // K; 0 turns outlier filtering off
   uint64_t idle_reset_us = 3'000'000;
-  uint64_t max_age_us = 1'000'000;  // 0: samples leave only when newer ones push them out
+  uint64_t max_age_us = 1'000'000;   // 0: samples leave only when newer ones push them out
   size_t min_samples_to_judge = 10;  // outliers are judged only once this many samples are kept
 };
 

@@ -4,8 +4,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <cmath>
+#include <cstdlib>
 
 namespace cell::selector {
 
@@ -149,8 +149,8 @@ Side ModelSelector::Choose(uint64_t server, uint64_t meganode, uint64_t now_us) 
       // (the spike's end). Only once the estimates rest on enough searches to tell a step from noise
       // (load_min_searches within load_fast_us, and load_slow_us since the first).
       const double min_per_s = options_.load_min_searches * 1e6 / static_cast<double>(options_.load_fast_us);
-      if (options_.load_step > 1 && st.rate_settled && now_us >= st.load_step_until_us &&
-          st.fast_per_s >= min_per_s && st.slow_per_s >= min_per_s &&
+      if (options_.load_step > 1 && st.rate_settled && now_us >= st.load_step_until_us && st.fast_per_s >= min_per_s &&
+          st.slow_per_s >= min_per_s &&
           (st.fast_per_s >= options_.load_step * st.slow_per_s ||
            st.fast_per_s * options_.load_step <= st.slow_per_s)) {
         st.load_step_until_us = now_us + 3 * options_.load_fast_us;
@@ -226,8 +226,12 @@ SelectorStats ModelSelector::stats() const {
   for (const auto& [id, st] : servers_) {
     s.outliers += st.search.discarded() + st.read.discarded();
     s.history_resets += st.search.resets() + st.read.resets();
-    s.servers.push_back({.server = id, .server_search_us = st.search.mean(), .read_us = st.read.mean(),
-                         .rtt_us = st.read.floor(), .server_rtt_us = st.search.floor(), .split = st.split,
+    s.servers.push_back({.server = id,
+                         .server_search_us = st.search.mean(),
+                         .read_us = st.read.mean(),
+                         .rtt_us = st.read.floor(),
+                         .server_rtt_us = st.search.floor(),
+                         .split = st.split,
                          .server_samples = st.search.size(),
                          .read_samples = st.read.size()});
   }

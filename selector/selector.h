@@ -27,25 +27,26 @@
 //                        sent to it, which moves toward the side the rule prefers at steer_per_s per second (1: from
 //                        all-client to all-server in a second; it starts at one half) and is drawn from per
 //                        search; it settles where the two sides of the rule are equal, as
-//                        join-the-shortest-queue would. 0: per operation, as the paper has it. (Experiment 2 on this machine: 0.98-0.99x the best fixed split at 0.5/s and
-//                        1/s, 0.95-0.96x at 2/s, 0.92x at 4/s: the faster it follows, the more it overshoots. A
-//                        speed that grew with how far apart the rule's two sides were answered a spike sooner but
-//                        fell to 0.94x: near the balance both sides' estimates swing widely; one that left an
-//                        overloaded server faster than it came back drifted to the client side under noise; and
-//                        starting the split where the rule first pointed, not at one half, left it on the client
-//                        side at low load, where server-side samples come only from exploration: 0.92x.)
-//                        Load steps (SelectorOptions::load_step): a step in this client's own rate of searches to a
-//                        server (x1.5 or more either way, its last 50 ms against its last second) rescales the split
-//                        at once, so that the rate sent to the server stays what it was: the server's capacity has
-//                        not changed, and steering at 1/s would take half a second to move a spike's extra while the
-//                        server's queue grows (experiment 3: p99 over the spike 4.3-7.5x its p99 before at steering
-//                        alone, 1.6-2.3x with load steps). Steps of latency would not do: in a closed loop the
-//                        server's latency swings 2-5x every few tens of milliseconds at a steady split, and
-//                        jumping on them cost experiment 2 a sixth of its rate (0.85x).
-//                        Windows also drop samples older than a second (SelectorOptions::max_age_us): the side the
-//                        split avoids gets only the exploration's samples, and at a few dozen a second n = 100
-//                        would judge it by a load seconds gone.
-//   dex                  DEX's heuristic (VLDB'24): search on the server when  mean(l_s) < m * (mean(l_r) + 40 ns) * 1.2,
+//                        join-the-shortest-queue would. 0: per operation, as the paper has it. (Experiment 2 on this
+//                        machine: 0.98-0.99x the best fixed split at 0.5/s and 1/s, 0.95-0.96x at 2/s, 0.92x at 4/s:
+//                        the faster it follows, the more it overshoots. A speed that grew with how far apart the rule's
+//                        two sides were answered a spike sooner but fell to 0.94x: near the balance both sides'
+//                        estimates swing widely; one that left an overloaded server faster than it came back drifted to
+//                        the client side under noise; and starting the split where the rule first pointed, not at one
+//                        half, left it on the client side at low load, where server-side samples come only from
+//                        exploration: 0.92x.) Load steps (SelectorOptions::load_step): a step in this client's own rate
+//                        of searches to a server (x1.5 or more either way, its last 50 ms against its last second)
+//                        rescales the split at once, so that the rate sent to the server stays what it was: the
+//                        server's capacity has not changed, and steering at 1/s would take half a second to move a
+//                        spike's extra while the server's queue grows (experiment 3: p99 over the spike 4.3-7.5x its
+//                        p99 before at steering alone, 1.6-2.3x with load steps). Steps of latency would not do: in a
+//                        closed loop the server's latency swings 2-5x every few tens of milliseconds at a steady split,
+//                        and jumping on them cost experiment 2 a sixth of its rate (0.85x). Windows also drop samples
+//                        older than a second (SelectorOptions::max_age_us): the side the split avoids gets only the
+//                        exploration's samples, and at a few dozen a second n = 100 would judge it by a load seconds
+//                        gone.
+//   dex                  DEX's heuristic (VLDB'24): search on the server when  mean(l_s) < m * (mean(l_r) + 40 ns)
+//   * 1.2,
 //                        over windows of 50 samples without outlier filtering, with 1% random flips.
 // While one of the two latencies of a server has no sample yet, the adaptive policies choose the side not measured.
 // Thread-safe: one mutex guards the estimates (taken once per decision and once per sample).
@@ -67,13 +68,13 @@
 namespace cell::selector {
 
 struct SelectorOptions {
-  size_t window = 100;               // n: samples per latency window
-  double outlier_sigmas = 3.0;       // K
-  double explore = 0.01;             // p: probability of taking the option estimated worse
+  size_t window = 100;                 // n: samples per latency window
+  double outlier_sigmas = 3.0;         // K
+  double explore = 0.01;               // p: probability of taking the option estimated worse
   uint64_t idle_reset_us = 3'000'000;  // history older than this, with no sample since, is dropped
   uint64_t max_age_us = 1'000'000;     // samples older than this leave their window (0: never; see latency_window.h)
-  double initial_reads = 4;          // m for a meganode no traversal has been seen of (its height estimate)
-  uint64_t seed = 0;                 // 0: random
+  double initial_reads = 4;            // m for a meganode no traversal has been seen of (its height estimate)
+  uint64_t seed = 0;                   // 0: random
   // What a request costs with no queue, subtracted from each side's mean (see "adaptive" above).
   enum class Floor { kRead, kPerSide, kNone } floor = Floor::kRead;
   // How fast the split of searches between the sides follows the rule, in fraction per second (0: no split, the
@@ -98,11 +99,11 @@ enum class Side { kServer, kClient };
 struct SelectorStats {
   uint64_t server_decisions = 0;
   uint64_t client_decisions = 0;
-  uint64_t explorations = 0;      // decisions that took the option estimated worse (exploration or random flip)
-  uint64_t outliers = 0;          // samples discarded as outliers
-  uint64_t history_resets = 0;    // windows dropped (outliers won, or idle)
-  uint64_t load_steps = 0;        // steps in the client's load that rescaled a split (load_step)
-  double reads_per_search = 0;    // m: the mean reads of the client-side traversals kept, over all meganodes
+  uint64_t explorations = 0;    // decisions that took the option estimated worse (exploration or random flip)
+  uint64_t outliers = 0;        // samples discarded as outliers
+  uint64_t history_resets = 0;  // windows dropped (outliers won, or idle)
+  uint64_t load_steps = 0;      // steps in the client's load that rescaled a split (load_step)
+  double reads_per_search = 0;  // m: the mean reads of the client-side traversals kept, over all meganodes
   struct Server {
     uint64_t server = 0;
     double server_search_us = 0;  // l_s (mean)
@@ -183,19 +184,19 @@ class ModelSelector final : public Selector {
     bool split_timed = false;            // split_at_us is set
     // This client's rate of searches to the server: estimates over ~load_fast_us and ~load_slow_us.
     double fast_per_s = 0, slow_per_s = 0;
-    uint64_t rate_since_us = 0, rate_at_us = 0;  // the first search counted, the last
+    uint64_t rate_since_us = 0, rate_at_us = 0;     // the first search counted, the last
     bool rate_timed = false, rate_settled = false;  // rate_settled: load_slow_us since the first
-    uint64_t load_step_until_us = 0;  // a load step: the split follows the load until then
-    double load_ref_per_s = 0;        // the load the split was last rescaled for
+    uint64_t load_step_until_us = 0;                // a load step: the split follows the load until then
+    double load_ref_per_s = 0;                      // the load the split was last rescaled for
   };
   struct Reads {  // the last n traversals' read counts of one meganode
     std::vector<int> ring;
     size_t next = 0;
     double sum = 0;
   };
-  ServerState& StateOf(uint64_t server);  // under mu_
+  ServerState& StateOf(uint64_t server);                     // under mu_
   void CountSearch(ServerState& st, uint64_t now_us) const;  // under mu_
-  double ReadsOf(uint64_t meganode) const;  // under mu_
+  double ReadsOf(uint64_t meganode) const;                   // under mu_
   Side PreferredLocked(uint64_t server, uint64_t meganode, uint64_t now_us, bool* measured);
 
   const Rule rule_;

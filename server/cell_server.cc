@@ -1,7 +1,6 @@
 #include "server/cell_server.h"
 
 #include <fmt/format.h>
-
 #include <unistd.h>
 
 #include <algorithm>
@@ -11,9 +10,9 @@
 #include <shared_mutex>
 
 #include "common/log.h"
-#include "server/proto/store.pb.h"
 #include "membership/in_memory_membership.h"
 #include "membership/zookeeper_membership.h"
+#include "server/proto/store.pb.h"
 
 namespace cell::server {
 
@@ -24,9 +23,12 @@ bool IsLoopback(const std::string& host) {
 
 std::string_view SchemeName(rpc::Endpoint::Scheme scheme) {
   switch (scheme) {
-    case rpc::Endpoint::Scheme::kTcp: return "tcp";
-    case rpc::Endpoint::Scheme::kShm: return "shm";
-    case rpc::Endpoint::Scheme::kVerbs: return "verbs";
+    case rpc::Endpoint::Scheme::kTcp:
+      return "tcp";
+    case rpc::Endpoint::Scheme::kShm:
+      return "shm";
+    case rpc::Endpoint::Scheme::kVerbs:
+      return "verbs";
   }
   return "unknown";
 }
@@ -34,9 +36,9 @@ std::string_view SchemeName(rpc::Endpoint::Scheme scheme) {
 
 Status CellServer::Authorize(bool keyed, uint16_t method, const std::string& key_name) {
   if (!keyed || key_name == rpc::kPeerKeyName || !StoreService::IsPeerMethod(method)) return Status::OK();
-  return Status::PermissionDenied(fmt::format(
-      "{} is a request between servers and needs the peer key; this connection proved the {} key",
-      proto::StoreMethod_Name(static_cast<proto::StoreMethod>(method)), key_name));
+  return Status::PermissionDenied(
+      fmt::format("{} is a request between servers and needs the peer key; this connection proved the {} key",
+                  proto::StoreMethod_Name(static_cast<proto::StoreMethod>(method)), key_name));
 }
 
 StatusOr<std::unique_ptr<CellServer>> CellServer::Start(const ServerConfig& config) {
@@ -71,10 +73,11 @@ StatusOr<std::unique_ptr<CellServer>> CellServer::Start(const ServerConfig& conf
           "keygen FILE`), or --insecure to accept anyone anyway",
           uri));
     }
-    LogWarning("server {}: NO KEYS: this server accepts every request from anyone who can reach it, the requests "
-               "servers send each other included. For local development only: give --client-key-file and "
-               "--peer-key-file",
-               server->config_.id == 0 ? uint64_t{1} : server->config_.id);
+    LogWarning(
+        "server {}: NO KEYS: this server accepts every request from anyone who can reach it, the requests "
+        "servers send each other included. For local development only: give --client-key-file and "
+        "--peer-key-file",
+        server->config_.id == 0 ? uint64_t{1} : server->config_.id);
   }
   if (embedded) {
     if (!config.zk_auth.empty()) return Status::InvalidArgument("--zk-auth applies only to --membership=zk://...");
@@ -89,8 +92,9 @@ StatusOr<std::unique_ptr<CellServer>> CellServer::Start(const ServerConfig& conf
     server->table_service_ = std::make_unique<TableService>(server->membership_.get());
   } else {
     if (config.membership.substr(0, 5) != "zk://") {
-      return Status::InvalidArgument(fmt::format(
-          "--membership must be 'embedded' or zk://host:port[,host:port...][/root/cluster], not '{}'", config.membership));
+      return Status::InvalidArgument(
+          fmt::format("--membership must be 'embedded' or zk://host:port[,host:port...][/root/cluster], not '{}'",
+                      config.membership));
     }
     if (config.id == 0) {
       return Status::InvalidArgument("--id is required with ZooKeeper membership: a nonzero id unique in the cluster");
@@ -205,9 +209,10 @@ void CellServer::FencingLoop() {
       // Its regions are another server's now (it was cut off longer than its session): serving on would split the
       // brain, and letting go of the regions' memory under its listeners is not safe. Its supervisor restarts it,
       // and it starts with new regions.
-      LogError("server {}: a region it served was given to another server while it was cut off from the membership; "
-               "exiting (restart it: it starts with new regions)",
-               config_.id);
+      LogError(
+          "server {}: a region it served was given to another server while it was cut off from the membership; "
+          "exiting (restart it: it starts with new regions)",
+          config_.id);
       std::fflush(nullptr);
       std::_Exit(2);
     }
@@ -401,7 +406,8 @@ Status CellServer::TakeOver() {
     auto extent = membership_->GetRegion((*adopted)->extent_region());
     if (extent.ok() && extent->owner != config_.id) {
       auto moved = membership_->ChangeOwner(extent->region, extent->epoch, config_.id);
-      if (!moved.ok()) LogWarning("server {}: moving extent region {}: {}", config_.id, extent->region, moved.status().ToString());
+      if (!moved.ok())
+        LogWarning("server {}: moving extent region {}: {}", config_.id, extent->region, moved.status().ToString());
     }
     StoreService* service = adopted->get();
     {
@@ -453,18 +459,17 @@ void CellServer::Handle(uint16_t method, std::string_view request, rpc::Responde
       service = ServiceFor(region);
       if (peer && region != 0 && service->node_region() != region) {
         // Not ours (yet: its takeover may be under way here): the peer retries after re-reading the table.
-        return responder.Fail(Status::Unavailable(
-            fmt::format("server {} does not hold region {} (now); retry with the region table's owner", config_.id,
-                        region)));
+        return responder.Fail(Status::Unavailable(fmt::format(
+            "server {} does not hold region {} (now); retry with the region table's owner", config_.id, region)));
       }
     }
     return service->Handle(method, request, std::move(responder), serving(), &lease_);
   }
   if (TableService::IsTableMethod(method)) {
     if (table_service_ == nullptr) {
-      return responder.Fail(Status::FailedPrecondition(fmt::format(
-          "server {} keeps no region table: its cluster's table is in ZooKeeper ({}); read it there", config_.id,
-          config_.membership)));
+      return responder.Fail(Status::FailedPrecondition(
+          fmt::format("server {} keeps no region table: its cluster's table is in ZooKeeper ({}); read it there",
+                      config_.id, config_.membership)));
     }
     return table_service_->Handle(method, request, std::move(responder));
   }

@@ -7,9 +7,9 @@
 #include <fmt/format.h>
 
 #include <atomic>
-#include <map>
 #include <condition_variable>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <shared_mutex>
@@ -25,16 +25,16 @@
 namespace cell::server {
 
 struct ServerConfig {
-  uint64_t id = 0;                     // 0: 1 with embedded membership; required with ZooKeeper
-  std::vector<std::string> listen;     // transport URIs (port 0 picks a free port)
+  uint64_t id = 0;                      // 0: 1 with embedded membership; required with ZooKeeper
+  std::vector<std::string> listen;      // transport URIs (port 0 picks a free port)
   std::string membership = "embedded";  // "embedded" or zk://host:port[,...][/root/cluster]
-  std::string zk_auth;                 // "user:password" (digest); ZooKeeper only
+  std::string zk_auth;                  // "user:password" (digest); ZooKeeper only
   std::chrono::milliseconds zk_session_timeout{6000};
   uint64_t capacity_bytes = uint64_t{1} << 30;
   int workers = 1;
-  std::vector<int> worker_cpus;        // pin worker i to worker_cpus[i % size]; empty: no pinning
-  std::string nic_model;               // shm: "reads_per_s=R,bytes_per_s=B,latency_us=L" (rpc/shm/nic_model.h)
-  std::string data_dir;                // logs and checkpoints (StoreConfig::data_dir); empty: nothing is logged
+  std::vector<int> worker_cpus;  // pin worker i to worker_cpus[i % size]; empty: no pinning
+  std::string nic_model;         // shm: "reads_per_s=R,bytes_per_s=B,latency_us=L" (rpc/shm/nic_model.h)
+  std::string data_dir;          // logs and checkpoints (StoreConfig::data_dir); empty: nothing is logged
   // Trust (docs/DESIGN.md, "Security"). Two key files, given together: connections with the client key may use the
   // store's and the table's methods, connections with the peer key also the requests servers send each other
   // (MEGA_*); anything else is refused. The server proves it holds the key to every client. Without them the
@@ -42,7 +42,7 @@ struct ServerConfig {
   std::string client_key_file;
   std::string peer_key_file;
   bool insecure = false;
-  std::string shm_group;               // shm: a group whose members may connect too (the socket file 0660)
+  std::string shm_group;  // shm: a group whose members may connect too (the socket file 0660)
   StoreConfig store;
 };
 
@@ -103,11 +103,11 @@ class CellServer final : public rpc::RpcHandler {
   rpc::Key peer_key_;  // what this server proves to other servers (empty: no keys)
   std::unique_ptr<membership::Membership> membership_;
   std::unique_ptr<TableService> table_service_;  // embedded only: a ZooKeeper cluster's clients read ZooKeeper
-  std::unique_ptr<StoreService> store_;  // set once, while starting (listeners up, and registered)
-  std::atomic<bool> store_ready_{false};  // store_ is set and its regions registered with the listeners
+  std::unique_ptr<StoreService> store_;          // set once, while starting (listeners up, and registered)
+  std::atomic<bool> store_ready_{false};         // store_ is set and its regions registered with the listeners
   mutable std::shared_mutex adopted_mu_;
   std::vector<std::unique_ptr<StoreService>> adopted_;  // regions taken over; guarded by adopted_mu_
-  std::atomic<bool> has_adopted_{false};  // adopted_ is not empty (set once, after the first push)
+  std::atomic<bool> has_adopted_{false};                // adopted_ is not empty (set once, after the first push)
   std::thread takeover_;
   std::shared_ptr<WatchState> watch_;
   std::atomic<bool> lost_region_{false};
@@ -125,9 +125,9 @@ class CellServer final : public rpc::RpcHandler {
   // and no claim pending.
   const std::function<Status()> lease_ = [this] {
     if (reclaiming_.load(std::memory_order_acquire)) {
-      return Status::Unavailable(fmt::format(
-          "server {} is registering again after its session expired, and claiming its regions again; retry",
-          config_.id));
+      return Status::Unavailable(
+          fmt::format("server {} is registering again after its session expired, and claiming its regions again; retry",
+                      config_.id));
     }
     return membership_->ServingStatus();
   };

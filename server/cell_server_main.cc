@@ -18,9 +18,10 @@ int main(int argc, char** argv) {
                  "a transport URI to serve, once per transport: tcp://host:port, shm:///path/to/socket, "
                  "verbs://host:port (port 0: any free port)")
       ->default_str("tcp://127.0.0.1:7000");
-  app.add_option("--membership", config.membership,
-                 "'embedded' (this server alone holds the region table; no ZooKeeper) or "
-                 "zk://host:port[,host:port...][/root/cluster] (the cluster's path in ZooKeeper, default /cell/default)");
+  app.add_option(
+      "--membership", config.membership,
+      "'embedded' (this server alone holds the region table; no ZooKeeper) or "
+      "zk://host:port[,host:port...][/root/cluster] (the cluster's path in ZooKeeper, default /cell/default)");
   app.add_option("--id", config.id, "this server's id, nonzero and unique in the cluster (embedded: default 1)");
   app.add_option("--client-key-file", config.client_key_file,
                  "file holding the cluster's client key (mode 0600; `cellctl keygen FILE` makes one): connections "

@@ -78,8 +78,9 @@ void ServerPeers::set_reply_fault(std::function<Status(uint16_t method)> fault) 
 
 StatusOr<meganode::RemoteMeganode> ServerPeers::Call(rpc::Connection& connection, uint16_t method,
                                                      const std::string& request) {
-  CELL_ASSIGN_OR_RETURN(std::string bytes, rpc::CallSync(connection, method, request,
-                                                         std::chrono::duration_cast<std::chrono::microseconds>(timeout_)));
+  CELL_ASSIGN_OR_RETURN(
+      std::string bytes,
+      rpc::CallSync(connection, method, request, std::chrono::duration_cast<std::chrono::microseconds>(timeout_)));
   std::function<Status(uint16_t)> fault;
   {
     std::lock_guard lock(mu_);
@@ -92,14 +93,14 @@ StatusOr<meganode::RemoteMeganode> ServerPeers::Call(rpc::Connection& connection
 }
 
 StatusOr<meganode::RemoteMeganode> ServerPeers::CreateMeganode(const btree::MeganodeInfo& info,
-                                                const std::vector<meganode::MovedEntry>& entries) {
+                                                               const std::vector<meganode::MovedEntry>& entries) {
   CELL_ASSIGN_OR_RETURN(auto others, Others(false));
   if (others.empty()) return Status::Unavailable("no other live server to place a meganode on");
   uint64_t record_bytes = 0;  // what the entries' records will take there (a leaf meganode's)
   for (const auto& e : entries) record_bytes += btree::RecordLength(e.key.size(), e.value.size());
-  Status last = Status::ResourceExhausted(fmt::format(
-      "none of the {} other live servers has a free meganode and {} bytes of record memory", others.size(),
-      record_bytes));
+  Status last = Status::ResourceExhausted(
+      fmt::format("none of the {} other live servers has a free meganode and {} bytes of record memory", others.size(),
+                  record_bytes));
   // The servers with the most free capacity first; a full or unreachable one is skipped.
   for (const membership::ServerInfo* server : ByFreeCapacity(others, info.level == 0 ? record_bytes : 0)) {
     auto connection = ConnectionTo(*server);

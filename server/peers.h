@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "membership/membership.h"
 #include "meganode/global_tree.h"
+#include "membership/membership.h"
 #include "rpc/transport.h"
 
 namespace cell::server {

@@ -47,7 +47,8 @@ void RegionLogger::Add(logging::LogRecord&& record) {
 void RegionLogger::AddBytes(GlobalPtr at, const void* bytes, size_t n) {
   if (std::find(regions_.begin(), regions_.end(), at.region) == regions_.end()) {
     Pending& p = pending[id_];
-    if (p.error.ok()) p.error = Status::Internal(fmt::format("a write to region {}, which this log does not hold", at.region));
+    if (p.error.ok())
+      p.error = Status::Internal(fmt::format("a write to region {}, which this log does not hold", at.region));
     return;
   }
   logging::LogRecord record;
@@ -102,9 +103,10 @@ Status ApplyLogRecord(const logging::LogRecord& record, const RegionMemory& node
     } else if (r.region == extents.id) {
       CELL_RETURN_IF_ERROR(ApplyToExtentRegion(extents.words, extents.size, r));
     } else {
-      return Status::Corruption(fmt::format("a log record writes region {}, which is neither this log's node region "
-                                            "{} nor its extent region {}",
-                                            r.region, nodes.id, extents.id));
+      return Status::Corruption(
+          fmt::format("a log record writes region {}, which is neither this log's node region "
+                      "{} nor its extent region {}",
+                      r.region, nodes.id, extents.id));
     }
   }
   return Status::OK();
@@ -114,9 +116,10 @@ Status ApplyToNodeRegion(uint64_t* words, uint64_t size, const logging::LogRecor
   {
     if (r.offset % btree::kNodeSize != 0 || r.bytes.size() % btree::kNodeSize != 0 || r.offset > size ||
         r.bytes.size() > size - r.offset) {
-      return Status::Corruption(fmt::format("a node region's log record of {} bytes at offset {}: not whole nodes "
-                                            "inside the {}-byte region",
-                                            r.bytes.size(), r.offset, size));
+      return Status::Corruption(
+          fmt::format("a node region's log record of {} bytes at offset {}: not whole nodes "
+                      "inside the {}-byte region",
+                      r.bytes.size(), r.offset, size));
     }
     for (size_t at = 0; at < r.bytes.size(); at += btree::kNodeSize) {
       uint64_t image[btree::kNodeWords];
@@ -131,9 +134,10 @@ Status ApplyToNodeRegion(uint64_t* words, uint64_t size, const logging::LogRecor
 Status ApplyToExtentRegion(uint64_t* words, uint64_t size, const logging::LogRecord::Range& r) {
   {
     if (r.offset % 8 != 0 || r.bytes.size() % 8 != 0 || r.offset > size || r.bytes.size() > size - r.offset) {
-      return Status::Corruption(fmt::format("an extent region's log record of {} bytes at offset {}: outside the "
-                                            "{}-byte region or not whole words",
-                                            r.bytes.size(), r.offset, size));
+      return Status::Corruption(
+          fmt::format("an extent region's log record of {} bytes at offset {}: outside the "
+                      "{}-byte region or not whole words",
+                      r.bytes.size(), r.offset, size));
     }
     std::vector<uint64_t> copy(r.bytes.size() / 8);
     std::memcpy(copy.data(), r.bytes.data(), r.bytes.size());
@@ -144,8 +148,8 @@ Status ApplyToExtentRegion(uint64_t* words, uint64_t size, const logging::LogRec
 
 Status CopyNodeRegion(const uint64_t* words, uint64_t offset, size_t n, char* out) {
   if (offset % btree::kNodeSize != 0 || n % btree::kNodeSize != 0) {
-    return Status::InvalidArgument(fmt::format("a node region is copied in whole nodes, not {} bytes at offset {}", n,
-                                               offset));
+    return Status::InvalidArgument(
+        fmt::format("a node region is copied in whole nodes, not {} bytes at offset {}", n, offset));
   }
   uint64_t image[btree::kNodeWords];
   for (size_t at = 0; at < n; at += btree::kNodeSize) {
@@ -166,8 +170,8 @@ std::vector<logging::CheckpointRegion> TreeCheckpointRegions(const meganode::Reg
   const auto write = [](const meganode::Region* r) {
     return [r](uint64_t offset, std::string_view bytes) {
       if (offset > r->size() || bytes.size() > r->size() - offset) {
-        return Status::Corruption(fmt::format("{} bytes at offset {} of region {} ({} bytes)", bytes.size(), offset,
-                                              r->id(), r->size()));
+        return Status::Corruption(
+            fmt::format("{} bytes at offset {} of region {} ({} bytes)", bytes.size(), offset, r->id(), r->size()));
       }
       std::memcpy(r->base() + offset, bytes.data(), bytes.size());
       return Status::OK();
@@ -176,24 +180,26 @@ std::vector<logging::CheckpointRegion> TreeCheckpointRegions(const meganode::Reg
   return {
       {.id = nodes.id(),
        .size = nodes.size(),
-       .read = [&nodes](uint64_t offset, size_t n, char* out) {
-         if (nodes.IsHole(offset, n)) {  // never written: zeros, without committing memory to read them
-           std::memset(out, 0, n);
-           return Status::OK();
-         }
-         return CopyNodeRegion(nodes.Resolve(0, nodes.size()), offset, n, out);
-       },
+       .read =
+           [&nodes](uint64_t offset, size_t n, char* out) {
+             if (nodes.IsHole(offset, n)) {  // never written: zeros, without committing memory to read them
+               std::memset(out, 0, n);
+               return Status::OK();
+             }
+             return CopyNodeRegion(nodes.Resolve(0, nodes.size()), offset, n, out);
+           },
        .write = write(&nodes)},
       {.id = extents.id(),
        .size = extents.size(),
-       .read = [&extents](uint64_t offset, size_t n, char* out) {
-         if (extents.IsHole(offset, n)) {
-           std::memset(out, 0, n);
-           return Status::OK();
-         }
-         CopyBytesFromShared(out, extents.base() + offset, n);
-         return Status::OK();
-       },
+       .read =
+           [&extents](uint64_t offset, size_t n, char* out) {
+             if (extents.IsHole(offset, n)) {
+               std::memset(out, 0, n);
+               return Status::OK();
+             }
+             CopyBytesFromShared(out, extents.base() + offset, n);
+             return Status::OK();
+           },
        .write = write(&extents)},
   };
 }

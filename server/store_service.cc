@@ -1,8 +1,7 @@
 #include "server/store_service.h"
 
-#include <fmt/format.h>
-
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <sys/file.h>
 #include <unistd.h>
 
@@ -17,7 +16,6 @@
 #include "common/log.h"
 #include "logging/checkpoint.h"
 #include "logging/env.h"
-
 #include "server/proto/store.pb.h"
 
 namespace cell::server {
@@ -44,9 +42,10 @@ std::string RegionsFile(const std::string& data_dir, uint64_t server_id) {
 }
 // <log dir>/MANIFEST: the regions' shapes, checked on every restart.
 std::string Manifest(const StoreConfig& c, uint32_t node, uint32_t extent, bool root) {
-  return fmt::format("node_region {}\nextent_region {}\nmeganode_bytes {}\nmeganodes {}\nextent_region_bytes {}\n"
-                     "root {}\n",
-                     node, extent, c.meganode_bytes, c.meganodes, c.extent_region_bytes, root ? 1 : 0);
+  return fmt::format(
+      "node_region {}\nextent_region {}\nmeganode_bytes {}\nmeganodes {}\nextent_region_bytes {}\n"
+      "root {}\n",
+      node, extent, c.meganode_bytes, c.meganodes, c.extent_region_bytes, root ? 1 : 0);
 }
 
 // Takes an exclusive flock on `path` (created if missing): the fd, or FailedPrecondition naming `who` holds it.
@@ -75,8 +74,7 @@ StatusOr<std::map<std::string, uint64_t>> ParseManifest(const std::string& text,
 }
 }  // namespace
 
-StatusOr<std::pair<uint32_t, uint32_t>> StoreService::RecordedRegions(const std::string& data_dir,
-                                                                     uint64_t server_id) {
+StatusOr<std::pair<uint32_t, uint32_t>> StoreService::RecordedRegions(const std::string& data_dir, uint64_t server_id) {
   const std::string path = RegionsFile(data_dir, server_id);
   CELL_ASSIGN_OR_RETURN(const std::string text, logging::ReadFileToString(logging::Env::Posix(), path));
   unsigned node = 0, extent = 0;
@@ -126,8 +124,8 @@ StatusOr<std::unique_ptr<StoreService>> StoreService::Open(const StoreConfig& co
         restart = true;
         log_epoch = claimed->log_epoch;
       } else {
-        LogWarning("server {}: region {} was taken over as this server restarted; starting with new regions",
-                   server_id, node);
+        LogWarning("server {}: region {} was taken over as this server restarted; starting with new regions", server_id,
+                   node);
       }
     } else {
       restart = true;  // an embedded server's table began empty: the regions are created in it below
@@ -147,10 +145,10 @@ StatusOr<std::unique_ptr<StoreService>> StoreService::Open(const StoreConfig& co
   if (config.data_dir.empty()) {
     auto store = meganode::GlobalTree::Open(options);
     if (!store.ok()) {
-      return Status::FromCode(store.status().code(),
-                              fmt::format("creating the store's regions ({} meganodes of {} B, {} B of extents): {}",
-                                          config.meganodes, config.meganode_bytes, config.extent_region_bytes,
-                                          store.status().message()));
+      return Status::FromCode(
+          store.status().code(),
+          fmt::format("creating the store's regions ({} meganodes of {} B, {} B of extents): {}", config.meganodes,
+                      config.meganode_bytes, config.extent_region_bytes, store.status().message()));
     }
     service->store_ = std::move(*store);
   } else {
@@ -189,9 +187,8 @@ StatusOr<std::unique_ptr<StoreService>> StoreService::Open(const StoreConfig& co
   }
   service->epoch_ = node->epoch;
   if (service->log_ != nullptr) {
-    service->checkpointer_ = std::thread([raw = service.get(), every = config.checkpoint_log_bytes] {
-      raw->CheckpointLoop(every);
-    });
+    service->checkpointer_ =
+        std::thread([raw = service.get(), every = config.checkpoint_log_bytes] { raw->CheckpointLoop(every); });
   }
   return service;
 }
@@ -211,7 +208,6 @@ meganode::GlobalTreeOptions StoreService::TreeOptions(const StoreConfig& config,
   options.extent_region_id = extent_region_;
   return options;
 }
-
 
 std::string StoreService::LogDir(const std::string& data_dir, uint32_t node_region, uint64_t log_epoch) {
   return log_epoch == 0 ? fmt::format("{}/regions-{}", data_dir, node_region)
@@ -246,10 +242,11 @@ void RemoveOlderLogDirs(const std::string& data_dir, uint32_t node_region, uint6
 StatusOr<std::unique_ptr<StoreService>> StoreService::Adopt(const StoreConfig& config,
                                                             membership::Membership* membership, uint64_t server_id,
                                                             const membership::RegionEntry& claimed) {
-  if (config.data_dir.empty()) return Status::FailedPrecondition("only a server with a --data-dir can take over regions");
+  if (config.data_dir.empty())
+    return Status::FailedPrecondition("only a server with a --data-dir can take over regions");
   if (claimed.owner != server_id) {
-    return Status::InvalidArgument(fmt::format("region {} is claimed by server {}, not {}", claimed.region,
-                                               claimed.owner, server_id));
+    return Status::InvalidArgument(
+        fmt::format("region {} is claimed by server {}, not {}", claimed.region, claimed.owner, server_id));
   }
   auto service = std::unique_ptr<StoreService>(new StoreService());
   service->server_id_ = server_id;
@@ -284,11 +281,11 @@ StatusOr<std::unique_ptr<StoreService>> StoreService::Adopt(const StoreConfig& c
   // (nothing it appends then is acknowledged, DESIGN "Ownership").
   CELL_RETURN_IF_ERROR(service->OpenLogged(adopted, options, /*restart=*/true, from, logging::RecoverMode::kReadOnly));
   // The new directory holds the whole regions before the table names it.
-  CELL_RETURN_IF_ERROR(logging::TakeCheckpoint(to, service->log_.get(),
-                                               TreeCheckpointRegions(service->store_->node_region(),
-                                                                     service->store_->extent_region()),
-                                               service->env_)
-                           .status());
+  CELL_RETURN_IF_ERROR(
+      logging::TakeCheckpoint(to, service->log_.get(),
+                              TreeCheckpointRegions(service->store_->node_region(), service->store_->extent_region()),
+                              service->env_)
+          .status());
   // Published by a compare-and-set: if the regions were taken from this server meanwhile (it was cut off while it
   // recovered them), it never serves them.
   CELL_ASSIGN_OR_RETURN(const membership::RegionEntry published,
@@ -296,16 +293,15 @@ StatusOr<std::unique_ptr<StoreService>> StoreService::Adopt(const StoreConfig& c
   service->epoch_ = published.epoch;
   RemoveOlderLogDirs(config.data_dir, claimed.region, claimed.epoch);
   service->recovery_.records_replayed = 0;  // (the checkpoint above holds them)
-  service->checkpointer_ = std::thread([raw = service.get(), every = adopted.checkpoint_log_bytes] {
-    raw->CheckpointLoop(every);
-  });
+  service->checkpointer_ =
+      std::thread([raw = service.get(), every = adopted.checkpoint_log_bytes] { raw->CheckpointLoop(every); });
   return service;
 }
 
 void StoreService::MarkLost(uint64_t owner, uint64_t epoch) {
   if (!lost_.exchange(true)) {
-    LogError("server {}: region {} is owned by server {} at epoch {} now; this server no longer serves it",
-             server_id_, node_region_, owner, epoch);
+    LogError("server {}: region {} is owned by server {} at epoch {} now; this server no longer serves it", server_id_,
+             node_region_, owner, epoch);
   }
 }
 
@@ -351,15 +347,14 @@ Status StoreService::OpenLogged(const StoreConfig& config, meganode::GlobalTreeO
   if (restart) {
     auto found = logging::ReadFileToString(env, manifest_path);
     if (!found.ok()) {
-      return Status::FromCode(found.status().code(),
-                              fmt::format("restarting with regions {} and {}: {}", node_region_, extent_region_,
-                                          found.status().message()));
+      return Status::FromCode(found.status().code(), fmt::format("restarting with regions {} and {}: {}", node_region_,
+                                                                 extent_region_, found.status().message()));
     }
     if (*found != manifest) {
-      return Status::FailedPrecondition(fmt::format(
-          "{} describes regions of another shape than this server's options (--meganode-size, --meganodes, "
-          "--region-size must stay as they were): it holds\n{}but the options give\n{}",
-          manifest_path, *found, manifest));
+      return Status::FailedPrecondition(
+          fmt::format("{} describes regions of another shape than this server's options (--meganode-size, --meganodes, "
+                      "--region-size must stay as they were): it holds\n{}but the options give\n{}",
+                      manifest_path, *found, manifest));
     }
   } else {
     if (env->FileExists(log_dir_)) {
@@ -374,9 +369,8 @@ Status StoreService::OpenLogged(const StoreConfig& config, meganode::GlobalTreeO
     CELL_RETURN_IF_ERROR(env->CreateDirs(log_dir_));
     CELL_RETURN_IF_ERROR(logging::WriteFileAtomically(env, manifest_path, manifest));
   }
-  const logging::RegionLogOptions log_options{.durability = config.durability,
-                                              .async_flush_interval = config.async_flush_interval,
-                                              .env = env};
+  const logging::RegionLogOptions log_options{
+      .durability = config.durability, .async_flush_interval = config.async_flush_interval, .env = env};
   logger_ = std::make_unique<RegionLogger>(nullptr, std::vector<uint32_t>{node_region_, extent_region_});
   options.write_sink = logger_.get();
   const auto start = std::chrono::steady_clock::now();
@@ -385,20 +379,20 @@ Status StoreService::OpenLogged(const StoreConfig& config, meganode::GlobalTreeO
       const RegionMemory n{nodes.id(), nodes.Resolve(0, nodes.size()), nodes.size()};
       const RegionMemory e{extents.id(), extents.Resolve(0, extents.size()), extents.size()};
       std::map<uint64_t, std::string> splits;  // begun and not (yet) ended
-      auto r = logging::Recover(recover_from, TreeCheckpointRegions(nodes, extents),
-                                [&](uint64_t, const logging::LogRecord& record) {
-                                  if (record.kind == logging::LogRecord::Kind::kSplitBegin) {
-                                    splits[record.split] = record.info;
-                                  } else if (record.kind == logging::LogRecord::Kind::kSplitEnd) {
-                                    splits.erase(record.split);
-                                  }
-                                  return ApplyLogRecord(record, n, e);
-                                },
-                                env, mode);
+      auto r = logging::Recover(
+          recover_from, TreeCheckpointRegions(nodes, extents),
+          [&](uint64_t, const logging::LogRecord& record) {
+            if (record.kind == logging::LogRecord::Kind::kSplitBegin) {
+              splits[record.split] = record.info;
+            } else if (record.kind == logging::LogRecord::Kind::kSplitEnd) {
+              splits.erase(record.split);
+            }
+            return ApplyLogRecord(record, n, e);
+          },
+          env, mode);
       if (!r.ok()) {
-        return Status::FromCode(r.status().code(),
-                                fmt::format("recovering regions {} and {} from {}: {}", node_region_, extent_region_,
-                                            recover_from, r.status().message()));
+        return Status::FromCode(r.status().code(), fmt::format("recovering regions {} and {} from {}: {}", node_region_,
+                                                               extent_region_, recover_from, r.status().message()));
       }
       recovery_.recovered = true;
       recovery_.checkpoint_lsn = r->checkpoint_lsn;
@@ -428,13 +422,14 @@ Status StoreService::OpenLogged(const StoreConfig& config, meganode::GlobalTreeO
     recovery_.tree = store_->recovery();
     recovery_.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     const auto& t = recovery_.tree;
-    LogInfo("server {}: recovered regions {} and {} in {:.2f} s: checkpoint at lsn {}, {} log records replayed{}; "
-            "{} meganodes, {} records ({} bytes); repaired: {} unfinished splits ({} right halves kept, {} orphans "
-            "freed, {} nodes cut); {} sealed meganodes await their splitting server",
-            server_id_, node_region_, extent_region_, recovery_.seconds, recovery_.checkpoint_lsn,
-            recovery_.records_replayed, recovery_.damage.empty() ? "" : "; the log ended early: " + recovery_.damage,
-            t.meganodes, t.records, t.record_bytes, recovery_.unfinished_splits, t.pending_kept, t.orphans_freed,
-            t.nodes_cut, t.sealed);
+    LogInfo(
+        "server {}: recovered regions {} and {} in {:.2f} s: checkpoint at lsn {}, {} log records replayed{}; "
+        "{} meganodes, {} records ({} bytes); repaired: {} unfinished splits ({} right halves kept, {} orphans "
+        "freed, {} nodes cut); {} sealed meganodes await their splitting server",
+        server_id_, node_region_, extent_region_, recovery_.seconds, recovery_.checkpoint_lsn,
+        recovery_.records_replayed, recovery_.damage.empty() ? "" : "; the log ended early: " + recovery_.damage,
+        t.meganodes, t.records, t.record_bytes, recovery_.unfinished_splits, t.pending_kept, t.orphans_freed,
+        t.nodes_cut, t.sealed);
   }
   return Status::OK();
 }
@@ -479,8 +474,8 @@ void StoreService::CheckpointLoop(uint64_t every_bytes) {
       // Backing off (1 s, 2 s, ... 5 min): a full disk or a failed log is not cured by copying the regions again.
       const auto wait = std::chrono::seconds(std::min(300, 1 << std::min(failures, 9)));
       ++failures;
-      LogWarning("server {}: checkpoint failed (the log is kept; trying again in {} s): {}", server_id_,
-                 wait.count(), lsn.status().ToString());
+      LogWarning("server {}: checkpoint failed (the log is kept; trying again in {} s): {}", server_id_, wait.count(),
+                 lsn.status().ToString());
       lock.lock();
       checkpoint_cv_.wait_for(lock, wait, [&] { return stopping_; });
       lock.unlock();
@@ -584,7 +579,6 @@ bool StoreService::IsPeerMethod(uint16_t method) {
          method == StoreMethod::MEGA_ABANDON || method == StoreMethod::MEGA_INSERT_SEPARATOR;
 }
 
-
 std::string StoreService::NotAcknowledged(const Status& why) {
   proto::StoreReply reply;
   reply.set_not_acknowledged(why.message());
@@ -599,8 +593,8 @@ Status StoreService::MayAnswer(const std::function<Status()>* lease) const {
   if (lease == nullptr) return Status::OK();
   Status s = (*lease)();
   if (s.ok()) return s;
-  return Status::Unavailable(fmt::format("server {} may not answer for region {} now ({}); retry", server_id_,
-                                         node_region_, s.message()));
+  return Status::Unavailable(
+      fmt::format("server {} may not answer for region {} now ({}); retry", server_id_, node_region_, s.message()));
 }
 
 void StoreService::Handle(uint16_t method, std::string_view request, rpc::Responder responder, bool serving,
@@ -647,9 +641,9 @@ void StoreService::Handle(uint16_t method, std::string_view request, rpc::Respon
   const uint64_t packed_start = method == StoreMethod::STORE_SCAN ? scan_request.meganode() : key_request.meganode();
   const GlobalPtr start = GlobalPtr::Unpack(packed_start);
   if (packed_start != 0 && start.region != target->region()) {
-    return responder.Fail(Status::InvalidArgument(fmt::format(
-        "the request begins at meganode {}:{}, outside its target region {}", start.region, start.offset,
-        target->region())));
+    return responder.Fail(
+        Status::InvalidArgument(fmt::format("the request begins at meganode {}:{}, outside its target region {}",
+                                            start.region, start.offset, target->region())));
   }
   const uint64_t epoch = epoch_.load(std::memory_order_acquire);
   if (target->region() != node_region_ || target->epoch() > epoch || lost_.load(std::memory_order_acquire)) {
@@ -662,15 +656,15 @@ void StoreService::Handle(uint16_t method, std::string_view request, rpc::Respon
         "server {} is not serving: it lost touch with the membership or is registering again; retry", server_id_)));
   }
   if (packed_start != 0 && !store_->IsMeganodeAddress(start)) {
-    return responder.Fail(Status::InvalidArgument(fmt::format(
-        "the request begins at {}:{}, which is no meganode's address on server {}", start.region, start.offset,
-        server_id_)));
+    return responder.Fail(
+        Status::InvalidArgument(fmt::format("the request begins at {}:{}, which is no meganode's address on server {}",
+                                            start.region, start.offset, server_id_)));
   }
   if (method == StoreMethod::STORE_SCAN &&
       (scan_request.start().size() > kMaxKeySize || scan_request.end().size() > kMaxKeySize)) {
-    return responder.Fail(Status::InvalidArgument(fmt::format(
-        "a scan's start and end keys are at most {} bytes (these are {} and {})", kMaxKeySize,
-        scan_request.start().size(), scan_request.end().size())));
+    return responder.Fail(
+        Status::InvalidArgument(fmt::format("a scan's start and end keys are at most {} bytes (these are {} and {})",
+                                            kMaxKeySize, scan_request.start().size(), scan_request.end().size())));
   }
   // The leaf meganode that answered, for the client's path cache, unless it is the one the client began at (and it
   // did not ask).
@@ -772,14 +766,14 @@ void StoreService::Handle(uint16_t method, std::string_view request, rpc::Respon
   if (logger_ != nullptr && (method == StoreMethod::STORE_PUT || method == StoreMethod::STORE_DELETE)) {
     // Acknowledged only once durable (sync), or at once (async: on disk within the flush interval). The reply waits
     // for the fdatasync on the log's committer thread; this worker goes on to its next request (group commit).
-    logger_->CommitThen([this, lease, responder = std::move(responder), bytes = reply.SerializeAsString()](
-                            const Status& s) mutable {
-      if (!s.ok()) return responder.Fail(NotLogged(s));
-      // Acknowledged only under a lease that is still valid now that the write is durable: a server that was paused
-      // meanwhile past its session may have been taken over, and its client must not count this write as done.
-      if (Status may = MayAnswer(lease); !may.ok()) return responder.Reply(NotAcknowledged(may));
-      responder.Reply(bytes);
-    });
+    logger_->CommitThen(
+        [this, lease, responder = std::move(responder), bytes = reply.SerializeAsString()](const Status& s) mutable {
+          if (!s.ok()) return responder.Fail(NotLogged(s));
+          // Acknowledged only under a lease that is still valid now that the write is durable: a server that was paused
+          // meanwhile past its session may have been taken over, and its client must not count this write as done.
+          if (Status may = MayAnswer(lease); !may.ok()) return responder.Reply(NotAcknowledged(may));
+          responder.Reply(bytes);
+        });
     return;
   }
   if (Status may = MayAnswer(lease); !may.ok()) {

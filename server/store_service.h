@@ -22,8 +22,8 @@
 #include <vector>
 
 #include "logging/region_log.h"
-#include "membership/membership.h"
 #include "meganode/global_tree.h"
+#include "membership/membership.h"
 #include "rpc/transport.h"
 #include "server/peers.h"
 #include "server/region_logger.h"
@@ -61,11 +61,11 @@ struct StoreConfig {
 // What a restart recovered (all zeros on a first start).
 struct StoreRecovery {
   bool recovered = false;
-  uint64_t checkpoint_lsn = 0;       // the checkpoint loaded (0: none)
-  uint64_t records_replayed = 0;     // log records after it
-  std::string damage;                // what ended the log early (empty: it ended cleanly)
-  uint64_t unfinished_splits = 0;    // splits the log shows begun and not ended
-  meganode::TreeRecovery tree;       // what the tree's rebuild found and repaired
+  uint64_t checkpoint_lsn = 0;     // the checkpoint loaded (0: none)
+  uint64_t records_replayed = 0;   // log records after it
+  std::string damage;              // what ended the log early (empty: it ended cleanly)
+  uint64_t unfinished_splits = 0;  // splits the log shows begun and not ended
+  meganode::TreeRecovery tree;     // what the tree's rebuild found and repaired
   double seconds = 0;
 };
 

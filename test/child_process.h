@@ -57,7 +57,8 @@ class ChildProcess {
         buffer_.erase(0, nl + 1);
         return line;
       }
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
       pollfd p{fd_, POLLIN, 0};
       if (left.count() <= 0 || poll(&p, 1, static_cast<int>(left.count())) != 1) return std::nullopt;
       char chunk[4096];
@@ -83,7 +84,8 @@ class ChildProcess {
     const auto deadline = std::chrono::steady_clock::now() + timeout;
     std::string all;
     while (true) {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
       if (left.count() <= 0) break;
       auto line = ReadLine(left);
       if (!line) break;

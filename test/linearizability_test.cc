@@ -16,7 +16,8 @@ RegisterOp GetNone(uint64_t call, uint64_t ret) { return {Kind::kGet, "k", "", f
 RegisterOp Del(bool found, uint64_t call, uint64_t ret) { return {Kind::kDelete, "k", "", found, call, ret}; }
 
 TEST(Linearizability, SequentialHistoriesThatAddUpAreAccepted) {
-  EXPECT_TRUE(IsLinearizable({GetNone(1, 2), Put("a", 3, 4), Get("a", 5, 6), Del(true, 7, 8), GetNone(9, 10)}, nullptr));
+  EXPECT_TRUE(
+      IsLinearizable({GetNone(1, 2), Put("a", 3, 4), Get("a", 5, 6), Del(true, 7, 8), GetNone(9, 10)}, nullptr));
 }
 
 TEST(Linearizability, AStaleReadAfterAWriteReturnedIsRefused) {

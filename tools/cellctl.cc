@@ -105,9 +105,9 @@ int Scan(cell::Client& client, const std::string& start, const std::string& end,
 int Stats(cell::Client& client) {
   auto stats = client.StoreStats();
   if (!stats.ok()) return Fail(stats.status());
-  std::printf("%-8s %-10s %-8s %-14s %-12s %-12s %-10s %-12s %-12s %-12s %-12s %s\n", "SERVER", "MEGANODES",
-              "SPLITS", "REMOTE SPLITS", "ROOT SPLITS", "REQUESTS", "REDIRECTS", "HELD WRITES", "NODES USED",
-              "NODES FREE", "RECORDS", "RECORDS FREE");
+  std::printf("%-8s %-10s %-8s %-14s %-12s %-12s %-10s %-12s %-12s %-12s %-12s %s\n", "SERVER", "MEGANODES", "SPLITS",
+              "REMOTE SPLITS", "ROOT SPLITS", "REQUESTS", "REDIRECTS", "HELD WRITES", "NODES USED", "NODES FREE",
+              "RECORDS", "RECORDS FREE");
   for (const auto& s : *stats) {
     std::printf("%-8llu %-10llu %-8llu %-14llu %-12llu %-12llu %-10llu %-12llu %-12s %-12s %-12s %s\n",
                 static_cast<unsigned long long>(s.server), static_cast<unsigned long long>(s.meganodes),
@@ -156,7 +156,8 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   CLI::App* servers = app.add_subcommand("servers", "list the live servers and their addresses");
   CLI::App* regions = app.add_subcommand("regions", "list the region table: each region's owner and epoch");
-  app.add_option("--search", options.search, "how gets and scans search: adaptive, server, client, dex or fixed:<fraction>")
+  app.add_option("--search", options.search,
+                 "how gets and scans search: adaptive, server, client, dex or fixed:<fraction>")
       ->capture_default_str();
   std::string key, value, start, end;
   size_t limit = 100;
@@ -176,8 +177,9 @@ int main(int argc, char** argv) {
   std::string prefix = "user";
   size_t count = 1000, value_bytes = 0;
   std::string key_path;
-  CLI::App* keygen = app.add_subcommand("keygen", "write a new random key to FILE (mode 0600), for the servers' "
-                                                  "--client-key-file and --peer-key-file and the clients' --key-file");
+  CLI::App* keygen = app.add_subcommand("keygen",
+                                        "write a new random key to FILE (mode 0600), for the servers' "
+                                        "--client-key-file and --peer-key-file and the clients' --key-file");
   keygen->add_option("file", key_path)->required();
   CLI::App* load = app.add_subcommand("load", "put COUNT sample keys PREFIX000000, PREFIX000001, ...");
   load->add_option("--prefix", prefix)->capture_default_str();

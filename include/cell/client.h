@@ -47,12 +47,12 @@ struct ClientOptions {
   // The adaptive selector's constants (Cell's defaults). "dex" uses its own (50-sample windows, no outlier filter,
   // per-operation decisions) and ignores floor, max_age, steer_per_s and load_step.
   struct Selector {
-    size_t window = 100;                                 // latency samples kept per server and measure
-    double outlier_sigmas = 3.0;                         // samples this many standard deviations off are dropped
-    double explore = 0.01;                               // probability of taking the side estimated slower
-    std::chrono::milliseconds idle_reset{3000};          // estimates with no sample for this long are dropped
-    std::chrono::milliseconds max_age{1000};             // samples older than this are dropped (0: kept)
-    double initial_reads = 4;                            // reads per client-side search before any is measured
+    size_t window = 100;                         // latency samples kept per server and measure
+    double outlier_sigmas = 3.0;                 // samples this many standard deviations off are dropped
+    double explore = 0.01;                       // probability of taking the side estimated slower
+    std::chrono::milliseconds idle_reset{3000};  // estimates with no sample for this long are dropped
+    std::chrono::milliseconds max_age{1000};     // samples older than this are dropped (0: kept)
+    double initial_reads = 4;                    // reads per client-side search before any is measured
     int sample_one_in = 8;  // client-side searches whose reads are timed: one in this many (timing costs CPU)
     // What a search costs with no queue, subtracted from each side's latency before they are compared:
     //   "read"      the fastest read, for both (Cell's rule; right where an RPC's round trip costs what a read's does)
@@ -143,9 +143,9 @@ class Client {
     uint64_t node_cache_hits = 0;  // client-side search: nodes found in the node cache instead of read
     uint64_t node_cache_misses = 0;
     uint64_t node_cache_forgotten = 0;  // cached copies dropped because they were stale
-    uint64_t explorations = 0;  // adaptive: searches sent the side estimated slower, to keep both estimates fresh
+    uint64_t explorations = 0;    // adaptive: searches sent the side estimated slower, to keep both estimates fresh
     double reads_per_search = 0;  // adaptive and dex: m, the mean one-sided reads of a client-side search
-    uint64_t load_steps = 0;  // adaptive: steps in this client's load that rescaled a server's fraction (load_step)
+    uint64_t load_steps = 0;      // adaptive: steps in this client's load that rescaled a server's fraction (load_step)
     // adaptive and dex: what the selector believes of each server (mean latencies over its windows, microseconds).
     struct SearchEstimate {
       uint64_t server = 0;
@@ -165,14 +165,14 @@ class Client {
     uint64_t meganode_splits = 0;  // splits of this server's meganodes
     uint64_t remote_splits = 0;    // of which put the right half on another server
     uint64_t root_splits = 0;
-    uint64_t requests = 0;         // store requests answered
-    uint64_t redirects = 0;        // of which were sent on to another server's meganode
+    uint64_t requests = 0;           // store requests answered
+    uint64_t redirects = 0;          // of which were sent on to another server's meganode
     uint64_t extent_bytes_used = 0;  // record memory (the server's own extent region)
     uint64_t extent_bytes_free = 0;
-    uint64_t node_bytes_used = 0;    // meganodes (the server's own node region, in whole meganodes)
+    uint64_t node_bytes_used = 0;  // meganodes (the server's own node region, in whole meganodes)
     uint64_t node_bytes_free = 0;
-    uint64_t held_writes = 0;      // writes that met a meganode split holding off its right half (waited or retried)
-    uint64_t room_splits = 0;      // remote splits made because the server had no room for a write
+    uint64_t held_writes = 0;  // writes that met a meganode split holding off its right half (waited or retried)
+    uint64_t room_splits = 0;  // remote splits made because the server had no room for a write
   };
   StatusOr<std::vector<ServerStats>> StoreStats();
 

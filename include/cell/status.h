@@ -17,15 +17,15 @@ class Status {
   enum class Code : unsigned char {
     kOk = 0,
     kNotFound,
-    kInvalidArgument,    // the caller passed something that can never succeed (oversized key, ...)
-    kResourceExhausted,  // out of space (meganode, extent region); the store is intact
-    kCorruption,         // bytes failed validation
-    kUnavailable,        // a server or connection is gone; retrying later may succeed
-    kAborted,            // a concurrent change got in the way; retrying may succeed
-    kFailedPrecondition, // the operation does not apply to this state (e.g. key belongs to another meganode)
-    kInternal,           // a bug: an invariant did not hold
-    kDeadlineExceeded,   // no answer within the caller's timeout; the operation may or may not have happened
-    kPermissionDenied,   // the caller lacks the key (or the role) the operation needs; nothing was done
+    kInvalidArgument,               // the caller passed something that can never succeed (oversized key, ...)
+    kResourceExhausted,             // out of space (meganode, extent region); the store is intact
+    kCorruption,                    // bytes failed validation
+    kUnavailable,                   // a server or connection is gone; retrying later may succeed
+    kAborted,                       // a concurrent change got in the way; retrying may succeed
+    kFailedPrecondition,            // the operation does not apply to this state (e.g. key belongs to another meganode)
+    kInternal,                      // a bug: an invariant did not hold
+    kDeadlineExceeded,              // no answer within the caller's timeout; the operation may or may not have happened
+    kPermissionDenied,              // the caller lacks the key (or the role) the operation needs; nothing was done
     kLastCode = kPermissionDenied,  // the highest code (codes travel over the wire as numbers)
   };
 
@@ -64,9 +64,7 @@ class Status {
   std::string ToString() const;
   static std::string_view CodeName(Code code);
 
-  friend bool operator==(const Status& a, const Status& b) {
-    return a.code_ == b.code_ && a.message_ == b.message_;
-  }
+  friend bool operator==(const Status& a, const Status& b) { return a.code_ == b.code_ && a.message_ == b.message_; }
 
  private:
   Status(Code code, std::string_view msg) : code_(code), message_(msg) {}
@@ -76,17 +74,28 @@ class Status {
 
 inline std::string_view Status::CodeName(Code code) {
   switch (code) {
-    case Code::kOk: return "OK";
-    case Code::kNotFound: return "NotFound";
-    case Code::kInvalidArgument: return "InvalidArgument";
-    case Code::kResourceExhausted: return "ResourceExhausted";
-    case Code::kCorruption: return "Corruption";
-    case Code::kUnavailable: return "Unavailable";
-    case Code::kAborted: return "Aborted";
-    case Code::kFailedPrecondition: return "FailedPrecondition";
-    case Code::kInternal: return "Internal";
-    case Code::kDeadlineExceeded: return "DeadlineExceeded";
-    case Code::kPermissionDenied: return "PermissionDenied";
+    case Code::kOk:
+      return "OK";
+    case Code::kNotFound:
+      return "NotFound";
+    case Code::kInvalidArgument:
+      return "InvalidArgument";
+    case Code::kResourceExhausted:
+      return "ResourceExhausted";
+    case Code::kCorruption:
+      return "Corruption";
+    case Code::kUnavailable:
+      return "Unavailable";
+    case Code::kAborted:
+      return "Aborted";
+    case Code::kFailedPrecondition:
+      return "FailedPrecondition";
+    case Code::kInternal:
+      return "Internal";
+    case Code::kDeadlineExceeded:
+      return "DeadlineExceeded";
+    case Code::kPermissionDenied:
+      return "PermissionDenied";
   }
   return "Unknown";
 }
@@ -103,16 +112,25 @@ inline std::string Status::ToString() const {
 template <typename T>
 class StatusOr {
  public:
-  StatusOr(const Status& status) : status_(status) { assert(!status.ok()); }  // NOLINT: implicit by design
+  StatusOr(const Status& status) : status_(status) { assert(!status.ok()); }         // NOLINT: implicit by design
   StatusOr(Status&& status) : status_(std::move(status)) { assert(!status_.ok()); }  // NOLINT
-  StatusOr(const T& value) : value_(value) {}  // NOLINT
-  StatusOr(T&& value) : value_(std::move(value)) {}  // NOLINT
+  StatusOr(const T& value) : value_(value) {}                                        // NOLINT
+  StatusOr(T&& value) : value_(std::move(value)) {}                                  // NOLINT
 
   bool ok() const { return status_.ok(); }
   const Status& status() const { return status_; }
-  const T& value() const& { assert(ok()); return *value_; }
-  T& value() & { assert(ok()); return *value_; }
-  T&& value() && { assert(ok()); return std::move(*value_); }
+  const T& value() const& {
+    assert(ok());
+    return *value_;
+  }
+  T& value() & {
+    assert(ok());
+    return *value_;
+  }
+  T&& value() && {
+    assert(ok());
+    return std::move(*value_);
+  }
   const T& operator*() const& { return value(); }
   T& operator*() & { return value(); }
   const T* operator->() const { return &value(); }
@@ -126,9 +144,9 @@ class StatusOr {
 }  // namespace cell
 
 // Returns from the enclosing function if `expr` yields a non-OK Status.
-#define CELL_RETURN_IF_ERROR(expr)          \
-  do {                                      \
-    ::cell::Status _cell_status = (expr);   \
+#define CELL_RETURN_IF_ERROR(expr)               \
+  do {                                           \
+    ::cell::Status _cell_status = (expr);        \
     if (!_cell_status.ok()) return _cell_status; \
   } while (0)
 

@@ -1,9 +1,9 @@
 #include "rpc/shm/nic_model.h"
 
+#include <fmt/format.h>
+
 #include <cstdlib>
 #include <string>
-
-#include <fmt/format.h>
 
 namespace cell::rpc::shm {
 
@@ -22,7 +22,8 @@ StatusOr<NicModel> NicModel::Parse(std::string_view spec) {
     char* end = nullptr;
     const double value = std::strtod(text.c_str(), &end);
     if (text.empty() || end != text.c_str() + text.size() || !(value >= 0)) {
-      return Status::InvalidArgument(fmt::format("NIC model value '{}' for {} is not a non-negative number", text, name));
+      return Status::InvalidArgument(
+          fmt::format("NIC model value '{}' for {} is not a non-negative number", text, name));
     }
     if (name == "reads_per_s") {
       model.reads_per_s = value;
@@ -31,8 +32,8 @@ StatusOr<NicModel> NicModel::Parse(std::string_view spec) {
     } else if (name == "latency_us") {
       model.latency_us = value;
     } else {
-      return Status::InvalidArgument(fmt::format(
-          "unknown NIC model parameter '{}' (known: reads_per_s, bytes_per_s, latency_us)", name));
+      return Status::InvalidArgument(
+          fmt::format("unknown NIC model parameter '{}' (known: reads_per_s, bytes_per_s, latency_us)", name));
     }
   }
   return model;

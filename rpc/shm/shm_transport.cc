@@ -1,6 +1,8 @@
 #include "rpc/shm/shm_transport.h"
 
+#include <absl/container/flat_hash_map.h>
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <grp.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
@@ -16,9 +18,6 @@
 #include <mutex>
 #include <thread>
 #include <vector>
-
-#include <absl/container/flat_hash_map.h>
-#include <fmt/format.h>
 
 #include "common/log.h"
 #include "rpc/region_table.h"
@@ -36,8 +35,8 @@ std::string Uri(const std::string& path) { return "shm://" + path; }
 
 class ShmServer final : public SocketServer {
  public:
-  ShmServer(const std::string& path, int listen_fd, const ServerOptions& options, RpcHandler* handler,
-            NicModel model, int nic_fd, gid_t group)
+  ShmServer(const std::string& path, int listen_fd, const ServerOptions& options, RpcHandler* handler, NicModel model,
+            int nic_fd, gid_t group)
       : SocketServer(Uri(path), listen_fd, options, Personality{.share_regions = true}, handler),
         path_(path),
         model_(model),
@@ -107,8 +106,8 @@ class ShmServer final : public SocketServer {
       const std::string proc = fmt::format("/proc/self/fd/{}", region->fd);
       pass_fd = open(proc.c_str(), O_RDONLY | O_CLOEXEC);
       if (pass_fd < 0) {
-        refused = Status::Internal(fmt::format("cannot reopen region {} read-only: {}", request.region(),
-                                               std::strerror(errno)));
+        refused = Status::Internal(
+            fmt::format("cannot reopen region {} read-only: {}", request.region(), std::strerror(errno)));
       }
       reply.set_region(request.region());
       reply.set_size(region->size);
@@ -174,8 +173,7 @@ class ShmConnection final : public Connection {
     return Status::OK();
   }
 
-  void Call(uint16_t method, std::string_view request, RpcCallback done,
-            std::chrono::microseconds timeout) override {
+  void Call(uint16_t method, std::string_view request, RpcCallback done, std::chrono::microseconds timeout) override {
     rpc_->Call(method, request, std::move(done), timeout);
   }
 
@@ -190,8 +188,8 @@ class ShmConnection final : public Connection {
       std::lock_guard lock(nic_mu_);
       if (!nic_stopping_) {
         // Reserved under the queue's lock, so the queue stays in due-time order.
-        const auto due = ReserveNic(nic_word_, model_.BusyNanos(length),
-                                    static_cast<int64_t>(model_.latency_us * 1000));
+        const auto due =
+            ReserveNic(nic_word_, model_.BusyNanos(length), static_cast<int64_t>(model_.latency_us * 1000));
         nic_queue_.push_back(NicJob{due, src, dest, length, std::move(done)});
         nic_cv_.notify_one();
         return;
@@ -377,7 +375,7 @@ class ShmConnection final : public Connection {
     int fd = -1;
     uint64_t size = 0;
     CELL_RETURN_IF_ERROR(RequestDescriptor(request, false, &fd, &size));
-    struct stat st{};
+    struct stat st {};
     if (fstat(fd, &st) != 0 || static_cast<uint64_t>(st.st_size) < size) {
       close(fd);
       return Status::Internal(fmt::format("region {} descriptor is smaller than the region", id));
@@ -418,8 +416,7 @@ class ShmConnection final : public Connection {
 
 }  // namespace
 
-StatusOr<std::unique_ptr<Server>> Listen(const Endpoint& endpoint, const ServerOptions& options,
-                                         RpcHandler* handler) {
+StatusOr<std::unique_ptr<Server>> Listen(const Endpoint& endpoint, const ServerOptions& options, RpcHandler* handler) {
   auto model = NicModel::Parse(options.nic_model);
   if (!model.ok()) return model.status();
   int nic_fd = -1;
@@ -433,7 +430,7 @@ StatusOr<std::unique_ptr<Server>> Listen(const Endpoint& endpoint, const ServerO
   gid_t gid = static_cast<gid_t>(-1);
   if (!options.shm_group.empty()) {
     std::vector<char> buffer(16384);
-    struct group grp{};
+    struct group grp {};
     struct group* found = nullptr;
     if (getgrnam_r(options.shm_group.c_str(), &grp, buffer.data(), buffer.size(), &found) != 0 || found == nullptr) {
       if (nic_fd >= 0) close(nic_fd);

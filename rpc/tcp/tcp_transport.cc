@@ -15,8 +15,7 @@ class TcpConnection final : public Connection {
       : uri_(std::move(uri)), rpc_(std::move(rpc)), reads_(std::move(reads)) {}
   ~TcpConnection() override { Close(); }
 
-  void Call(uint16_t method, std::string_view request, RpcCallback done,
-            std::chrono::microseconds timeout) override {
+  void Call(uint16_t method, std::string_view request, RpcCallback done, std::chrono::microseconds timeout) override {
     rpc_->Call(method, request, std::move(done), timeout);
   }
   void Read(GlobalPtr remote, uint32_t length, void* dest, ReadCallback done) override {
@@ -43,8 +42,7 @@ std::string Uri(const std::string& host, uint16_t port) { return fmt::format("tc
 
 }  // namespace
 
-StatusOr<std::unique_ptr<Server>> Listen(const Endpoint& endpoint, const ServerOptions& options,
-                                         RpcHandler* handler) {
+StatusOr<std::unique_ptr<Server>> Listen(const Endpoint& endpoint, const ServerOptions& options, RpcHandler* handler) {
   uint16_t port = 0;
   StatusOr<int> fd = ListenTcp(endpoint.host, endpoint.port, &port);
   if (!fd.ok()) return fd.status();

@@ -11,8 +11,7 @@
 
 namespace cell::rpc::tcp {
 
-StatusOr<std::unique_ptr<Server>> Listen(const Endpoint& endpoint, const ServerOptions& options,
-                                         RpcHandler* handler);
+StatusOr<std::unique_ptr<Server>> Listen(const Endpoint& endpoint, const ServerOptions& options, RpcHandler* handler);
 StatusOr<std::unique_ptr<Connection>> Connect(const Endpoint& endpoint, const ClientOptions& options);
 
 }  // namespace cell::rpc::tcp

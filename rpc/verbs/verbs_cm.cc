@@ -1,13 +1,12 @@
 #include "rpc/verbs/verbs_cm.h"
 
 #include <arpa/inet.h>
+#include <fmt/format.h>
+#include <infiniband/verbs.h>
 #include <netdb.h>
 
 #include <algorithm>
 #include <cstring>
-
-#include <fmt/format.h>
-#include <infiniband/verbs.h>
 
 namespace cell::rpc::verbs {
 

@@ -1,8 +1,9 @@
 // The verbs client connection: rdma_cm connect, RPC over the link, RDMA READs through registered bounce slots, and
 // one thread per connection that waits on the completion channel. The protocol is described in verbs_transport.h.
-#include "rpc/verbs/verbs_transport.h"
-
+#include <absl/container/btree_set.h>
+#include <absl/container/flat_hash_map.h>
 #include <arpa/inet.h>
+#include <fmt/format.h>
 #include <netdb.h>
 #include <poll.h>
 #include <pthread.h>
@@ -17,18 +18,15 @@
 #include <unordered_map>
 #include <vector>
 
-#include <absl/container/btree_set.h>
-#include <absl/container/flat_hash_map.h>
-#include <fmt/format.h>
-
 #include "common/log.h"
 #include "rpc/auth.h"
 #include "rpc/proto/transport.pb.h"
 #include "rpc/region_table.h"
 #include "rpc/socket_util.h"
+#include "rpc/verbs/verbs_cm.h"
 #include "rpc/verbs/verbs_link.h"
 #include "rpc/verbs/verbs_resources.h"
-#include "rpc/verbs/verbs_cm.h"
+#include "rpc/verbs/verbs_transport.h"
 
 namespace cell::rpc::verbs {
 namespace {
@@ -64,12 +62,11 @@ Status AwaitCmEvent(rdma_event_channel* ec, rdma_cm_event_type expected, Clock::
           return Status::Unavailable(
               fmt::format("cannot connect to {}: no route ({})", uri, std::strerror(std::abs(event->status))));
         case RDMA_CM_EVENT_UNREACHABLE:
-          return Status::Unavailable(fmt::format("cannot connect to {}: the server is unreachable (status {})", uri,
-                                                 event->status));
+          return Status::Unavailable(
+              fmt::format("cannot connect to {}: the server is unreachable (status {})", uri, event->status));
         default:
           return Status::Unavailable(fmt::format("cannot connect to {}: {} (status {}) while waiting for {}", uri,
-                                                 rdma_event_str(event->type), event->status,
-                                                 rdma_event_str(expected)));
+                                                 rdma_event_str(event->type), event->status, rdma_event_str(expected)));
       }
     }
     if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
@@ -90,8 +87,7 @@ class VerbsConnection final : public Connection {
   static StatusOr<std::unique_ptr<Connection>> Open(const Endpoint& endpoint, const ClientOptions& options);
   ~VerbsConnection() override;
 
-  void Call(uint16_t method, std::string_view request, RpcCallback done,
-            std::chrono::microseconds timeout) override;
+  void Call(uint16_t method, std::string_view request, RpcCallback done, std::chrono::microseconds timeout) override;
   void Read(GlobalPtr remote, uint32_t length, void* dest, ReadCallback done) override;
   Status health() const override {
     std::lock_guard lock(mu_);
@@ -184,7 +180,7 @@ class VerbsConnection final : public Connection {
   absl::flat_hash_map<uint64_t, PendingCall> calls_;
   absl::flat_hash_map<uint64_t, std::unique_ptr<ReadOp>> reads_;
   absl::btree_set<std::pair<Clock::time_point, uint64_t>> deadlines_;  // of calls and reads
-  std::deque<uint64_t> read_queue_;  // reads with pieces not yet posted, oldest first
+  std::deque<uint64_t> read_queue_;                                    // reads with pieces not yet posted, oldest first
   std::vector<Slot> slots_;
   std::vector<uint32_t> free_slots_;
   absl::flat_hash_map<uint32_t, RemoteRegion> regions_;
@@ -207,7 +203,8 @@ StatusOr<std::unique_ptr<Connection>> VerbsConnection::Open(const Endpoint& endp
   CmIdPtr id(raw);
   auto addr = ResolveAddress(endpoint.host, endpoint.port, false);
   if (!addr.ok()) return fail(addr.status().message());
-  if (rdma_resolve_addr(id.get(), nullptr, reinterpret_cast<sockaddr*>(&*addr), std::max(1, MillisLeft(deadline))) != 0) {
+  if (rdma_resolve_addr(id.get(), nullptr, reinterpret_cast<sockaddr*>(&*addr), std::max(1, MillisLeft(deadline))) !=
+      0) {
     return fail(Errno("rdma_resolve_addr"));
   }
   CmEvent event;
@@ -313,8 +310,8 @@ void VerbsConnection::BreakLocked(const Status& why) {
 void VerbsConnection::Call(uint16_t method, std::string_view request, RpcCallback done,
                            std::chrono::microseconds timeout) {
   if (request.size() > send_limit_) {
-    done(Status::InvalidArgument(fmt::format("request of {} bytes exceeds the message limit of {} bytes",
-                                             request.size(), send_limit_)),
+    done(Status::InvalidArgument(
+             fmt::format("request of {} bytes exceeds the message limit of {} bytes", request.size(), send_limit_)),
          {});
     return;
   }
@@ -386,10 +383,9 @@ void VerbsConnection::StartFetchLocked() {
   fetch_in_flight_ = true;
   const uint64_t id = next_id_++;
   const auto deadline = Clock::now() + options_.call_timeout;
-  calls_.emplace(id, PendingCall{[this, fetch](const Status& s, std::string_view payload) {
-                                   OnRegionList(fetch, s, payload);
-                                 },
-                                 deadline, FrameType::kMapReply});
+  calls_.emplace(
+      id, PendingCall{[this, fetch](const Status& s, std::string_view payload) { OnRegionList(fetch, s, payload); },
+                      deadline, FrameType::kMapReply});
   deadlines_.emplace(deadline, id);
   if (Status s = link_->SendFrameLocked(FrameType::kMapRequest, 0, id, {}); !s.ok()) BreakLocked(s);
   NoteDeadlineLocked(deadline);
@@ -411,7 +407,8 @@ void VerbsConnection::OnRegionList(uint64_t fetch, const Status& status, std::st
         regions_[r.region()] = RemoteRegion{r.address(), r.size(), r.rkey()};
       }
     }
-    auto later = std::partition(waiting_.begin(), waiting_.end(), [&](const WaitingRead& w) { return w.fetch > fetch; });
+    auto later =
+        std::partition(waiting_.begin(), waiting_.end(), [&](const WaitingRead& w) { return w.fetch > fetch; });
     ready.assign(std::make_move_iterator(later), std::make_move_iterator(waiting_.end()));
     waiting_.erase(later, waiting_.end());
     if (!waiting_.empty() && health_.ok()) StartFetchLocked();

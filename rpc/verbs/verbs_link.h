@@ -7,6 +7,7 @@
 #pragma once
 
 #include <arpa/inet.h>
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -15,8 +16,6 @@
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <fmt/format.h>
 
 #include "rpc/frame.h"
 #include "rpc/verbs/verbs_resources.h"
@@ -182,7 +181,8 @@ class Link {
   }
   // Re-arms the CQ's notification; the caller polls once more afterwards (a completion may have slipped in).
   Status ArmCq() {
-    if (int err = ibv_req_notify_cq(cq_.get(), 0); err != 0) return Status::Unavailable(Errno("ibv_req_notify_cq", err));
+    if (int err = ibv_req_notify_cq(cq_.get(), 0); err != 0)
+      return Status::Unavailable(Errno("ibv_req_notify_cq", err));
     return Status::OK();
   }
   int Poll(ibv_wc* wc, int max) { return ibv_poll_cq(cq_.get(), max, wc); }
@@ -269,7 +269,8 @@ class Link {
     wr.wr.rdma.remote_addr = remote_address;
     wr.wr.rdma.rkey = rkey;
     ibv_send_wr* bad = nullptr;
-    if (int err = ibv_post_send(qp(), &wr, &bad); err != 0) return Status::Unavailable(Errno("ibv_post_send(RDMA_READ)", err));
+    if (int err = ibv_post_send(qp(), &wr, &bad); err != 0)
+      return Status::Unavailable(Errno("ibv_post_send(RDMA_READ)", err));
     return Status::OK();
   }
 
@@ -320,7 +321,8 @@ class Link {
     wr.send_flags = IBV_SEND_SIGNALED;
     wr.imm_data = htonl(kCreditOnlyFlag | owed_);
     ibv_send_wr* bad = nullptr;
-    if (int err = ibv_post_send(qp(), &wr, &bad); err != 0) return Status::Unavailable(Errno("ibv_post_send(credits)", err));
+    if (int err = ibv_post_send(qp(), &wr, &bad); err != 0)
+      return Status::Unavailable(Errno("ibv_post_send(credits)", err));
     ++credit_sends_in_flight_;
     owed_ = 0;
     return Status::OK();
@@ -334,12 +336,12 @@ class Link {
   std::unique_ptr<QpOnId> qp_;
 
   // Send state (owner's lock).
-  uint32_t send_credits_ = 0;      // data SENDs the peer can still take
-  uint32_t owed_ = 0;              // receive buffers reposted since we last told the peer
+  uint32_t send_credits_ = 0;  // data SENDs the peer can still take
+  uint32_t owed_ = 0;          // receive buffers reposted since we last told the peer
   uint32_t credit_sends_in_flight_ = 0;
   uint32_t chunk_bytes_ = kBufferBytes;
   std::vector<uint32_t> free_send_;
-  std::string out_;                // frames waiting for credits or buffers, as one byte stream
+  std::string out_;  // frames waiting for credits or buffers, as one byte stream
   size_t out_sent_ = 0;
 };
 

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <infiniband/verbs.h>
 #include <rdma/rdma_cma.h>
 #include <sys/eventfd.h>
@@ -16,8 +17,6 @@
 #include <cstring>
 #include <memory>
 #include <string>
-
-#include <fmt/format.h>
 
 #include "cell/status.h"
 

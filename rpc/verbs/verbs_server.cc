@@ -1,8 +1,9 @@
 // The verbs server: rdma_cm listener, per-device region registration (remote read only), a worker pool that owns
 // one connection at a time. The protocol is described in verbs_transport.h; per-QP messaging is in verbs_link.h.
-#include "rpc/verbs/verbs_transport.h"
-
+#include <absl/container/btree_set.h>
+#include <absl/container/flat_hash_map.h>
 #include <arpa/inet.h>
+#include <fmt/format.h>
 #include <netdb.h>
 #include <poll.h>
 #include <pthread.h>
@@ -16,18 +17,15 @@
 #include <unordered_map>
 #include <vector>
 
-#include <absl/container/btree_set.h>
-#include <absl/container/flat_hash_map.h>
-#include <fmt/format.h>
-
 #include "common/log.h"
 #include "rpc/auth.h"
 #include "rpc/proto/transport.pb.h"
 #include "rpc/region_table.h"
 #include "rpc/socket_util.h"
+#include "rpc/verbs/verbs_cm.h"
 #include "rpc/verbs/verbs_link.h"
 #include "rpc/verbs/verbs_resources.h"
-#include "rpc/verbs/verbs_cm.h"
+#include "rpc/verbs/verbs_transport.h"
 
 namespace cell::rpc::verbs {
 namespace {
@@ -40,8 +38,8 @@ namespace {
 struct Device {
   ibv_context* context = nullptr;
   uint8_t max_qp_rd_atom = 0;
-  PdPtr pd;                                          // declared before the MRs: deallocated after them
-  std::unordered_map<uint32_t, MrPtr> region_mrs;   // guarded by ServerCore::devices_mu
+  PdPtr pd;                                        // declared before the MRs: deallocated after them
+  std::unordered_map<uint32_t, MrPtr> region_mrs;  // guarded by ServerCore::devices_mu
 };
 
 // What connections share with the server and may need after it stopped (a Responder can outlive the server): the
@@ -58,7 +56,10 @@ class VerbsServer final : public Server {
 
   VerbsServer(std::string uri, const ServerOptions& options, RpcHandler* handler, std::shared_ptr<ServerCore> core,
               CmIdPtr listen_id)
-      : uri_(std::move(uri)), options_(options), handler_(handler), core_(std::move(core)),
+      : uri_(std::move(uri)),
+        options_(options),
+        handler_(handler),
+        core_(std::move(core)),
         listen_id_(std::move(listen_id)) {}
   ~VerbsServer() override { Stop(); }
 
@@ -96,7 +97,7 @@ class VerbsServer final : public Server {
   CmIdPtr listen_id_;
 
   int epoll_fd_ = -1;
-  WakeFd stop_fd_;   // written once at Stop; never drained, so it wakes every thread
+  WakeFd stop_fd_;     // written once at Stop; never drained, so it wakes every thread
   int ready_fd_ = -1;  // EFD_SEMAPHORE: one count per connection in ready_
   std::mutex ready_mu_;
   std::deque<uint64_t> ready_;  // connections that yielded their worker with completions left
@@ -121,8 +122,14 @@ class VerbsServer::Conn final : public Responder::Sink {
  public:
   Conn(uint64_t key, std::string peer, std::shared_ptr<ServerCore> core, std::shared_ptr<Device> device,
        rdma_cm_id* cm_id, uint32_t max_message, uint32_t reply_limit, const std::vector<Key>* keys)
-      : key(key), peer(std::move(peer)), core(std::move(core)), device(std::move(device)), id(cm_id),
-        receiver(max_message), reply_limit(reply_limit), auth(keys) {}
+      : key(key),
+        peer(std::move(peer)),
+        core(std::move(core)),
+        device(std::move(device)),
+        id(cm_id),
+        receiver(max_message),
+        reply_limit(reply_limit),
+        auth(keys) {}
 
   void Send(uint64_t request_id, const Status& status, std::string_view payload) override {
     std::lock_guard lock(mu);
@@ -148,7 +155,7 @@ class VerbsServer::Conn final : public Responder::Sink {
   std::unique_ptr<Link> link;
   FrameReceiver receiver;  // touched only by the worker serving the connection
   const uint32_t reply_limit;
-  ServerAuth auth;         // likewise
+  ServerAuth auth;          // likewise
   bool said_hello = false;  // likewise
 
   std::mutex mu;  // guards the link's send state and what follows
@@ -568,8 +575,8 @@ void VerbsServer::Dispatch(const std::shared_ptr<Conn>& conn, const FrameHeader&
       return;
     }
     default:
-      *protocol_error = fmt::format("protocol violation: unexpected frame type {} from a client",
-                                    static_cast<int>(header.type));
+      *protocol_error =
+          fmt::format("protocol violation: unexpected frame type {} from a client", static_cast<int>(header.type));
       return;
   }
 }
@@ -614,8 +621,7 @@ void VerbsServer::Handshake(const std::shared_ptr<Conn>& conn, const FrameHeader
 
 }  // namespace
 
-StatusOr<std::unique_ptr<Server>> Listen(const Endpoint& endpoint, const ServerOptions& options,
-                                         RpcHandler* handler) {
+StatusOr<std::unique_ptr<Server>> Listen(const Endpoint& endpoint, const ServerOptions& options, RpcHandler* handler) {
   CELL_RETURN_IF_ERROR(CheckDevice());
   auto fail = [&](std::string_view what) {
     return Status::Unavailable(fmt::format("cannot listen at {}: {}", Uri(endpoint.host, endpoint.port), what));
@@ -632,8 +638,8 @@ StatusOr<std::unique_ptr<Server>> Listen(const Endpoint& endpoint, const ServerO
   if (rdma_bind_addr(listen_id.get(), reinterpret_cast<sockaddr*>(&*addr)) != 0) {
     const int err = errno;
     if (err == ENODEV || err == EADDRNOTAVAIL) {
-      return fail(fmt::format("rdma_bind_addr: {}: no RDMA device has the address {}", std::strerror(err),
-                              endpoint.host));
+      return fail(
+          fmt::format("rdma_bind_addr: {}: no RDMA device has the address {}", std::strerror(err), endpoint.host));
     }
     return fail(Errno("rdma_bind_addr", err));
   }

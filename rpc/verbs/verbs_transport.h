@@ -54,8 +54,7 @@
 
 namespace cell::rpc::verbs {
 
-StatusOr<std::unique_ptr<Server>> Listen(const Endpoint& endpoint, const ServerOptions& options,
-                                         RpcHandler* handler);
+StatusOr<std::unique_ptr<Server>> Listen(const Endpoint& endpoint, const ServerOptions& options, RpcHandler* handler);
 StatusOr<std::unique_ptr<Connection>> Connect(const Endpoint& endpoint, const ClientOptions& options);
 
 }  // namespace cell::rpc::verbs

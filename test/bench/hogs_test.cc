@@ -22,7 +22,8 @@ TEST(HogPeriod, ParsesTheScheduleAndRefusesNonsense) {
   p = ParseHogPeriod("2.5:0.5:0+1");
   ASSERT_TRUE(p.ok());
   EXPECT_EQ(p->cpus, (std::vector<int>{0, 1}));
-  for (const char* bad : {"", "10", "10:5", "10:5:", "-1:5:0", "1:0:0", "1:nan:0", "x:5:0", "1:5:a", "1:5:0+", "1:5:-2"}) {
+  for (const char* bad :
+       {"", "10", "10:5", "10:5:", "-1:5:0", "1:0:0", "1:nan:0", "x:5:0", "1:5:a", "1:5:0+", "1:5:-2"}) {
     auto q = ParseHogPeriod(bad);
     EXPECT_FALSE(q.ok()) << bad;
     if (!q.ok()) {

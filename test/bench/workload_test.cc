@@ -2,8 +2,6 @@
 // open-loop arrival clock, checked against what they promise.
 #include "bench/workload.h"
 
-#include "bench/series.h"
-
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -11,6 +9,8 @@
 #include <map>
 #include <set>
 #include <vector>
+
+#include "bench/series.h"
 
 namespace cell::bench {
 namespace {

@@ -132,13 +132,12 @@ TEST_P(BLinkTreeModel, RandomOperationsMatchStdMapThroughSplitsUpToAFullMeganode
   EXPECT_GT(full_refusals, 0u);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    KeyShapes, BLinkTreeModel,
-    ::testing::Values(KeyShape{"Printable", 1, 24, cell::testing::kPrintable, ""},
-                      KeyShape{"ZeroBytesAndPrefixes", 1, 12, cell::testing::kTinyAlphabet, ""},
-                      KeyShape{"LongSharedPrefix", 0, 40, "abc", std::string(200, 'x')},
-                      KeyShape{"MaxLength", 240, 255, "ab", ""}),
-    [](const ::testing::TestParamInfo<KeyShape>& info) { return std::string(info.param.name); });
+INSTANTIATE_TEST_SUITE_P(KeyShapes, BLinkTreeModel,
+                         ::testing::Values(KeyShape{"Printable", 1, 24, cell::testing::kPrintable, ""},
+                                           KeyShape{"ZeroBytesAndPrefixes", 1, 12, cell::testing::kTinyAlphabet, ""},
+                                           KeyShape{"LongSharedPrefix", 0, 40, "abc", std::string(200, 'x')},
+                                           KeyShape{"MaxLength", 240, 255, "ab", ""}),
+                         [](const ::testing::TestParamInfo<KeyShape>& info) { return std::string(info.param.name); });
 
 // Moves the leaf at `slot` to a new slot, as a meganode split moves nodes: copy, repoint the parent and the left
 // sibling, then publish the old slot as free. Returns the new slot.
@@ -174,7 +173,10 @@ uint32_t RelocateLeaf(LocalStore& store, uint32_t slot, GlobalPtr parent) {
   std::vector<btree::NodeEntry> pentries = pimg.Entries();
   int repointed = 0;
   for (auto& e : pentries) {
-    if (e.child == slot) { e.child = fresh; ++repointed; }
+    if (e.child == slot) {
+      e.child = fresh;
+      ++repointed;
+    }
   }
   EXPECT_EQ(repointed, 1);
   EXPECT_TRUE(pimg.Build(pimg.Header(), pmin, pmax, pentries.data(), pentries.size()));
@@ -202,7 +204,8 @@ uint32_t RelocateLeaf(LocalStore& store, uint32_t slot, GlobalPtr parent) {
 // never believes the old node.
 TEST(BLinkTreeReuse, StalePointersToFreedAndReusedNodesAreDetected) {
   auto store = OpenStore(uint64_t{1} << 20);
-  for (int i = 0; i < 3000; ++i) ASSERT_TRUE(store->Put("k" + std::to_string(100000 + i), "v" + std::to_string(i)).ok());
+  for (int i = 0; i < 3000; ++i)
+    ASSERT_TRUE(store->Put("k" + std::to_string(100000 + i), "v" + std::to_string(i)).ok());
   const std::string key = "k101500";
   btree::SearchKey sk(key);
   btree::TreeReader reader = store->tree().Reader();
@@ -247,14 +250,16 @@ TEST(BLinkTreeReuse, StalePointersToFreedAndReusedNodesAreDetected) {
   uint64_t* w = ns.SlotWords(leaf_slot);
   btree::NodeEntry e{"zzz", btree::LeafValue{GlobalPtr{2, 0}, 11, 0}, 0};
   btree::NodeImage img;
-  ASSERT_TRUE(img.Build(btree::NodeHeader{ns.meganode(), leaf_slot, 0, btree::kFlagValid, GlobalPtr()}, "z", "", &e, 1));
+  ASSERT_TRUE(
+      img.Build(btree::NodeHeader{ns.meganode(), leaf_slot, 0, btree::kFlagValid, GlobalPtr()}, "z", "", &e, 1));
   btree::PublishAndUnlock(w, &img, btree::LockNode(w));
   EXPECT_GT(w[0], version_before) << "a reused slot's version must keep growing";
   expect_found_through_stale_pointer("reused for another range");
 
   // 3. Reused at another level, with a range that does cover the key.
   btree::NodeEntry inner{"", btree::LeafValue(), fresh};
-  ASSERT_TRUE(img.Build(btree::NodeHeader{ns.meganode(), leaf_slot, 1, btree::kFlagValid, GlobalPtr()}, "", "", &inner, 1));
+  ASSERT_TRUE(
+      img.Build(btree::NodeHeader{ns.meganode(), leaf_slot, 1, btree::kFlagValid, GlobalPtr()}, "", "", &inner, 1));
   btree::PublishAndUnlock(w, &img, btree::LockNode(w));
   expect_found_through_stale_pointer("reused at another level");
 }

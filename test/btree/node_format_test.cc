@@ -27,7 +27,8 @@ TEST(NodeKeyOrder, WordComparisonMatchesMemcmpOrderIncludingZeroBytesAndPrefixes
   std::mt19937_64 rng(7);
   for (int i = 0; i < 20000; ++i) {
     std::string a = RandomKey(rng, 1, 20, cell::testing::kTinyAlphabet);
-    std::string b = rng() % 4 == 0 ? a + std::string(1 + rng() % 3, '\0') : RandomKey(rng, 1, 20, cell::testing::kTinyAlphabet);
+    std::string b =
+        rng() % 4 == 0 ? a + std::string(1 + rng() % 3, '\0') : RandomKey(rng, 1, 20, cell::testing::kTinyAlphabet);
     NodeEntry e{a, LeafValue{GlobalPtr{2, 64}, 9, 1}, 0};
     NodeImage img;
     ASSERT_TRUE(img.Build(Header(0), "", "", &e, 1));
@@ -88,7 +89,8 @@ TEST(NodeImage, InsertRemoveAndFindAgreeWithASortedModel) {
 TEST(NodeCopyCheck, EveryTornCacheLineIsRefused) {
   std::mt19937_64 rng(5);
   std::vector<NodeEntry> entries;
-  for (int i = 0; i < 8; ++i) entries.push_back(NodeEntry{"key" + std::to_string(i), LeafValue{GlobalPtr{2, 64}, 20, 7}, 0});
+  for (int i = 0; i < 8; ++i)
+    entries.push_back(NodeEntry{"key" + std::to_string(i), LeafValue{GlobalPtr{2, 64}, 20, 7}, 0});
   NodeImage before, after;
   ASSERT_TRUE(before.Build(Header(0), "", "", entries.data(), entries.size()));
   before.Seal(10);
@@ -150,14 +152,16 @@ TEST(NodePartition, LongestKeysAndFencesAlwaysFitInSomeNumberOfPieces) {
     size_t n = 2 + rng() % 6;
     std::vector<std::string> keys;
     for (size_t i = 0; i < n; ++i) {
-      std::string k = prefix + static_cast<char>('b' + rng() % 20) + RandomKey(rng, 0, kMaxKeySize - prefix.size() - 1, "mn");
+      std::string k =
+          prefix + static_cast<char>('b' + rng() % 20) + RandomKey(rng, 0, kMaxKeySize - prefix.size() - 1, "mn");
       keys.push_back(k.substr(0, kMaxKeySize));
     }
     std::sort(keys.begin(), keys.end());
     keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
     if (keys.size() < 2) continue;
     if (level > 0) keys[0] = min;
-    for (size_t i = 0; i < keys.size(); ++i) entries.push_back(NodeEntry{keys[i], LeafValue{GlobalPtr{2, 64}, 20, 1}, 7});
+    for (size_t i = 0; i < keys.size(); ++i)
+      entries.push_back(NodeEntry{keys[i], LeafValue{GlobalPtr{2, 64}, 20, 1}, 7});
     std::vector<size_t> starts;
     std::vector<std::string> seps;
     ASSERT_TRUE(PartitionEntries(entries, level, min, max, &starts, &seps));

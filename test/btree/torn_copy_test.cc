@@ -127,10 +127,11 @@ TEST(TornCopies, ReadersNeverAcceptATornNodeAndAlwaysFindStableKeys) {
   for (auto& w : writers) w.join();
 
   uint64_t torn = source.stats().torn.load(), writing = source.stats().being_written.load();
-  std::printf("[ torn-copy ] %llu reads, %llu nodes copied, %llu torn copies detected, %llu copies of nodes being "
-              "written, %llu accepted copies not byte-identical to a published image\n",
-              (unsigned long long)reads.load(), (unsigned long long)source.stats().fetched.load(),
-              (unsigned long long)torn, (unsigned long long)writing, (unsigned long long)bad_copies.load());
+  std::printf(
+      "[ torn-copy ] %llu reads, %llu nodes copied, %llu torn copies detected, %llu copies of nodes being "
+      "written, %llu accepted copies not byte-identical to a published image\n",
+      (unsigned long long)reads.load(), (unsigned long long)source.stats().fetched.load(), (unsigned long long)torn,
+      (unsigned long long)writing, (unsigned long long)bad_copies.load());
   EXPECT_EQ(bad_copies.load(), 0u);
   EXPECT_EQ(wrong_answers.load(), 0u);
   // How many tears a run catches depends on how the threads interleave (fewer when other tests load the machine: a

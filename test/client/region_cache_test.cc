@@ -25,10 +25,22 @@ ServerInfo Server(uint64_t id) {
 class CountingTable final : public membership::RegionTableReader {
  public:
   explicit CountingTable(membership::RegionTableReader* table) : table_(table) {}
-  StatusOr<std::vector<ServerInfo>> ListServers() override { ++reads; return table_->ListServers(); }
-  StatusOr<membership::RegionEntry> GetRegion(uint32_t region) override { ++reads; return table_->GetRegion(region); }
-  StatusOr<std::vector<membership::RegionEntry>> ListRegions() override { ++reads; return table_->ListRegions(); }
-  StatusOr<uint32_t> RootRegion() override { ++reads; return table_->RootRegion(); }
+  StatusOr<std::vector<ServerInfo>> ListServers() override {
+    ++reads;
+    return table_->ListServers();
+  }
+  StatusOr<membership::RegionEntry> GetRegion(uint32_t region) override {
+    ++reads;
+    return table_->GetRegion(region);
+  }
+  StatusOr<std::vector<membership::RegionEntry>> ListRegions() override {
+    ++reads;
+    return table_->ListRegions();
+  }
+  StatusOr<uint32_t> RootRegion() override {
+    ++reads;
+    return table_->RootRegion();
+  }
   std::atomic<int> reads{0};
 
  private:

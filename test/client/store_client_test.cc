@@ -1,6 +1,9 @@
 // The client's request state machine against a scripted store server (a fake: a real rpc server whose handler answers
 // as the test says), for the answers a real cluster gives only in a narrow window: a write made but refused at
 // answer time (StoreReply::not_acknowledged), and a server fenced for a while (Unavailable).
+#include "client/store_client.h"
+
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -12,9 +15,6 @@
 #include <mutex>
 #include <string>
 
-#include <fmt/format.h>
-
-#include "client/store_client.h"
 #include "membership/in_memory_membership.h"
 #include "rpc/transport.h"
 #include "server/proto/store.pb.h"

@@ -7,8 +7,8 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
-#include <cstring>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <random>
@@ -53,7 +53,8 @@ class CheckpointTest : public ::testing::Test {
   // Applies a log record's byte ranges to the regions they name.
   static std::function<Status(uint64_t, const LogRecord&)> Apply(std::string* a, std::string* b) {
     return [a, b](uint64_t, const LogRecord& r) {
-      for (const auto& range : r.ranges) (range.region == 1 ? a : b)->replace(range.offset, range.bytes.size(), range.bytes);
+      for (const auto& range : r.ranges)
+        (range.region == 1 ? a : b)->replace(range.offset, range.bytes.size(), range.bytes);
       return Status::OK();
     };
   }
@@ -76,8 +77,8 @@ class CheckpointTest : public ::testing::Test {
 TEST_F(CheckpointTest, AnImageRoundTripsWithoutItsZeroChunks) {
   ASSERT_TRUE(WriteCheckpoint(dir_, 7, Live()).ok());
   EXPECT_EQ(ListCheckpoints(dir_).value(), std::vector<uint64_t>{7});
-  EXPECT_EQ(std::filesystem::file_size(CheckpointPath(dir_, 7)), kHeader + kSize + 4 * 8 + (kOtherSize - (1 << 20)) +
-                                                                     3 * 8 + 12)
+  EXPECT_EQ(std::filesystem::file_size(CheckpointPath(dir_, 7)),
+            kHeader + kSize + 4 * 8 + (kOtherSize - (1 << 20)) + 3 * 8 + 12)
       << "the all-zero chunk is 8 bytes in the file";
   std::string loaded(kSize, '\0'), loaded_other(kOtherSize, '\0');
   ASSERT_TRUE(LoadCheckpoint(dir_, 7, Regions(&loaded, &loaded_other), /*zero=*/true).ok());
@@ -232,7 +233,6 @@ TEST_F(CheckpointTest, FallingBackToAnOlderCheckpointRestoresItsZeroChunks) {
   EXPECT_TRUE(rebuilt == region_);
   EXPECT_TRUE(rebuilt_other == older_other) << "the newer checkpoint's bytes in the older's zero chunk were undone";
 }
-
 
 // A survivor reads a log its old owner may still append to (RecoverMode::kReadOnly): the same regions come back, and
 // not a byte of the directory changes, though it holds what a repairing recovery changes: a damaged newer checkpoint,

@@ -143,14 +143,12 @@ class FaultEnv final : public Env {
   // A change to a directory entry since its directory's last sync.
   struct EntryOp {
     enum Kind { kCreate, kRemove, kRename } kind = kCreate;
-    std::string path{};    // created, removed, or renamed to
-    std::string from{};    // kRename: the old name
-    bool replaced = false;  // kRename: `path` existed before, holding `contents`
+    std::string path{};      // created, removed, or renamed to
+    std::string from{};      // kRename: the old name
+    bool replaced = false;   // kRename: `path` existed before, holding `contents`
     std::string contents{};  // kRemove, and kRename that replaced: what the entry held (durably)
   };
-  static std::string Normal(const std::string& path) {
-    return std::filesystem::path(path).lexically_normal().string();
-  }
+  static std::string Normal(const std::string& path) { return std::filesystem::path(path).lexically_normal().string(); }
   static std::string DirOf(const std::string& path) {
     return std::filesystem::path(path).lexically_normal().parent_path().string();
   }

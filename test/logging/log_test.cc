@@ -95,8 +95,9 @@ TEST(Crc32c, MatchesTheStandardAndItsMaskRoundTrips) {
 }
 
 TEST_F(LogTest, RecordsOfEverySizeRoundTrip) {
-  std::vector<std::string> records = {"", "a", Bytes(100, 1), Bytes(kBlockSize - kHeaderSize, 2), Bytes(kBlockSize, 3),
-                                      Bytes(3 * kBlockSize + 17, 4), ""};
+  std::vector<std::string> records = {
+      "", "a", Bytes(100, 1), Bytes(kBlockSize - kHeaderSize, 2), Bytes(kBlockSize, 3), Bytes(3 * kBlockSize + 17, 4),
+      ""};
   std::mt19937_64 rng(5);
   for (int i = 0; i < 500; ++i) records.push_back(Bytes(rng() % (i % 10 == 0 ? 100'000 : 300), rng()));
   Write(records);
@@ -249,7 +250,7 @@ TEST_F(LogTest, APowerLossUndoesDirectoryEntriesNotSynced) {
   write(dir_ + "/renamed", "renamed");
   write(dir_ + "/replaced", "old");
   ASSERT_TRUE(env.SyncDir(dir_).ok());
-  write(dir_ + "/created", "created");                               // never synced in its directory
+  write(dir_ + "/created", "created");  // never synced in its directory
   ASSERT_TRUE(env.RemoveFile(dir_ + "/removed").ok());
   ASSERT_TRUE(env.RenameFile(dir_ + "/renamed", dir_ + "/moved").ok());
   write(dir_ + "/replaced.tmp", "new");

@@ -29,18 +29,19 @@ LogRecord BytesRecord(uint64_t offset, std::string bytes) {
 
 class RegionLogTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = FreshTestDir("cell_region_log_test");
-  }
+  void SetUp() override { dir_ = FreshTestDir("cell_region_log_test"); }
   void TearDown() override { std::filesystem::remove_all(dir_); }
 
   // Recovers dir_, returning the records replayed (by lsn order) and the report.
   std::vector<std::pair<uint64_t, LogRecord>> Replay(ReplayReport* report = nullptr, uint64_t after = 0) {
     std::vector<std::pair<uint64_t, LogRecord>> out;
-    auto r = RegionLog::Recover(dir_, after, [&](uint64_t lsn, const LogRecord& rec) {
-      out.emplace_back(lsn, rec);
-      return Status::OK();
-    }, &env_);
+    auto r = RegionLog::Recover(
+        dir_, after,
+        [&](uint64_t lsn, const LogRecord& rec) {
+          out.emplace_back(lsn, rec);
+          return Status::OK();
+        },
+        &env_);
     EXPECT_TRUE(r.ok()) << r.status().ToString();
     if (report != nullptr && r.ok()) *report = *r;
     return out;
@@ -160,7 +161,8 @@ TEST_F(RegionLogTest, AppendsWaitingOnOneSyncShareTheNext) {
   std::thread first([&] { ASSERT_TRUE((*log)->Append(BytesRecord(0, "first")).ok()); });
   in_sync_.wait();
   std::vector<std::thread> waiters;
-  for (int i = 0; i < 4; ++i) waiters.emplace_back([&, i] { ASSERT_TRUE((*log)->Append(BytesRecord(i + 1, "w")).ok()); });
+  for (int i = 0; i < 4; ++i)
+    waiters.emplace_back([&, i] { ASSERT_TRUE((*log)->Append(BytesRecord(i + 1, "w")).ok()); });
   ASSERT_TRUE(WaitFor([&] { return (*log)->appended_lsn() == 5; }));
   release_.count_down();
   first.join();
@@ -223,8 +225,8 @@ TEST_F(RegionLogTest, WhenDurableGivesTheFailureAndAsyncAnswersAtOnce) {
   env_.FailSyncs(false);
   log->reset();
   std::filesystem::remove_all(dir_);
-  auto async_log = RegionLog::Open(dir_, 1, {.durability = Durability::kAsync,
-                                             .async_flush_interval = std::chrono::hours(1), .env = &env_});
+  auto async_log = RegionLog::Open(
+      dir_, 1, {.durability = Durability::kAsync, .async_flush_interval = std::chrono::hours(1), .env = &env_});
   ASSERT_TRUE(async_log.ok());
   bool at_once = false;
   (*async_log)->WhenDurable(*(*async_log)->Add(BytesRecord(0, "y")), [&](const Status& s) { at_once = s.ok(); });
@@ -233,9 +235,8 @@ TEST_F(RegionLogTest, WhenDurableGivesTheFailureAndAsyncAnswersAtOnce) {
 }
 
 TEST_F(RegionLogTest, AsyncAppendsAreOnDiskAfterTheFlushInterval) {
-  auto log = RegionLog::Open(dir_, 1,
-                             {.durability = Durability::kAsync, .async_flush_interval = std::chrono::milliseconds(5),
-                              .env = &env_});
+  auto log = RegionLog::Open(
+      dir_, 1, {.durability = Durability::kAsync, .async_flush_interval = std::chrono::milliseconds(5), .env = &env_});
   ASSERT_TRUE(log.ok());
   for (int i = 0; i < 200; ++i) ASSERT_TRUE((*log)->Append(BytesRecord(i, "async")).ok());
   // No append waited for a sync; the flusher makes them durable within its interval.
@@ -245,8 +246,8 @@ TEST_F(RegionLogTest, AsyncAppendsAreOnDiskAfterTheFlushInterval) {
 }
 
 TEST_F(RegionLogTest, AsyncAppendsDoNotWaitForASync) {
-  auto log = RegionLog::Open(dir_, 1, {.durability = Durability::kAsync,
-                                       .async_flush_interval = std::chrono::hours(1), .env = &env_});
+  auto log = RegionLog::Open(
+      dir_, 1, {.durability = Durability::kAsync, .async_flush_interval = std::chrono::hours(1), .env = &env_});
   ASSERT_TRUE(log.ok());
   for (int i = 0; i < 100; ++i) ASSERT_TRUE((*log)->Append(BytesRecord(i, "async")).ok());
   EXPECT_EQ((*log)->syncs(), 0u) << "the flusher's hour has not passed";
@@ -289,8 +290,8 @@ TEST_F(RegionLogTest, AFailedSyncFailsTheLogForGood) {
 
   // The same in async mode: appends return at once, and once the flusher's sync fails, every later one fails.
   std::filesystem::remove_all(dir_);
-  auto async_log = RegionLog::Open(dir_, 1, {.durability = Durability::kAsync,
-                                             .async_flush_interval = std::chrono::milliseconds(1), .env = &env_});
+  auto async_log = RegionLog::Open(
+      dir_, 1, {.durability = Durability::kAsync, .async_flush_interval = std::chrono::milliseconds(1), .env = &env_});
   ASSERT_TRUE(async_log.ok());
   env_.FailSyncs(true);
   ASSERT_TRUE((*async_log)->Append(BytesRecord(0, "x")).ok());
@@ -387,7 +388,8 @@ TEST_F(RegionLogTest, FilesACheckpointHoldsAreRemovedAndAGapIsRefused) {
   EXPECT_EQ(Replay(&report, 20).size(), 20u) << "records 21..40";
   EXPECT_EQ(report.end, log::Reader::End::kClean);
   // Without the checkpoint, the records before the first file are missing: a clear error, nothing replayed.
-  auto missing = RegionLog::Recover(dir_, 0, [](uint64_t, const LogRecord&) { return Status::OK(); }, &env_);
+  auto missing = RegionLog::Recover(
+      dir_, 0, [](uint64_t, const LogRecord&) { return Status::OK(); }, &env_);
   ASSERT_TRUE(missing.status().IsCorruption());
   EXPECT_NE(missing.status().message().find("missing"), std::string::npos) << missing.status().ToString();
   // The last file is never removed, even when a checkpoint holds all of it.

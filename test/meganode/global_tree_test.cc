@@ -185,16 +185,25 @@ TEST(GlobalTree, ReadersRacingMeganodeSplitsAlwaysFindStableKeys) {
     for (int i = 0; i < 30000 * scale; ++i) {
       // Fresh keys interleaved with the stable ones ("s1..." sorts among them), so their meganodes split.
       Status s = tree->Put("s" + std::to_string(100000 + rng() % 6000) + "x" + std::to_string(i), "new");
-      if (!s.ok()) { ADD_FAILURE() << s.ToString(); break; }
+      if (!s.ok()) {
+        ADD_FAILURE() << s.ToString();
+        break;
+      }
       if (i % 10 == 0) {
         const int j = static_cast<int>(rng() % kStable);
-        if (!tree->Put(stable(j), stable(j) + "#" + std::to_string(i)).ok()) { ADD_FAILURE(); break; }
+        if (!tree->Put(stable(j), stable(j) + "#" + std::to_string(i)).ok()) {
+          ADD_FAILURE();
+          break;
+        }
       }
     }
     // However slow the readers are (ThreadSanitizer), they get a fair number of reads in while stable keys change.
     for (int i = 30000 * scale; reads.load() < 2000; ++i) {
       const int j = static_cast<int>(rng() % kStable);
-      if (!tree->Put(stable(j), stable(j) + "#" + std::to_string(i)).ok()) { ADD_FAILURE(); break; }
+      if (!tree->Put(stable(j), stable(j) + "#" + std::to_string(i)).ok()) {
+        ADD_FAILURE();
+        break;
+      }
     }
     stop = true;
   });
@@ -237,7 +246,8 @@ TEST(GlobalTree, ReadersRacingMeganodeSplitsAlwaysFindStableKeys) {
             if (next < b && kv.key == stable(next)) ++next;
           }
           if (!ss.ok() || next != b) {
-            if (wrong++ == 0) ADD_FAILURE() << "scan " << a << ".." << b << ": " << ss.ToString() << " found up to " << next;
+            if (wrong++ == 0)
+              ADD_FAILURE() << "scan " << a << ".." << b << ": " << ss.ToString() << " found up to " << next;
           }
         }
       }
@@ -332,7 +342,8 @@ TEST(GlobalTree, SealedMeganodesAreNamedByGenerationAndAbandonedOnesStayGone) {
   EXPECT_EQ(value, "v4");
   ASSERT_TRUE(tree->Get("m5", &value, second->ptr, &elsewhere).ok());
   EXPECT_EQ(value, "v5");
-  EXPECT_TRUE(tree->Abandon(*second).code() == Status::Code::kFailedPrecondition) << "an unsealed meganode is not abandoned";
+  EXPECT_TRUE(tree->Abandon(*second).code() == Status::Code::kFailedPrecondition)
+      << "an unsealed meganode is not abandoned";
 }
 
 // A MEGA_CREATE whose reply is lost: the splitting server cannot name the sealed meganode it made, so it abandons it
@@ -501,8 +512,10 @@ TEST(GlobalTree, ARemoteSplitTellsOnlyTheRightHalfsWritersToRetry) {
   GlobalPtr elsewhere;
   for (int i = 1; observed.load() == 0 && i < 100000; ++i) {
     Status s = (*a)->Put(Key(i), "old", GlobalPtr(), &elsewhere);
-    if (s.IsUnavailable()) --i;  // the right half of a split under way: retry
-    else ASSERT_TRUE(s.ok()) << i << ": " << s.ToString();
+    if (s.IsUnavailable())
+      --i;  // the right half of a split under way: retry
+    else
+      ASSERT_TRUE(s.ok()) << i << ": " << s.ToString();
   }
   ASSERT_EQ(observed.load(), 1) << "no remote split";
   EXPECT_TRUE(right.IsUnavailable()) << right.ToString();

@@ -72,8 +72,10 @@ TEST(LocalStoreFull, AFullMeganodeRefusesInsertsClearlyAndKeepsEverythingElseWor
   // More refused inserts change nothing; the refused values' extents are given back.
   for (int j = 0; j < 200; ++j) {
     Status again = s->Put("other" + std::to_string(j), std::string(100, 'x'));
-    if (again.ok()) acked["other" + std::to_string(j)] = std::string(100, 'x');
-    else EXPECT_TRUE(again.IsResourceExhausted());
+    if (again.ok())
+      acked["other" + std::to_string(j)] = std::string(100, 'x');
+    else
+      EXPECT_TRUE(again.IsResourceExhausted());
   }
   btree::BLinkTree::Shape shape;
   ASSERT_TRUE(s->tree().CheckInvariants(&shape).ok());

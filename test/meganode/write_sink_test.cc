@@ -2,6 +2,8 @@
 // zeroed copies of the regions (node images by version, record bytes in order) gives the regions byte for byte,
 // through thousands of puts, overwrites, deletes and dozens of meganode splits, from several threads. This is what
 // physical redo logging rests on.
+#include "btree/write_sink.h"
+
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -11,7 +13,6 @@
 #include <thread>
 #include <vector>
 
-#include "btree/write_sink.h"
 #include "meganode/global_tree.h"
 
 namespace cell::meganode {

@@ -37,6 +37,7 @@ int main(int argc, char** argv) {
       }
     }
     std::fflush(stdout);
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the pace of its status reports, not a wait for anything
+    std::this_thread::sleep_for(
+        std::chrono::milliseconds(20));  // the pace of its status reports, not a wait for anything
   }
 }

@@ -1,18 +1,17 @@
 // What every Membership implementation promises (in-memory here; the ZooKeeper implementation joins this suite).
+#include <fmt/format.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 
 #include <algorithm>
-#include <condition_variable>
 #include <atomic>
+#include <condition_variable>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <set>
 #include <thread>
 #include <vector>
-
-#include <fmt/format.h>
-#include <gtest/gtest.h>
 
 #include "membership/in_memory_membership.h"
 #include "membership/zookeeper_membership.h"
@@ -196,14 +195,12 @@ TEST_P(MembershipTest, WatchersSeeEachChange) {
   });
   auto wait_for = [&](auto predicate) {
     std::unique_lock lock(mu);
-    return cv.wait_for(lock, std::chrono::seconds(30), [&] {
-      return std::any_of(seen.begin(), seen.end(), predicate);
-    });
+    return cv.wait_for(lock, std::chrono::seconds(30),
+                       [&] { return std::any_of(seen.begin(), seen.end(), predicate); });
   };
   ASSERT_TRUE(m_->RegisterServer(Server(5)).ok());
-  EXPECT_TRUE(wait_for([](const MembershipEvent& e) {
-    return e.kind == MembershipEvent::Kind::kServerJoined && e.server == 5;
-  }));
+  EXPECT_TRUE(wait_for(
+      [](const MembershipEvent& e) { return e.kind == MembershipEvent::Kind::kServerJoined && e.server == 5; }));
   auto id = m_->AllocateRegionId();
   ASSERT_TRUE(id.ok());
   ASSERT_TRUE(m_->CreateRegion(*id, 5).ok());
@@ -211,9 +208,8 @@ TEST_P(MembershipTest, WatchersSeeEachChange) {
   ASSERT_TRUE(m_->ChangeOwner(*id, 1, 0).ok());
   EXPECT_TRUE(wait_for([&](const MembershipEvent& e) { return e.region == RegionEntry{*id, 0, 2}; }));
   ASSERT_TRUE(m_->UnregisterServer(5).ok());
-  EXPECT_TRUE(wait_for([](const MembershipEvent& e) {
-    return e.kind == MembershipEvent::Kind::kServerLeft && e.server == 5;
-  }));
+  EXPECT_TRUE(
+      wait_for([](const MembershipEvent& e) { return e.kind == MembershipEvent::Kind::kServerLeft && e.server == 5; }));
 }
 
 std::unique_ptr<Membership> OpenZooKeeper() {
@@ -234,11 +230,11 @@ std::unique_ptr<Membership> OpenZooKeeper() {
   return std::move(*m);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    All, MembershipTest,
-    ::testing::Values(Implementation{"in_memory", [] { return std::make_unique<InMemoryMembership>(); }},
-                      Implementation{"zookeeper", OpenZooKeeper}),
-    [](const auto& info) { return std::string(info.param.name); });
+INSTANTIATE_TEST_SUITE_P(All, MembershipTest,
+                         ::testing::Values(Implementation{"in_memory",
+                                                          [] { return std::make_unique<InMemoryMembership>(); }},
+                                           Implementation{"zookeeper", OpenZooKeeper}),
+                         [](const auto& info) { return std::string(info.param.name); });
 
 // Several processes (each its own ZooKeeper session) allocating at once never get the same id.
 TEST(ZooKeeperMembership, ConcurrentProcessesGetDisjointRegionIds) {
@@ -247,8 +243,8 @@ TEST(ZooKeeperMembership, ConcurrentProcessesGetDisjointRegionIds) {
   constexpr int kProcesses = 3, kEach = 200;
   std::vector<FILE*> pipes;
   for (int p = 0; p < kProcesses; ++p) {
-    const std::string command = std::string(CELL_ALLOCATE_IDS) + " " + zk.connect() + " multiprocess " +
-                                std::to_string(kEach);
+    const std::string command =
+        std::string(CELL_ALLOCATE_IDS) + " " + zk.connect() + " multiprocess " + std::to_string(kEach);
     pipes.push_back(popen(command.c_str(), "r"));
     ASSERT_NE(pipes.back(), nullptr);
   }
@@ -289,7 +285,8 @@ TEST(ZooKeeperMembership, AnExpiredServerIsFencedUntilItRegistersAgain) {
   ASSERT_TRUE(server.ok());
   auto next_line = [&] { return server.ReadLine(std::chrono::seconds(30)).value_or("EOF"); };
   std::string line;
-  do line = next_line(); while (line != "serving" && line != "EOF");
+  do line = next_line();
+  while (line != "serving" && line != "EOF");
   ASSERT_EQ(line, "serving");
   {
     std::unique_lock lock(mu);
@@ -305,7 +302,8 @@ TEST(ZooKeeperMembership, AnExpiredServerIsFencedUntilItRegistersAgain) {
   ASSERT_EQ(kill(server.pid(), SIGCONT), 0);
   line = next_line();
   EXPECT_EQ(line.rfind("fenced", 0), 0u) << "first report after resuming: " << line;
-  do line = next_line(); while (line != "serving" && line != "EOF");
+  do line = next_line();
+  while (line != "serving" && line != "EOF");
   EXPECT_EQ(line, "serving");  // after renewing its session and registering again
   std::unique_lock lock(mu);
   EXPECT_TRUE(cv.wait_for(lock, std::chrono::seconds(30), [&] { return joined >= 2; }));

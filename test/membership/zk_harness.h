@@ -13,8 +13,8 @@ class ZooKeeperHarness {
  public:
   // Starts `nodes` nodes (1 or 3); on failure, connect() is empty and error() says why.
   explicit ZooKeeperHarness(int nodes = 1) {
-    const std::string command = std::string(CELL_SOURCE_DIR) + "/deploy/zookeeper/zk-start.sh --nodes=" +
-                                std::to_string(nodes) + " 2>&1";
+    const std::string command =
+        std::string(CELL_SOURCE_DIR) + "/deploy/zookeeper/zk-start.sh --nodes=" + std::to_string(nodes) + " 2>&1";
     FILE* out = popen(command.c_str(), "r");
     if (out == nullptr) {
       error_ = "cannot run " + command;
@@ -51,7 +51,8 @@ class ZooKeeperHarness {
   }
   // The node that leads the ensemble now (1-based), or 0 if none does.
   int Leader() const {
-    const std::string command = std::string(CELL_SOURCE_DIR) + "/deploy/zookeeper/zk-status.sh --dir=" + dir_ + " 2>/dev/null";
+    const std::string command =
+        std::string(CELL_SOURCE_DIR) + "/deploy/zookeeper/zk-status.sh --dir=" + dir_ + " 2>/dev/null";
     FILE* out = popen(command.c_str(), "r");
     if (out == nullptr) return 0;
     char line[512];

@@ -1,5 +1,8 @@
 // Keys and the handshake that proves one (rpc/key.h, rpc/auth.h), without a transport: each check is shown to
 // reject what it must (a wrong key, a reflected or replayed proof, a key file others can read).
+#include "rpc/auth.h"
+
+#include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -8,9 +11,6 @@
 #include <string>
 #include <vector>
 
-#include <gtest/gtest.h>
-
-#include "rpc/auth.h"
 #include "rpc/key.h"
 
 namespace cell::rpc {
@@ -80,7 +80,7 @@ TEST(KeyFile, NewKeysAreRandomPrivateAndReadable) {
   ASSERT_TRUE(WriteNewKeyFile(a).ok());
   ASSERT_TRUE(WriteNewKeyFile(b).ok());
   EXPECT_FALSE(WriteNewKeyFile(a).ok()) << "an existing key file must not be overwritten";
-  struct stat st{};
+  struct stat st {};
   ASSERT_EQ(stat(a.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0600u);
   auto ka = ReadKeyFile(a, "client");

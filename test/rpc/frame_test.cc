@@ -1,11 +1,11 @@
 // The frame codec: every frame comes back whole however the stream is cut, and every malformed header is named.
 #include "rpc/frame.h"
 
+#include <gtest/gtest.h>
+
 #include <random>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 namespace cell::rpc {
 namespace {
@@ -54,8 +54,12 @@ TEST(FrameDecoder, MalformedHeadersAreRefusedWithTheReason) {
     const char* reason;
   };
   const Case cases[] = {
-      {0, 'X', "bad magic"}, {4, 2, "protocol version 2"}, {5, 0, "unknown frame type 0"},
-      {5, 42, "unknown frame type 42"}, {12, 1, "reserved"}, {11, 1, "exceeds the message limit"},
+      {0, 'X', "bad magic"},
+      {4, 2, "protocol version 2"},
+      {5, 0, "unknown frame type 0"},
+      {5, 42, "unknown frame type 42"},
+      {12, 1, "reserved"},
+      {11, 1, "exceeds the message limit"},
   };
   for (const Case& k : cases) {
     std::string bad = good;

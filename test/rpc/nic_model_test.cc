@@ -1,6 +1,8 @@
 // The shm transport's NIC model: parsing, pacing arithmetic, and reads that really wait for it.
 #include "rpc/shm/nic_model.h"
 
+#include <fmt/format.h>
+#include <gtest/gtest.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -13,9 +15,6 @@
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <fmt/format.h>
-#include <gtest/gtest.h>
 
 #include "test/rpc/test_handler.h"
 
@@ -40,7 +39,7 @@ TEST(NicModel, ParsesAnySubsetAndRejectsNonsense) {
 }
 
 TEST(NicModel, BusyTimeIsTheSlowerOfRateAndBandwidth) {
-  NicModel m{1e6, 1e9, 0};           // 1 us per read, 1 ns per byte
+  NicModel m{1e6, 1e9, 0};             // 1 us per read, 1 ns per byte
   EXPECT_EQ(m.BusyNanos(100), 1000);   // rate-bound
   EXPECT_EQ(m.BusyNanos(4096), 4096);  // bandwidth-bound
 }

@@ -18,11 +18,11 @@
 namespace cell::testing {
 
 enum TestMethod : uint16_t {
-  kEcho = 1,         // replies with the request bytes
-  kSized = 2,        // EchoRequest: replies with reply_bytes bytes
-  kHang = 3,         // never replies (the responder is kept until the handler dies)
-  kAsyncEcho = 4,    // echoes from another thread, after the handler returned
-  kDrop = 5,         // drops the responder without replying
+  kEcho = 1,       // replies with the request bytes
+  kSized = 2,      // EchoRequest: replies with reply_bytes bytes
+  kHang = 3,       // never replies (the responder is kept until the handler dies)
+  kAsyncEcho = 4,  // echoes from another thread, after the handler returned
+  kDrop = 5,       // drops the responder without replying
 };
 
 class TestHandler final : public rpc::RpcHandler {
@@ -37,7 +37,9 @@ class TestHandler final : public rpc::RpcHandler {
       threads_.insert(std::this_thread::get_id());
     }
     switch (method) {
-      case kEcho: responder.Reply(request); return;
+      case kEcho:
+        responder.Reply(request);
+        return;
       case kSized: {
         rpc::proto::EchoRequest r;
         r.ParseFromArray(request.data(), static_cast<int>(request.size()));
@@ -54,8 +56,10 @@ class TestHandler final : public rpc::RpcHandler {
         async_.emplace_back([r = std::move(responder), copy = std::string(request)]() mutable { r.Reply(copy); });
         return;
       }
-      case kDrop: return;
-      default: responder.Fail(Status::InvalidArgument("unknown method"));
+      case kDrop:
+        return;
+      default:
+        responder.Fail(Status::InvalidArgument("unknown method"));
     }
   }
 

@@ -3,6 +3,8 @@
 // Built twice: rpc_transport_conformance_test runs tcp and shm here; rpc_verbs_conformance_test (CELL_TEST_VERBS)
 // runs verbs inside the Soft-RoCE guest (test/rxe/).
 #include <fcntl.h>
+#include <fmt/format.h>
+#include <gtest/gtest.h>
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
@@ -24,9 +26,6 @@
 #include <thread>
 #include <vector>
 
-#include <fmt/format.h>
-#include <gtest/gtest.h>
-
 #include "rpc/frame.h"
 #include "rpc/socket_channel.h"
 #include "rpc/socket_util.h"
@@ -43,8 +42,8 @@ using namespace std::chrono_literals;
 
 struct TransportCase {
   std::string name;
-  bool stream;        // frames on a socket (tcp, shm): raw malformed-frame tests apply
-  bool nic_threads;   // one-sided reads are served by server NIC threads (tcp)
+  bool stream;       // frames on a socket (tcp, shm): raw malformed-frame tests apply
+  bool nic_threads;  // one-sided reads are served by server NIC threads (tcp)
 };
 
 std::string ListenUri(const TransportCase& t) {
@@ -265,8 +264,8 @@ TEST_P(TransportTest, ReadsOutsideRegisteredRegionsAreRefused) {
   };
   const uint64_t size = region_.size();
   const Case cases[] = {
-      {GlobalPtr{2, 0}, 8, "not registered", Status::Code::kUnavailable},  // unknown region
-      {GlobalPtr{1, size}, 1, "not inside region 1", Status::Code::kInvalidArgument},  // starts at the end
+      {GlobalPtr{2, 0}, 8, "not registered", Status::Code::kUnavailable},                   // unknown region
+      {GlobalPtr{1, size}, 1, "not inside region 1", Status::Code::kInvalidArgument},       // starts at the end
       {GlobalPtr{1, size - 8}, 16, "not inside region 1", Status::Code::kInvalidArgument},  // crosses the end
       {GlobalPtr{1, size + 4096}, 8, "not inside region 1", Status::Code::kInvalidArgument},
   };
@@ -619,7 +618,8 @@ TEST_P(StreamFrameTest, ReadsAndDescriptorsBeforeTheProofAreRefused) {
   ASSERT_TRUE(ReceiveFrameBy(fd, decoder, Clock::now() + 10s, &header, &payload).ok());
   EXPECT_EQ(header.type, FrameType::kError) << "the server answered the request before the proof";
   EXPECT_EQ(header.request_id, 7u);
-  EXPECT_TRUE(ErrorFromFrame(header.aux, payload).IsPermissionDenied()) << ErrorFromFrame(header.aux, payload).ToString();
+  EXPECT_TRUE(ErrorFromFrame(header.aux, payload).IsPermissionDenied())
+      << ErrorFromFrame(header.aux, payload).ToString();
   EXPECT_TRUE(ServerCloses(fd));
   close(fd);
   EXPECT_EQ(server_->stats().reads, 0u);
@@ -682,7 +682,7 @@ class ShmSecurity : public ::testing::Test {
 };
 
 TEST_F(ShmSecurity, TheSocketIsTheServerUsersAloneEvenIfItsModeIsWidened) {
-  struct stat st{};
+  struct stat st {};
   ASSERT_EQ(stat(path_.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0600u);
   if (geteuid() != 0) GTEST_FAIL() << "this test must run as root, to start a process of another user";

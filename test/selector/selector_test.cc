@@ -67,7 +67,7 @@ TEST(LatencyWindow, AnIdleGapDropsTheHistory) {
 
 TEST(LatencyWindow, SamplesOlderThanTheMaxAgeLeave) {
   LatencyWindow w(WindowOptions{.capacity = 100, .outlier_sigmas = 0, .max_age_us = 1000 * kMs});
-  for (int i = 0; i < 10; ++i) w.Add(500.0, i * kMs);            // a busy moment: 10 samples at 500 us
+  for (int i = 0; i < 10; ++i) w.Add(500.0, i * kMs);               // a busy moment: 10 samples at 500 us
   for (int i = 0; i < 10; ++i) w.Add(100.0, (500 + i * 50) * kMs);  // then one every 50 ms at 100 us
   EXPECT_EQ(w.size(), 20u);
   EXPECT_DOUBLE_EQ(w.mean(), 300.0);
@@ -208,8 +208,9 @@ TEST(CellSelector, EachSideIsJudgedByWhatItWaitsBeyondItsOwnFloor) {
   EXPECT_EQ(per_side.Preferred(1, 0, t), Side::kServer) << "the server's queue is empty, the NIC's is not";
   EXPECT_EQ(one_floor.Preferred(1, 0, u), Side::kClient) << "one floor counts the RPC's 40 us extra as queueing";
   // Whole latencies: a search on the server (60.5 us) against four reads (4 x ~25 us).
-  ModelSelector whole(ModelSelector::Rule::kCell,
-                      SelectorOptions{.explore = 0, .seed = 1, .floor = SelectorOptions::Floor::kNone, .steer_per_s = 0});
+  ModelSelector whole(
+      ModelSelector::Rule::kCell,
+      SelectorOptions{.explore = 0, .seed = 1, .floor = SelectorOptions::Floor::kNone, .steer_per_s = 0});
   uint64_t w = 0;
   Feed(whole, 60, 26, 19.5, 100, &w);
   EXPECT_EQ(whole.Preferred(1, 0, w), Side::kServer);
@@ -229,8 +230,13 @@ TEST(CellSelector, EachSideIsJudgedByWhatItWaitsBeyondItsOwnFloor) {
 
 TEST(CellSelector, SteeringMovesTheSplitAtItsRateAndSettlesWhereTheQueuesMeet) {
   // One-sample windows without outlier filtering: each new sample sets its side's cost exactly.
-  const SelectorOptions steered{.window = 1, .outlier_sigmas = 0, .explore = 0, .max_age_us = 0, .seed = 3,
-                                .floor = SelectorOptions::Floor::kPerSide, .steer_per_s = 2.0};
+  const SelectorOptions steered{.window = 1,
+                                .outlier_sigmas = 0,
+                                .explore = 0,
+                                .max_age_us = 0,
+                                .seed = 3,
+                                .floor = SelectorOptions::Floor::kPerSide,
+                                .steer_per_s = 2.0};
   ModelSelector s(ModelSelector::Rule::kCell, steered);
   uint64_t t = 0;
   s.OnServerSearch(1, 50, t);  // the floors: 50 us for a search, 10 us for a read
@@ -267,7 +273,7 @@ TEST(CellSelector, SteeringMovesTheSplitAtItsRateAndSettlesWhereTheQueuesMeet) {
   ModelSelector flip(ModelSelector::Rule::kCell, steered);
   uint64_t u = 0;
   Feed(flip, 60, 26, 19.5, 100, &u);  // floors 60 (search) and 19.5 (read); the last read 26: m x 6.5 = 26 queued
-  flip.Choose(1, 0, u);  // the split starts at one half
+  flip.Choose(1, 0, u);               // the split starts at one half
   for (int i = 0; i < 300; ++i) {
     const bool busy = i % 2 == 0;
     flip.OnServerSearch(1, busy ? 99.0 : 73.0, u);  // alternately 39 us queued and 13, against the reads' 26
@@ -281,11 +287,15 @@ TEST(CellSelector, SteeringMovesTheSplitAtItsRateAndSettlesWhereTheQueuesMeet) {
 // A selector that prefers the server (cost 2 us against m x 1 us = 4), whose split barely steers (0.01/s): what
 // moves the split in the load-step tests is the client's load alone.
 std::unique_ptr<ModelSelector> LoadStepSelector(double load_step) {
-  auto s = std::make_unique<ModelSelector>(
-      ModelSelector::Rule::kCell, SelectorOptions{.window = 1, .outlier_sigmas = 0, .explore = 0, .max_age_us = 0,
-                                                  .seed = 5,
-                                                  .floor = SelectorOptions::Floor::kPerSide, .steer_per_s = 0.01,
-                                                  .load_step = load_step});
+  auto s = std::make_unique<ModelSelector>(ModelSelector::Rule::kCell,
+                                           SelectorOptions{.window = 1,
+                                                           .outlier_sigmas = 0,
+                                                           .explore = 0,
+                                                           .max_age_us = 0,
+                                                           .seed = 5,
+                                                           .floor = SelectorOptions::Floor::kPerSide,
+                                                           .steer_per_s = 0.01,
+                                                           .load_step = load_step});
   s->OnServerSearch(1, 50, 0);
   s->OnRead(1, 10, 0);
   s->OnServerSearch(1, 52, 0);
@@ -376,8 +386,9 @@ TEST(LatencyWindow, TheFloorOutlivesAStepButNotAnIdleGap) {
 }
 
 TEST(CellSelector, ExplorationTakesTheWorseSideAboutOnceInAHundred) {
-  ModelSelector s(ModelSelector::Rule::kCell,
-                  SelectorOptions{.explore = 0.01, .seed = 7, .floor = SelectorOptions::Floor::kRead, .steer_per_s = 0});
+  ModelSelector s(
+      ModelSelector::Rule::kCell,
+      SelectorOptions{.explore = 0.01, .seed = 7, .floor = SelectorOptions::Floor::kRead, .steer_per_s = 0});
   uint64_t t = 0;
   Feed(s, 200, 8, 5, 100, &t);
   int server = 0;

@@ -2,6 +2,7 @@
 // record goes to the server holding its key's leaf meganode; a server with no room for a write moves half of that
 // meganode to the server with the most free capacity, and the writer retries meanwhile. So the cluster's whole
 // record memory is used before any put is refused, and one full server stops only what it alone can hold.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -12,8 +13,6 @@
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <fmt/format.h>
 
 #include "cell/client.h"
 #include "test/membership/zk_harness.h"
@@ -33,9 +32,9 @@ class Capacity : public ::testing::Test {
     cluster_ = fmt::format("zk://{}/cell/{}", zk.connect(), name_);
   }
   testing::RunningServer Start(int id, const std::string& region_size) {
-    std::vector<std::string> args = {"--listen=tcp://127.0.0.1:0", "--membership=" + cluster_,
-                                     fmt::format("--id={}", id), "--workers=2", "--meganode-size=16KiB",
-                                     "--meganodes=1024", "--region-size=" + region_size};
+    std::vector<std::string> args = {
+        "--listen=tcp://127.0.0.1:0", "--membership=" + cluster_, fmt::format("--id={}", id),    "--workers=2",
+        "--meganode-size=16KiB",      "--meganodes=1024",         "--region-size=" + region_size};
     for (const std::string& a : testing::ServerKeyArgs()) args.push_back(a);
     return testing::StartServer(args);
   }
@@ -145,7 +144,7 @@ TEST_F(Capacity, AFullRootServerDoesNotStopNewClientsWhenOthersHaveRoom) {
     ASSERT_FALSE(servers_.back().ready.empty());
   }
   std::this_thread::sleep_until(refused_at + 150ms);  // the documented window, not a synchronisation
-  auto client = Open();  // cold: its first put begins at the root server
+  auto client = Open();                               // cold: its first put begins at the root server
   ASSERT_NE(client, nullptr);
   for (const std::string key : {"aaa", "m000500", "user0200000", "zzz"}) {
     const Status s = client->Put(key, "after");

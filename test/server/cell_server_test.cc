@@ -1,5 +1,9 @@
 // cell-server as users run it: real processes on loopback, embedded membership or a real ZooKeeper, read by clients
 // through the region table (client/remote_table.h), the client's region cache and cellctl.
+#include "server/cell_server.h"
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -11,15 +15,11 @@
 #include <set>
 #include <thread>
 
-#include <fmt/format.h>
-#include <gtest/gtest.h>
-
 #include "cell/client.h"
 #include "client/region_cache.h"
 #include "client/remote_table.h"
-#include "server/cell_server.h"
-#include "server/proto/store.pb.h"
 #include "membership/zookeeper_membership.h"
+#include "server/proto/store.pb.h"
 #include "test/child_process.h"
 #include "test/membership/zk_harness.h"
 #include "test/server/server_harness.h"
@@ -318,7 +318,7 @@ TEST_F(ZooKeeperServers, AServerPausedPastItsSessionAcknowledgesNoWriteItHadUnde
   Status during = Status::Internal("not done");
   std::thread put([&] { during = (*client)->Put("k", "during"); });  // waits in the stopped server's socket
   const bool left = events_.WaitFor(membership::MembershipEvent::Kind::kServerLeft, 7, 30s);  // session expired
-  const auto taken = observer_->ChangeOwner(*root, entry->epoch, 99);  // a survivor's takeover
+  const auto taken = observer_->ChangeOwner(*root, entry->epoch, 99);                         // a survivor's takeover
   ASSERT_EQ(kill(server.process->pid(), SIGCONT), 0);
   put.join();
   ASSERT_TRUE(left);

@@ -1,6 +1,8 @@
 // A cluster of three real cell-server processes sharing a real ZooKeeper, with meganodes small enough (16 KiB) that
 // the tree spreads over all three through dozens of splits, local and remote, while clients run against a model:
 // answers by both searches, linearizable histories, scans across meganode and server boundaries, and a dead server.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 
 #include <atomic>
@@ -10,14 +12,11 @@
 #include <set>
 #include <thread>
 
-#include <fmt/format.h>
-#include <gtest/gtest.h>
-
 #include "cell/client.h"
 #include "membership/zookeeper_membership.h"
 #include "test/linearizability.h"
-#include "test/server/register_history.h"
 #include "test/membership/zk_harness.h"
+#include "test/server/register_history.h"
 #include "test/server/server_harness.h"
 
 namespace cell {
@@ -43,8 +42,12 @@ class Cluster : public ::testing::Test {
         // With the cluster's keys: the servers' splits onto each other prove the peer key.
         std::vector<std::string> args = {"--listen=tcp://127.0.0.1:0",
                                          "--listen=shm://" + ShmPath(fmt::format("{}-{}", name_, i + 1)),
-                                         "--membership=" + cluster_, fmt::format("--id={}", i + 1), "--workers=2",
-                                         "--region-size=64MiB", "--meganode-size=16KiB", "--meganodes=4096"};
+                                         "--membership=" + cluster_,
+                                         fmt::format("--id={}", i + 1),
+                                         "--workers=2",
+                                         "--region-size=64MiB",
+                                         "--meganode-size=16KiB",
+                                         "--meganodes=4096"};
         for (const std::string& a : testing::ServerKeyArgs()) args.push_back(a);
         servers_[i] = StartServer(args);
       });
@@ -86,9 +89,11 @@ class Cluster : public ::testing::Test {
       t.root_splits += s.root_splits;
       t.redirects += s.redirects;
       t.servers_with_meganodes += s.meganodes > 0 ? 1 : 0;
-      fmt::print("server {}: {} meganodes, {} splits ({} remote, {} root), {} requests ({} redirected), {} writes "
-                 "held by splits\n", s.server, s.meganodes, s.meganode_splits, s.remote_splits, s.root_splits,
-                 s.requests, s.redirects, s.held_writes);
+      fmt::print(
+          "server {}: {} meganodes, {} splits ({} remote, {} root), {} requests ({} redirected), {} writes "
+          "held by splits\n",
+          s.server, s.meganodes, s.meganode_splits, s.remote_splits, s.root_splits, s.requests, s.redirects,
+          s.held_writes);
     }
     return t;
   }
@@ -270,8 +275,8 @@ TEST_F(Cluster, AnAdaptiveClientMeasuresEachServerItSearches) {
   const Client::Stats stats = client->stats();
   int read_measured = 0;
   for (const auto& e : stats.estimates) {
-    fmt::print("server {}: search {:.1f} us, read {:.2f} us, rtt {:.2f} us\n", e.server, e.server_search_us,
-               e.read_us, e.rtt_us);
+    fmt::print("server {}: search {:.1f} us, read {:.2f} us, rtt {:.2f} us\n", e.server, e.server_search_us, e.read_us,
+               e.rtt_us);
     EXPECT_NE(e.server, 0u) << "estimates are kept for known servers only";
     read_measured += e.read_us > 0 ? 1 : 0;
   }

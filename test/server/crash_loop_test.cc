@@ -8,6 +8,7 @@
 //   - a scan of the whole key space finds exactly the keys that are present.
 // Each writer owns its keys (so each key's writes are in one order), values are unique, and each cycle prints its
 // counts as one JSON line.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -19,8 +20,6 @@
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <fmt/format.h>
 
 #include "cell/client.h"
 #include "test/membership/zk_harness.h"
@@ -37,7 +36,7 @@ constexpr uint64_t kKeys = 3000;
 std::string Key(uint64_t i) { return fmt::format("crash{:06}", i); }
 
 struct KeyState {
-  std::optional<std::string> acked;                    // after the last acknowledged write (nullopt: absent)
+  std::optional<std::string> acked;                     // after the last acknowledged write (nullopt: absent)
   std::optional<std::optional<std::string>> in_flight;  // an unacknowledged write's outcome, if there was one
 };
 
@@ -57,10 +56,10 @@ class CrashLoop : public ::testing::Test {
   }
 
   void Start() {
-    server_ = testing::StartServer({"--listen=tcp://127.0.0.1:0", "--membership=" + cluster_, "--id=1",
-                                    "--workers=2", "--zk-session-timeout-ms=1000", "--data-dir=" + dir_,
-                                    "--durability=sync", "--meganode-size=16KiB", "--meganodes=4096",
-                                    "--region-size=64MiB", "--checkpoint-every=2MiB"});
+    server_ = testing::StartServer({"--listen=tcp://127.0.0.1:0", "--membership=" + cluster_, "--id=1", "--workers=2",
+                                    "--zk-session-timeout-ms=1000", "--data-dir=" + dir_, "--durability=sync",
+                                    "--meganode-size=16KiB", "--meganodes=4096", "--region-size=64MiB",
+                                    "--checkpoint-every=2MiB"});
   }
 
   std::unique_ptr<Client> Open() {
@@ -159,16 +158,18 @@ TEST_F(CrashLoop, AcknowledgedWritesSurviveSigkillAndNothingElseAppears) {
     total_deletes += deletes;
     total_in_flight += in_flight;
     total_checked += kKeys;
-    std::printf("{\"cycle\":%d,\"acked_puts\":%llu,\"acked_deletes\":%llu,\"in_flight_at_kill\":%llu,"
-                "\"in_flight_made\":%llu,\"keys_present\":%llu,\"restart_s\":%.2f}\n",
-                cycle, static_cast<unsigned long long>(puts.load()), static_cast<unsigned long long>(deletes.load()),
-                static_cast<unsigned long long>(in_flight.load()), static_cast<unsigned long long>(took_in_flight),
-                static_cast<unsigned long long>(present), restart_s);
+    std::printf(
+        "{\"cycle\":%d,\"acked_puts\":%llu,\"acked_deletes\":%llu,\"in_flight_at_kill\":%llu,"
+        "\"in_flight_made\":%llu,\"keys_present\":%llu,\"restart_s\":%.2f}\n",
+        cycle, static_cast<unsigned long long>(puts.load()), static_cast<unsigned long long>(deletes.load()),
+        static_cast<unsigned long long>(in_flight.load()), static_cast<unsigned long long>(took_in_flight),
+        static_cast<unsigned long long>(present), restart_s);
   }
-  std::printf("{\"cycles\":%d,\"acked_puts\":%llu,\"acked_deletes\":%llu,\"in_flight_at_kill\":%llu,"
-              "\"keys_checked\":%llu}\n",
-              cycles, static_cast<unsigned long long>(total_puts), static_cast<unsigned long long>(total_deletes),
-              static_cast<unsigned long long>(total_in_flight), static_cast<unsigned long long>(total_checked));
+  std::printf(
+      "{\"cycles\":%d,\"acked_puts\":%llu,\"acked_deletes\":%llu,\"in_flight_at_kill\":%llu,"
+      "\"keys_checked\":%llu}\n",
+      cycles, static_cast<unsigned long long>(total_puts), static_cast<unsigned long long>(total_deletes),
+      static_cast<unsigned long long>(total_in_flight), static_cast<unsigned long long>(total_checked));
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 //   - damaged logs and checkpoints (a torn tail, a flipped bit mid-file, a missing checkpoint, all of them missing,
 //     and then the log's first file too): recovery says what it found, keeps every write before the damage, never
 //     serves a value that was not written, and refuses to start, saying why, when records are missing.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -18,8 +19,6 @@
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <fmt/format.h>
 
 #include "cell/client.h"
 #include "logging/checkpoint.h"
@@ -34,7 +33,9 @@ using namespace std::chrono_literals;
 namespace fs = std::filesystem;
 
 std::string Key(uint64_t i) { return fmt::format("dur{:06}", i); }
-std::string Value(uint64_t i, int version) { return fmt::format("value-{}-{}-", i, version) + std::string(i % 200, 'x'); }
+std::string Value(uint64_t i, int version) {
+  return fmt::format("value-{}-{}-", i, version) + std::string(i % 200, 'x');
+}
 
 class Durability : public ::testing::Test {
  protected:
@@ -160,8 +161,9 @@ TEST_F(Durability, AsyncKeepsWhatWasAcknowledgedLongerThanItsBoundAgo) {
       ++kept;
     }
   }
-  std::printf("{\"async_flush_ms\":20,\"old_writes\":500,\"old_kept\":500,\"recent_writes\":%llu,\"recent_kept\":%llu}\n",
-              static_cast<unsigned long long>(later), static_cast<unsigned long long>(kept));
+  std::printf(
+      "{\"async_flush_ms\":20,\"old_writes\":500,\"old_kept\":500,\"recent_writes\":%llu,\"recent_kept\":%llu}\n",
+      static_cast<unsigned long long>(later), static_cast<unsigned long long>(kept));
 }
 
 TEST_F(Durability, AFailedSyncReachesTheClientAndStopsWrites) {

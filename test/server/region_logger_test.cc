@@ -6,10 +6,10 @@
 
 #include <gtest/gtest.h>
 
-#include <cstring>
-#include <filesystem>
 #include <atomic>
 #include <chrono>
+#include <cstring>
+#include <filesystem>
 #include <random>
 #include <string>
 #include <thread>
@@ -65,8 +65,9 @@ class RegionLoggerTest : public ::testing::Test {
         return Status::OK();
       };
     };
-    std::vector<logging::CheckpointRegion> regions = {{.id = 1, .size = nodes.size(), .read = nullptr, .write = into(node_copy)},
-                                                      {.id = 2, .size = extents.size(), .read = nullptr, .write = into(extent_copy)}};
+    std::vector<logging::CheckpointRegion> regions = {
+        {.id = 1, .size = nodes.size(), .read = nullptr, .write = into(node_copy)},
+        {.id = 2, .size = extents.size(), .read = nullptr, .write = into(extent_copy)}};
     auto recovery = logging::Recover(
         dir_, regions,
         [&](uint64_t, const logging::LogRecord& r) {
@@ -120,9 +121,8 @@ TEST_F(RegionLoggerTest, ACheckpointTakenDuringWritesAndTheLogAfterItRebuildTheR
   ASSERT_EQ(started.load(), 4);
   // Checkpoints of both regions while the writers run (nodes copied stable, extents as they are).
   for (int round = 0; round < 2; ++round) {
-    auto lsn = logging::TakeCheckpoint(dir_, log_.get(), TreeCheckpointRegions(tree_->node_region(),
-                                                                               tree_->extent_region()),
-                                       &env_);
+    auto lsn = logging::TakeCheckpoint(dir_, log_.get(),
+                                       TreeCheckpointRegions(tree_->node_region(), tree_->extent_region()), &env_);
     ASSERT_TRUE(lsn.ok()) << lsn.status().ToString();
   }
   checkpoints_done = true;

@@ -2,15 +2,14 @@
 // refuses the requests servers send each other (MEGA_*) to anything but the peer key, and changes nothing for those
 // it refuses; one without keys says so and stays on loopback. Real servers: in this process where the test needs the
 // tree's own consistency check, as processes where it needs only what a user sees.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <fstream>
 #include <map>
 #include <string>
-
-#include <fmt/format.h>
-#include <gtest/gtest.h>
 
 #include "cell/client.h"
 #include "membership/zookeeper_membership.h"
@@ -151,7 +150,8 @@ TEST_F(Security, WithoutTheKeyOrWithAnotherNothingIsServed) {
       options.key_file = key_file;
       unsetenv("CELL_KEY_FILE");
       auto client = Client::Open(options);
-      ASSERT_FALSE(client.ok()) << uri << " served a client " << (key_file.empty() ? "without a key" : "with a wrong key");
+      ASSERT_FALSE(client.ok()) << uri << " served a client "
+                                << (key_file.empty() ? "without a key" : "with a wrong key");
       EXPECT_TRUE(client.status().IsPermissionDenied()) << client.status().ToString();
       EXPECT_NE(client.status().message().find("client"), std::string::npos) << client.status().ToString();
       // Nor a store request on a raw connection.
@@ -185,8 +185,8 @@ TEST_F(Security, WithoutTheKeyOrWithAnotherNothingIsServed) {
 TEST(SecurityProcesses, KeysAreCheckedAtStartAndCellctlPassesItsKey) {
   using testing::Cellctl;
   const auto& keys = testing::TestKeys::Get();
-  auto server = testing::StartServer({"--listen=tcp://127.0.0.1:0", "--client-key-file=" + keys.client_file,
-                                      "--peer-key-file=" + keys.peer_file});
+  auto server = testing::StartServer(
+      {"--listen=tcp://127.0.0.1:0", "--client-key-file=" + keys.client_file, "--peer-key-file=" + keys.peer_file});
   ASSERT_FALSE(server.ready.empty());
   const std::string cluster = "--cluster=" + server.uris[0];
   auto [put_rc, put_out] = Cellctl({cluster, "--key-file=" + keys.client_file, "put", "k1", "v1"});

@@ -1,11 +1,10 @@
 // Real cell-server and cellctl processes for tests (the binaries' paths come from CMake).
 #pragma once
 
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <memory>

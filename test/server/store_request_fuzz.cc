@@ -106,10 +106,9 @@ class Harness {
 
   void Run(FuzzedDataProvider& in) {
     for (int op = 0; op < 48 && in.remaining_bytes() > 0; ++op) {
-      static const uint16_t kMethods[] = {proto::STORE_GET,   proto::STORE_PUT,   proto::STORE_DELETE,
-                                          proto::STORE_SCAN,  proto::STORE_STATS, proto::MEGA_CREATE,
-                                          proto::MEGA_FILL,   proto::MEGA_UNSEAL, proto::MEGA_ABANDON,
-                                          proto::MEGA_INSERT_SEPARATOR};
+      static const uint16_t kMethods[] = {
+          proto::STORE_GET,   proto::STORE_PUT, proto::STORE_DELETE, proto::STORE_SCAN,   proto::STORE_STATS,
+          proto::MEGA_CREATE, proto::MEGA_FILL, proto::MEGA_UNSEAL,  proto::MEGA_ABANDON, proto::MEGA_INSERT_SEPARATOR};
       const size_t pick = in.ConsumeIntegralInRange<size_t>(0, std::size(kMethods));
       const uint16_t method = pick < std::size(kMethods) ? kMethods[pick] : in.ConsumeIntegral<uint16_t>();
       const std::string payload =
@@ -146,9 +145,12 @@ class Harness {
 
   std::string AKey(FuzzedDataProvider& in) {
     switch (in.ConsumeIntegralInRange(0, 7)) {
-      case 0: return in.ConsumeRandomLengthString(24);
-      case 1: return std::string(in.ConsumeIntegralInRange<size_t>(250, 300), 'z');
-      case 2: return "";
+      case 0:
+        return in.ConsumeRandomLengthString(24);
+      case 1:
+        return std::string(in.ConsumeIntegralInRange<size_t>(250, 300), 'z');
+      case 2:
+        return "";
       default: {
         std::string k = Key(in.ConsumeIntegralInRange(0, 700));
         if (in.ConsumeBool()) k += static_cast<char>(in.ConsumeIntegral<uint8_t>());
@@ -159,13 +161,20 @@ class Harness {
 
   uint64_t APointer(FuzzedDataProvider& in) {
     switch (in.ConsumeIntegralInRange(0, 7)) {
-      case 0: return 0;
+      case 0:
+        return 0;
       case 1:
-      case 2: return known_[in.ConsumeIntegralInRange<size_t>(0, known_.size() - 1)].ptr.Pack();
-      case 3: return GlobalPtr{region_, in.ConsumeIntegralInRange<uint64_t>(0, kMeganodes + 4) * kMeganodeBytes}.Pack();
-      case 4: return GlobalPtr{region_, in.ConsumeIntegralInRange<uint64_t>(0, kMeganodes * kMeganodeBytes + 4096)}.Pack();
-      case 5: return GlobalPtr{in.ConsumeIntegralInRange<uint32_t>(1, 8), in.ConsumeIntegral<uint16_t>() * kMeganodeBytes}.Pack();
-      default: return in.ConsumeIntegral<uint64_t>();
+      case 2:
+        return known_[in.ConsumeIntegralInRange<size_t>(0, known_.size() - 1)].ptr.Pack();
+      case 3:
+        return GlobalPtr{region_, in.ConsumeIntegralInRange<uint64_t>(0, kMeganodes + 4) * kMeganodeBytes}.Pack();
+      case 4:
+        return GlobalPtr{region_, in.ConsumeIntegralInRange<uint64_t>(0, kMeganodes * kMeganodeBytes + 4096)}.Pack();
+      case 5:
+        return GlobalPtr{in.ConsumeIntegralInRange<uint32_t>(1, 8), in.ConsumeIntegral<uint16_t>() * kMeganodeBytes}
+            .Pack();
+      default:
+        return in.ConsumeIntegral<uint64_t>();
     }
   }
 
@@ -186,7 +195,9 @@ class Harness {
     return in.ConsumeIntegral<uint64_t>();
   }
 
-  int ALevel(FuzzedDataProvider& in) { return in.ConsumeIntegralInRange(-2, 40) * (in.ConsumeIntegralInRange(0, 3) == 0) + in.ConsumeIntegralInRange(0, 2); }
+  int ALevel(FuzzedDataProvider& in) {
+    return in.ConsumeIntegralInRange(-2, 40) * (in.ConsumeIntegralInRange(0, 3) == 0) + in.ConsumeIntegralInRange(0, 2);
+  }
 
   void Target(FuzzedDataProvider& in, proto::Target* t) {
     t->set_region(in.ConsumeIntegralInRange(0, 7) == 0 ? in.ConsumeIntegral<uint32_t>() : region_);
@@ -224,9 +235,14 @@ class Harness {
         r.mutable_info()->set_min(in.ConsumeBool() ? Key(in.ConsumeIntegralInRange(1, 700)) : AKey(in));
         asked_min_ = r.info().min();
         switch (in.ConsumeIntegralInRange(0, 3)) {
-          case 0: break;  // no max
-          case 1: r.mutable_info()->set_max(AKey(in)); break;
-          default: r.mutable_info()->set_max(r.info().min() + "~"); break;  // a range that is one
+          case 0:
+            break;  // no max
+          case 1:
+            r.mutable_info()->set_max(AKey(in));
+            break;
+          default:
+            r.mutable_info()->set_max(r.info().min() + "~");
+            break;  // a range that is one
         }
         r.mutable_info()->set_right(in.ConsumeBool() ? 0 : APointer(in));
         r.mutable_info()->set_level(in.ConsumeBool() ? 0 : ALevel(in));
@@ -243,10 +259,17 @@ class Harness {
           auto* e = r.add_entries();
           // Keys at the made meganode's edge (its min, and just below or above it) as often as any key.
           switch (in.ConsumeIntegralInRange(0, 3)) {
-            case 0: e->set_key(created_min_); break;
-            case 1: e->set_key(created_min_.empty() ? std::string() : created_min_.substr(0, created_min_.size() - 1)); break;
-            case 2: e->set_key(created_min_ + static_cast<char>(in.ConsumeIntegral<uint8_t>())); break;
-            default: e->set_key(AKey(in));
+            case 0:
+              e->set_key(created_min_);
+              break;
+            case 1:
+              e->set_key(created_min_.empty() ? std::string() : created_min_.substr(0, created_min_.size() - 1));
+              break;
+            case 2:
+              e->set_key(created_min_ + static_cast<char>(in.ConsumeIntegral<uint8_t>()));
+              break;
+            default:
+              e->set_key(AKey(in));
           }
           e->set_value(in.ConsumeRandomLengthString(64));
           if (in.ConsumeBool()) e->set_child(APointer(in));
@@ -281,7 +304,7 @@ class Harness {
   uint32_t region_ = 0;
   uint64_t epoch_ = 0;
   std::vector<Known> known_;
-  Known created_{};  // the meganode the last successful MEGA_CREATE made
+  Known created_{};                      // the meganode the last successful MEGA_CREATE made
   std::string created_min_, asked_min_;  // its min; the min the last MEGA_CREATE built asked for
 };
 

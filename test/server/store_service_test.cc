@@ -3,16 +3,15 @@
 // session) must not acknowledge it, nor answer a read, since a survivor may own its regions by then.
 #include "server/store_service.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <filesystem>
 #include <functional>
 #include <memory>
 #include <string>
-
-#include <fmt/format.h>
-#include <unistd.h>
 
 #include "membership/in_memory_membership.h"
 #include "server/proto/store.pb.h"

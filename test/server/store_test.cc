@@ -1,19 +1,17 @@
 // The store through the public client against real cell-server processes: every operation checked against a model,
 // by server-side and by client-side search, over tcp and shm; bad input, wrong owners and dead servers.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 
 #include <atomic>
 #include <condition_variable>
-#include <mutex>
-#include <map>
-#include <random>
-#include <thread>
-
-#include <fmt/format.h>
-#include <gtest/gtest.h>
-
 #include <functional>
 #include <future>
+#include <map>
+#include <mutex>
+#include <random>
+#include <thread>
 
 #include "cell/client.h"
 #include "rpc/transport.h"
@@ -37,8 +35,8 @@ RunningServer StartEmbedded(std::string_view name, std::vector<std::string> extr
   return StartServer(args);
 }
 
-std::unique_ptr<Client> OpenClient(const std::string& cluster, const std::string& search,
-                                   const std::string& transport, std::chrono::milliseconds timeout = 10s) {
+std::unique_ptr<Client> OpenClient(const std::string& cluster, const std::string& search, const std::string& transport,
+                                   std::chrono::milliseconds timeout = 10s) {
   ClientOptions options;
   options.cluster = cluster;
   options.search = search;
@@ -383,7 +381,8 @@ TEST(Store, GetsStartedFromCallbacksCompleteWhateverTheSearchMode) {
   ASSERT_TRUE(other->Get("c1", &value).ok());  // the root known: other's next get completes on its I/O thread
   std::promise<std::string> got;
   other->GetAsync("c2", [&](const Status&, std::string_view) {
-    client->GetAsync("c3", [&](const Status& s, std::string_view v) { got.set_value(s.ok() ? std::string(v) : s.ToString()); });
+    client->GetAsync(
+        "c3", [&](const Status& s, std::string_view v) { got.set_value(s.ok() ? std::string(v) : s.ToString()); });
   });
   auto future = got.get_future();
   ASSERT_EQ(future.wait_for(30s), std::future_status::ready);
@@ -404,8 +403,8 @@ TEST(Store, ASynchronousCallInACallbackIsRefusedNotAHang) {
   client->GetAsync("k", [&](const Status& s, std::string_view) {
     std::string value;
     std::vector<std::pair<std::string, std::string>> pairs;
-    got.set_value({s, client->Get("k", &value), client->Put("k", "w"), client->Delete("k"),
-                   client->Scan("a", "z", 10, &pairs)});
+    got.set_value(
+        {s, client->Get("k", &value), client->Put("k", "w"), client->Delete("k"), client->Scan("a", "z", 10, &pairs)});
   });
   auto future = got.get_future();
   ASSERT_EQ(future.wait_for(30s), std::future_status::ready);
@@ -576,8 +575,7 @@ TEST(Store, CellctlLoadsGetsPutsDeletesAndScans) {
   EXPECT_NE(out.find("no key 'item000124'"), std::string::npos) << out;
   std::tie(rc, out) = Cellctl({cluster, "--search=client", "scan", "item000122", "item000126"});
   EXPECT_EQ(rc, 0) << out;
-  EXPECT_EQ(out,
-            "item000122\tvalue-of-item000122\nitem000123\tchanged\nitem000125\tvalue-of-item000125\n3 pair(s)\n");
+  EXPECT_EQ(out, "item000122\tvalue-of-item000122\nitem000123\tchanged\nitem000125\tvalue-of-item000125\n3 pair(s)\n");
   std::tie(rc, out) = Cellctl({cluster, "put", std::string(256, 'k'), "v"});
   EXPECT_EQ(rc, 1) << out;
   EXPECT_NE(out.find("InvalidArgument"), std::string::npos) << out;

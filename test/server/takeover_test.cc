@@ -6,7 +6,9 @@
 // again. Checked: every key holds what its last acknowledged write left (or what an unacknowledged one would have), a
 // paused server resumed acknowledges nothing and exits, and the victim, restarted, is fenced: the table keeps its old
 // regions with the survivor, and it starts with new ones.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include <algorithm>
 #include <atomic>
@@ -21,10 +23,6 @@
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <fmt/format.h>
-
-#include <signal.h>
 
 #include "cell/client.h"
 #include "client/store_client.h"
@@ -73,10 +71,10 @@ class Takeover : public ::testing::Test {
   }
 
   testing::RunningServer Start(int id) {
-    std::vector<std::string> args = {"--listen=tcp://127.0.0.1:0", "--membership=" + cluster_,
-                                     fmt::format("--id={}", id), "--workers=2", "--zk-session-timeout-ms=2000",
-                                     "--data-dir=" + dir_, "--meganode-size=16KiB", "--meganodes=4096",
-                                     "--region-size=64MiB"};
+    std::vector<std::string> args = {
+        "--listen=tcp://127.0.0.1:0",   "--membership=" + cluster_, fmt::format("--id={}", id), "--workers=2",
+        "--zk-session-timeout-ms=2000", "--data-dir=" + dir_,       "--meganode-size=16KiB",    "--meganodes=4096",
+        "--region-size=64MiB"};
     for (const std::string& a : testing::ServerKeyArgs()) args.push_back(a);  // the cluster runs with keys
     if (shm_) args.push_back("--listen=shm://" + testing::ShmPath(fmt::format("{}-{}", name_, id)));
     return testing::StartServer(args);
@@ -268,9 +266,9 @@ void Takeover::Run(bool kill_root, const std::string& search, Failure failure) {
   // go on once the victim has failed.
   std::mutex settle_mu;
   std::condition_variable settle_cv;
-  bool settle = false;  // guarded by settle_mu: hold the writers, and warm every client up again
-  int settled = 0;      // guarded by settle_mu: clients warmed up again
-  bool classified = false;              // guarded by settle_mu: the victim's keys found again, just before the failure
+  bool settle = false;      // guarded by settle_mu: hold the writers, and warm every client up again
+  int settled = 0;          // guarded by settle_mu: clients warmed up again
+  bool classified = false;  // guarded by settle_mu: the victim's keys found again, just before the failure
   std::vector<uint64_t> others_at_failure;  // guarded by settle_mu until `classified`; then read-only
   const auto settle_if_asked = [&](Client* client, bool writer) {
     std::unique_lock lock(settle_mu);
@@ -287,47 +285,48 @@ void Takeover::Run(bool kill_root, const std::string& search, Failure failure) {
   // region the new owner has not registered yet), and only if it is on the victim's keys. Reader 0 gets and scans
   // every key; readers 1 and 2 only get keys other servers hold (at the load, and from just before the failure), so
   // that no wait for the victim holds them up: their latencies are the other servers' keys' p99.
-  for (int t = 0; t < 3; ++t) writers.emplace_back([&, t] {
-    auto client = Open(5s, search);
-    ASSERT_NE(client, nullptr);
-    warm_up(client.get());
-    std::mt19937_64 r(7 + t);
-    bool resettled = false;
-    const std::vector<uint64_t>* others = &others_at_load;
-    while (!stop.load()) {
-      if (!resettled) {
-        std::unique_lock lock(settle_mu);
-        if (settle) {
-          lock.unlock();
-          settle_if_asked(client.get(), false);
-          resettled = true;
-          if (!stop.load()) others = &others_at_failure;
+  for (int t = 0; t < 3; ++t)
+    writers.emplace_back([&, t] {
+      auto client = Open(5s, search);
+      ASSERT_NE(client, nullptr);
+      warm_up(client.get());
+      std::mt19937_64 r(7 + t);
+      bool resettled = false;
+      const std::vector<uint64_t>* others = &others_at_load;
+      while (!stop.load()) {
+        if (!resettled) {
+          std::unique_lock lock(settle_mu);
+          if (settle) {
+            lock.unlock();
+            settle_if_asked(client.get(), false);
+            resettled = true;
+            if (!stop.load()) others = &others_at_failure;
+          }
+        }
+        const uint64_t k = t == 0 ? r() % kKeys : (*others)[r() % others->size()];
+        Status s;
+        const auto began = Clock::now();
+        const bool scan = t == 0 && r() % 8 == 0;  // (a scan may span the victim's keys)
+        if (scan) {
+          std::vector<std::pair<std::string, std::string>> out;
+          s = client->Scan(Key(k), Key(k + 20), 20, &out);
+        } else {
+          std::string value;
+          s = client->Get(Key(k), &value);
+          if (s.IsNotFound()) s = Status::OK();
+          if (s.ok() && t != 0) {
+            latencies[t].push_back({began, std::chrono::duration<double, std::micro>(Clock::now() - began).count(), k});
+            timed.fetch_add(1);
+          }
+        }
+        if (s.ok()) {
+          reads.fetch_add(1);
+        } else {
+          read_failures.Add(s);
+          note_failure(k, scan, s);
         }
       }
-      const uint64_t k = t == 0 ? r() % kKeys : (*others)[r() % others->size()];
-      Status s;
-      const auto began = Clock::now();
-      const bool scan = t == 0 && r() % 8 == 0;  // (a scan may span the victim's keys)
-      if (scan) {
-        std::vector<std::pair<std::string, std::string>> out;
-        s = client->Scan(Key(k), Key(k + 20), 20, &out);
-      } else {
-        std::string value;
-        s = client->Get(Key(k), &value);
-        if (s.IsNotFound()) s = Status::OK();
-        if (s.ok() && t != 0) {
-          latencies[t].push_back({began, std::chrono::duration<double, std::micro>(Clock::now() - began).count(), k});
-          timed.fetch_add(1);
-        }
-      }
-      if (s.ok()) {
-        reads.fetch_add(1);
-      } else {
-        read_failures.Add(s);
-        note_failure(k, scan, s);
-      }
-    }
-  });
+    });
   for (int t = 0; t < 2; ++t) {
     writers.emplace_back([&, t] {
       auto client = Open();
@@ -507,9 +506,9 @@ void Takeover::Run(bool kill_root, const std::string& search, Failure failure) {
       const Status s = client->Get(Key(k), &value);
       ASSERT_TRUE(s.ok() || s.IsNotFound()) << when << ": " << Key(k) << ": " << s.ToString();
       const std::optional<std::string> got = s.ok() ? std::optional<std::string>(value) : std::nullopt;
-      ASSERT_TRUE(allowed[k].contains(got)) << when << ": " << Key(k) << " holds "
-                                            << (got ? "'" + *got + "'" : "nothing")
-                                            << ", which no acknowledged or unacknowledged write left";
+      ASSERT_TRUE(allowed[k].contains(got))
+          << when << ": " << Key(k) << " holds " << (got ? "'" + *got + "'" : "nothing")
+          << ", which no acknowledged or unacknowledged write left";
       allowed[k] = {got};
     }
   };
@@ -520,8 +519,8 @@ void Takeover::Run(bool kill_root, const std::string& search, Failure failure) {
     ASSERT_TRUE(entry.ok());
     EXPECT_EQ(entry->owner, taker);
     EXPECT_NE(entry->log_epoch, 0u) << "the table names no log directory of the survivor's";
-    EXPECT_TRUE(std::filesystem::exists(server::StoreService::LogDir(dir_, victim_node, entry->log_epoch) +
-                                        "/MANIFEST"));
+    EXPECT_TRUE(
+        std::filesystem::exists(server::StoreService::LogDir(dir_, victim_node, entry->log_epoch) + "/MANIFEST"));
     EXPECT_FALSE(std::filesystem::exists(server::StoreService::LogDir(dir_, victim_node, 0)))
         << "the victim's log directory was left";
   }
@@ -548,19 +547,20 @@ void Takeover::Run(bool kill_root, const std::string& search, Failure failure) {
   EXPECT_NE(renewed->first, victim_node) << "the returning server serves its old region again";
   EXPECT_EQ(table_->GetRegion(renewed->first)->owner, victim);
   check("after the killed server returned");
-  std::printf("{\"victim\":\"%s\",\"failure\":\"%s\",\"search\":\"%s\",\"kill_to_new_owner_s\":%.2f,"
-              "\"kill_to_served_s\":%.2f,"
-              "\"others_get_p99_us_before\":%.0f,\"during\":%.0f,\"max_during\":%.0f,\"gets_before\":%zu,"
-              "\"during\":%zu,"
-              "\"victim_keys\":%llu,"
-              "\"acked_writes\":%llu,\"unacknowledged_writes\":%llu,\"reads\":%llu,\"failed_reads\":%llu,"
-              "\"keys_checked\":%llu}\n",
-              kill_root ? "root server" : "other server", pause ? "paused" : "killed", search.c_str(), to_owner,
-              to_served, p99_before, p99_during, max_during, before.size(), during.size(),
-              static_cast<unsigned long long>(std::count(victims.begin(), victims.end(), true)),
-              static_cast<unsigned long long>(acked.load()),
-              static_cast<unsigned long long>(failed.load()), static_cast<unsigned long long>(reads.load()),
-              static_cast<unsigned long long>(read_failures.count()), static_cast<unsigned long long>(2 * kKeys));
+  std::printf(
+      "{\"victim\":\"%s\",\"failure\":\"%s\",\"search\":\"%s\",\"kill_to_new_owner_s\":%.2f,"
+      "\"kill_to_served_s\":%.2f,"
+      "\"others_get_p99_us_before\":%.0f,\"during\":%.0f,\"max_during\":%.0f,\"gets_before\":%zu,"
+      "\"during\":%zu,"
+      "\"victim_keys\":%llu,"
+      "\"acked_writes\":%llu,\"unacknowledged_writes\":%llu,\"reads\":%llu,\"failed_reads\":%llu,"
+      "\"keys_checked\":%llu}\n",
+      kill_root ? "root server" : "other server", pause ? "paused" : "killed", search.c_str(), to_owner, to_served,
+      p99_before, p99_during, max_during, before.size(), during.size(),
+      static_cast<unsigned long long>(std::count(victims.begin(), victims.end(), true)),
+      static_cast<unsigned long long>(acked.load()), static_cast<unsigned long long>(failed.load()),
+      static_cast<unsigned long long>(reads.load()), static_cast<unsigned long long>(read_failures.count()),
+      static_cast<unsigned long long>(2 * kKeys));
 }
 
 // The readers' search mode: on the servers, by one-sided reads, or chosen per server by the selector.
