@@ -13,18 +13,11 @@
 #include <string_view>
 
 #include "cell/limits.h"
-#include "cell/status.h"
+#include "common/key_limits.h"
 
 namespace cell::btree {
 
 inline constexpr uint32_t kMaxKeyWords = (kMaxKeySize + 7) / 8;  // 32
-
-// OK, or InvalidArgument naming the limit for an empty or oversized key.
-inline Status CheckKeySize(std::string_view key) {
-  if (key.size() >= kMinKeySize && key.size() <= kMaxKeySize) return Status::OK();
-  return Status::InvalidArgument("key of " + std::to_string(key.size()) + " bytes; keys must be 1.." +
-                                 std::to_string(kMaxKeySize) + " bytes");
-}
 
 // The first 8 bytes of `key`, zero padded, as stored in a node (raw byte order).
 inline uint64_t RawWordAt(std::string_view key, size_t word) {
@@ -67,8 +60,6 @@ inline int CompareKeys(std::string_view a, std::string_view b) {
   return a.size() < b.size() ? -1 : (a.size() > b.size() ? 1 : 0);
 }
 
-// The shortest key s with left < s <= right (requires left < right): right cut just after the first byte where
-// the two differ. Used as the separator when a leaf splits (suffix truncation), so inner nodes hold short keys.
 // The smallest valid key after `key` (keys are 1..kMaxKeySize bytes): key + "\0", or, for a key of the maximum
 // length, the key with trailing 0xff bytes dropped and the last byte incremented. False if `key` is the last key.
 inline bool Successor(const std::string& key, std::string* out) {
@@ -83,6 +74,8 @@ inline bool Successor(const std::string& key, std::string* out) {
   return true;
 }
 
+// The shortest key s with left < s <= right (requires left < right): right cut just after the first byte where
+// the two differ. Used as the separator when a leaf splits (suffix truncation), so inner nodes hold short keys.
 inline std::string ShortestSeparator(std::string_view left, std::string_view right) {
   size_t i = 0;
   while (i < left.size() && i < right.size() && left[i] == right[i]) ++i;

@@ -81,7 +81,7 @@ enum class NodeKind : uint8_t { kFree = 0, kTreeNode = 1, kMeganodeHeader = 2 };
 inline constexpr uint8_t kFlagValid = 1;
 inline constexpr uint8_t kFlagInternalMeganode = 2;
 // Meganode headers only: the meganode's state, kept in its bytes so that a restarted server knows it (recovery,
-// meganode/global_tree.h). Readers ignore both.
+// meganode/tree_recovery.cc). Readers ignore both.
 inline constexpr uint8_t kFlagPending = 4;  // made for a split (or a new root) not yet published: an orphan if unnamed
 inline constexpr uint8_t kFlagSealed = 8;   // made for another server's split, not yet unsealed: takes no writes
 

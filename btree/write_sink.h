@@ -29,7 +29,7 @@ class WriteSink {
   // `words` now hold the n words at `at`.
   virtual void BytesWritten(GlobalPtr at, const uint64_t* words, size_t n) = 0;
   // A meganode split `split` begins (with what the split is, for whoever reads the log) or ends. Recovery decides
-  // from the nodes' bytes (meganode/global_tree.h, "Recovery"); these mark the splits in the log for its report.
+  // from the nodes' bytes (meganode/tree_recovery.cc); these mark the splits in the log for its report.
   virtual void SplitMarked(bool /*begin*/, uint64_t /*split*/, std::string_view /*info*/) {}
   // Makes everything reported so far durable; called before another server is told of what was written here (a
   // remote split's unseal, a separator naming a meganode here), so that no server builds on what a crash here could

@@ -8,7 +8,7 @@
 #include "client/remote_table.h"
 #include "client/store_client.h"
 #include "rpc/key.h"
-#include "server/proto/store.pb.h"
+#include "rpc/proto/store.pb.h"
 
 namespace cell {
 
@@ -54,7 +54,7 @@ StatusOr<std::unique_ptr<Client>> Client::Open(const ClientOptions& options) {
   store_options.node_cache_levels = options.node_cache_levels;
   store_options.search = options.search;
   CELL_RETURN_IF_ERROR(selector::MakeSelector(options.search).status());  // before connecting to anything
-  const ClientOptions::Selector& sel = options.selector;
+  const SelectorOptions& sel = options.selector;
   if (sel.window < 2 || !(sel.outlier_sigmas >= 0) || !(sel.explore >= 0 && sel.explore <= 1) ||
       sel.idle_reset.count() <= 0 || sel.max_age.count() < 0 || !(sel.initial_reads >= 1) || sel.sample_one_in < 1 ||
       !(sel.steer_per_s >= 0 && sel.steer_per_s <= 1000) || !(sel.load_step == 0 || sel.load_step > 1)) {
@@ -137,7 +137,7 @@ StatusOr<std::vector<Client::ServerStats>> Client::StoreStats() {
   CELL_ASSIGN_OR_RETURN(auto replies, impl_->store->ServerStats());
   std::vector<ServerStats> out;
   for (const std::string& bytes : replies) {
-    server::proto::StoreStats s;
+    cell::proto::StoreStats s;
     if (!s.ParseFromString(bytes)) return Status::Corruption("malformed stats reply from a server");
     out.push_back({.server = s.server(),
                    .meganodes = s.meganodes(),
@@ -171,7 +171,9 @@ StatusOr<std::vector<RegionDescription>> Client::Regions() {
   std::vector<RegionDescription> out;
   for (const auto& r : regions) out.push_back({.id = r.region, .owner = r.owner, .epoch = r.epoch});
   std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.id < b.id; });
-  if (!out.empty()) out.front().root = true;
+  StatusOr<uint32_t> root = impl_->table->RootRegion();
+  if (!root.ok() && !root.status().IsNotFound()) return root.status();  // NotFound: no server has claimed it yet
+  for (RegionDescription& r : out) r.root = root.ok() && r.id == *root;
   return out;
 }
 

@@ -27,10 +27,13 @@
 #include "btree/tree_reader.h"
 #include "client/path_cache.h"
 #include "client/region_cache.h"
+#include "common/backoff.h"
+#include "common/task_scheduler.h"
 #include "membership/membership.h"
+#include "rpc/connection_cache.h"
+#include "rpc/proto/store.pb.h"
 #include "rpc/transport.h"
 #include "selector/selector.h"
-#include "server/proto/store.pb.h"
 
 namespace cell::client {
 
@@ -102,7 +105,10 @@ class StoreClient {
   class Attempts {
    public:
     Attempts(Deadline deadline, GlobalPtr start, std::chrono::milliseconds timeout)
-        : deadline_(deadline), at_(start), timeout_(timeout) {}
+        : deadline_(deadline),
+          at_(start),
+          timeout_(timeout),
+          backoff_(std::chrono::milliseconds(1), std::chrono::milliseconds(100), deadline) {}
     Deadline deadline() const { return deadline_; }
     GlobalPtr at() const { return at_; }  // the meganode the next attempt begins at (null: the root)
     // The key's meganode is `next`, on another server: OK to go on there at once (a walk only moves down or right,
@@ -118,7 +124,7 @@ class StoreClient {
     GlobalPtr at_;
     const std::chrono::milliseconds timeout_;  // for the final error's message
     int hops_ = 0;
-    std::chrono::milliseconds backoff_{1};
+    Backoff backoff_;
   };
   // `start`: the meganode the attempt begins at (null: the root, at the root region's owner).
   using Operation =
@@ -135,7 +141,7 @@ class StoreClient {
   struct RequestOp;
   // Makes the request for an attempt at `route`'s owner, beginning at meganode `start` (null: the root).
   using BuildRequest = std::function<std::string(const Route& route, GlobalPtr start)>;
-  using RequestDone = std::function<void(const Status& status, server::proto::StoreReply* reply)>;
+  using RequestDone = std::function<void(const Status& status, cell::proto::StoreReply* reply)>;
   // Starts one at `start`: `done` runs exactly once, with the reply (OK) or the final error. `follow`: a reply's
   // `elsewhere` is followed (key operations); otherwise it is the reply (a scan's page).
   void StartRequest(uint16_t method, bool idempotent, bool follow, GlobalPtr start, Deadline deadline,
@@ -143,7 +149,7 @@ class StoreClient {
   // The synchronous form: starts it and waits; *reply is the answer. Not on a thread that must complete it (a
   // transport's, or this client's: CheckMayWait).
   Status RunRequest(uint16_t method, bool idempotent, bool follow, GlobalPtr start, Deadline deadline,
-                    BuildRequest build, server::proto::StoreReply* reply);
+                    BuildRequest build, cell::proto::StoreReply* reply);
   // Its steps: route and connect; send; sort the reply; wait for the next attempt.
   void Step(const std::shared_ptr<RequestOp>& op);
   void Send(const std::shared_ptr<RequestOp>& op, const Route& route, rpc::Connection* connection);
@@ -154,7 +160,7 @@ class StoreClient {
   void StartKeyOp(uint16_t method, bool idempotent, std::string_view key, const std::string_view* value,
                   Deadline deadline, RequestDone done);
   Status RunKey(uint16_t method, bool idempotent, std::string_view key, const std::string_view* value,
-                Deadline deadline, server::proto::StoreReply* reply);
+                Deadline deadline, cell::proto::StoreReply* reply);
   // `cached`: the key's leaf meganode in the path cache (null: none).
   static BuildRequest KeyRequestFor(std::string_view key, const std::string_view* value, GlobalPtr cached);
   Status GetServerSide(std::string_view key, std::string* value, Deadline deadline);
@@ -162,12 +168,12 @@ class StoreClient {
   Status GetClientSide(std::string_view key, std::string* value, Deadline deadline, uint64_t sample_server = 0);
 
   // Runs `task` on the timer thread at `due` (at once, in this thread, if the client is closing: it then fails).
+  // Runs `task` on the timer thread at `due`; once closing, at once on this thread (it fails as closing).
   void Schedule(Deadline due, std::function<void()> task);
-  void TimerLoop();
 
   // The reply's `elsewhere` as the next meganode to go to (null: none; the first meganode means the root). Caches
   // the leaf meganode the reply names, if any.
-  GlobalPtr NextFrom(const server::proto::StoreReply& reply);
+  GlobalPtr NextFrom(const cell::proto::StoreReply& reply);
 
   using ConnectDone = std::function<void(const StatusOr<std::shared_ptr<rpc::Connection>>& connection)>;
   // The connection to `server`: at once if a healthy one is open; else `done` runs on the thread that makes one
@@ -176,11 +182,11 @@ class StoreClient {
   void ConnectAsync(const membership::ServerInfo& server, Deadline deadline, ConnectDone done);
   // The same, waited for (not on a transport thread).
   StatusOr<std::shared_ptr<rpc::Connection>> ConnectionTo(const membership::ServerInfo& server, Deadline deadline);
-  // Makes a connection and puts it in connections_ (keeping a healthy one another thread put there first).
-  StatusOr<std::shared_ptr<rpc::Connection>> Connect(const membership::ServerInfo& server, Deadline deadline);
+  // Makes a connection to `server` (on a connecting thread of connections_), with the errors ConnectAsync gives.
+  StatusOr<std::unique_ptr<rpc::Connection>> Dial(const membership::ServerInfo& server, Deadline deadline);
   // Drops `server`'s cached routes, and its connection if it is `failed` (any, if null). Not on `failed`'s own
   // threads (it may release the connection's last reference).
-  void Forget(uint64_t server, const rpc::Connection* failed);
+  void DropServer(uint64_t server, const rpc::Connection* failed);
   StoreClient(membership::RegionTableReader* table, const StoreClientOptions& options,
               std::unique_ptr<selector::Selector> selector);
   // The selector's choice for an operation beginning at meganode `start` (null: the root); *server is the server it
@@ -206,19 +212,13 @@ class StoreClient {
   const bool measure_;  // the selector uses latencies: measure searches and reads
   Stats stats_;
   std::atomic<uint32_t> root_{0};     // the root region, once known (it never changes); read without mu_
-  std::atomic<bool> closing_{false};  // set under mu_ (the timer thread waits on it); read without it too
+  std::atomic<bool> closing_{false};  // set under mu_; read without it too
   std::mutex mu_;                     // guards what follows
-  std::map<uint64_t, std::shared_ptr<rpc::Connection>> connections_;
-  GlobalPtr root_meganode_;  // cached for client-side searches (an old root is still a correct start)
-  std::condition_variable timer_cv_;
-  std::multimap<Deadline, std::function<void()>> timers_;    // the timer thread's tasks, by due time
-  std::map<uint64_t, std::vector<ConnectDone>> connecting_;  // server -> operations waiting for its connection
-  struct Connector {
-    std::thread thread;
-    std::shared_ptr<std::atomic<bool>> finished;
-  };
-  std::vector<Connector> connectors_;  // threads making connections (joined once finished, and by the destructor)
-  std::thread timer_thread_;
+  GlobalPtr root_meganode_;           // cached for client-side searches (an old root is still a correct start)
+  // One connection per server; its connecting threads are the client's own (MarkClientThread).
+  rpc::ConnectionCache connections_;
+  // Retries and steps due later; at stop, every remaining task runs at once (and fails as closing).
+  TaskScheduler timers_;
 };
 
 }  // namespace cell::client

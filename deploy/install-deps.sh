@@ -8,10 +8,10 @@ set -euo pipefail
 
 packages=(
   # Build tools.
-  build-essential cmake ninja-build pkg-config git clang clang-format libclang-rt-14-dev
+  build-essential cmake ninja-build pkg-config git clang clang-format libclang-rt-14-dev python3
   # Libraries.
   libjemalloc-dev libprotobuf-dev protobuf-compiler libgtest-dev libgmock-dev libbenchmark-dev
-  libfmt-dev libabsl-dev libxxhash-dev libcli11-dev libisal-dev libssl-dev
+  libfmt-dev libspdlog-dev libabsl-dev libxxhash-dev libcli11-dev libisal-dev libssl-dev
   # RDMA (rdma-core) and ZooKeeper, used by the rpc/ and membership/ layers.
   rdma-core libibverbs-dev librdmacm-dev ibverbs-providers
   libzookeeper-mt-dev zookeeper

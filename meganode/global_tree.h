@@ -3,57 +3,13 @@
 //
 // The first meganode (offset 0 of the node region) is the cluster's first meganode: its header names the root
 // meganode. Leaf meganodes hold key -> record entries; internal meganodes hold separator -> child meganode entries
-// (the leftmost child under the smallest key, "\0"). A meganode M that runs out of slots is split in phases, of which
-// only 1 and 3-5 exclude M's writers (briefly: memory work, never the network); readers are never held off:
-//   1. (M's split lock exclusive) the split key s is M's middle entry; the entries >= s (the right half) are copied
-//      out, and M is marked as splitting at s. From here until step 5, writers of keys >= s are held off: they wait
-//      for the split to end (or, when the right half goes to another server, get Unavailable and retry). Writers of
-//      keys below s go on;
-//   2. (no lock) a new meganode N, range [s, M's max), right link M's right sibling, gets the right half's entries
-//      (records do not move: N's entries point to the same extents). Nothing changes those entries meanwhile: their
-//      writers are held off. N's split lock is taken, so that no writer changes N until step 4 is done;
-//   3. (M's split lock exclusive again, once phase 2's writers below s are done) M's header is published with max s
-//      and right link N: a search for k >= s that reads it moves right to N;
-//   4. M's nodes are cut, level by level from the top: entries >= s dropped, max fence s, no right link (a reader
-//      that meets such a node re-reads the header and moves right); nodes wholly >= s are published invalid and
-//      their slots freed (a reader holding a pointer to one restarts from an ancestor, as for any stale pointer).
-//      Until the cut reaches a node, readers may still see it whole: its content is current, because neither M nor
-//      N takes writes yet. And since every node of M holding an entry >= s changes version before any write to N
-//      can free a record, an in-place reader's version check never vouches for a record reused since;
-//   5. the mark is cleared and writers are let into M and N again (those for k >= s find N), and the separator
-//      s -> N is inserted into the parent meganode, which may split in turn; when the root splits, a new root
-//      meganode is made and the first meganode's header is pointed at it.
+// (the leftmost child under the smallest key, "\0").
 //
-// Across servers. Each server's GlobalTree holds the meganodes of its own node region; pointers to meganodes in other
-// regions lead to other servers. A walk here covers only this server's meganodes: where it would enter another's,
-// it stops and names that meganode (`elsewhere`), and the request goes on there. A split may put the right half on
-// another server (Peers, implemented by server/ over rpc): the new meganode is created there sealed (readable, no
-// writes), filled with the right half's entries and their records, published by the left half's header as in step 3,
-// and unsealed once the left half is cut and its moved records freed. Such remote splits run on the tree's background
-// thread, proactively, when a meganode is 3/4 full and fewer meganodes have been placed on other servers than are held
-// here; a meganode found completely full is split here at once. Writers never wait on the network: the copy to the
-// other server is phase 2, which holds no lock, and the right half's writers get Unavailable (retry) meanwhile instead
-// of waiting for it. Separators for a parent meganode on another server are sent by the background thread; until
-// they arrive, right links keep every key reachable. A new root meganode is always made by the server holding the first
-// meganode (the root server).
-//
-// Recovery (GlobalTreeOptions::restore). A restarted server fills its regions from its checkpoint and log, and the
-// tree is rebuilt from their bytes: a meganode is every slot-0 header that is valid; its free node slots are those no
-// node reachable from its header uses (a node written for a split whose left half was never published is such a
-// slot); its records' blocks are marked in the extent allocator. Meganode headers carry their state: a meganode made
-// for a split or a new root is *pending* until the meganode that names it (the left half's header, or the first
-// meganode's root pointer) is published; one made for another server's split is *sealed* until unsealed. So:
-//   - a pending meganode some header here names is the right half of a split whose step 3 was done: it is kept;
-//     one that no header names is an orphan of a split or root split that never published it: it is freed;
-//   - every meganode with a finite max is cut at it (step 4, idempotent), which finishes a split that crashed between
-//     its steps 3 and 5;
-//   - a sealed meganode stays sealed, awaiting its splitting server's Unseal or Abandon (of any generation);
-//   - every meganode whose right link leads to another server is sent an Unseal (a no-op unless the crash came
-//     between publishing a remote split and unsealing its right half).
-// The repairs are written through the write sink like any write. Splits begun and ended are also marked in the log
-// (WriteSink::SplitMarked), for the report. Lost with the crash, and not repaired: separators not yet inserted into
-// a parent meganode (right links keep their keys reachable), and a remote split's right half created on another
-// server but never published (it stays sealed there).
+// The pieces: this class holds the meganodes and serves reads and writes (global_tree.cc); a meganode that fills is
+// split by Cell's protocol, whose phases, placement across servers and invariants are stated at the top of split.cc;
+// a restarted server's tree is rebuilt and repaired from its regions' bytes (tree_recovery.cc); another server's
+// split places its right half here as a sealed meganode (sealed_meganodes.cc). Background work (remote splits,
+// separators for parents elsewhere, unseals) runs on one TaskScheduler, only when there are peers.
 // Thread-safe.
 #pragma once
 
@@ -76,6 +32,8 @@
 #include "btree/global_reader.h"
 #include "btree/node_source.h"
 #include "btree/write_sink.h"
+#include "common/backoff.h"
+#include "common/task_scheduler.h"
 #include "meganode/extent_allocator.h"
 #include "meganode/meganode.h"
 #include "meganode/region.h"
@@ -129,8 +87,8 @@ struct GlobalTreeOptions {
   // Told of every write to the tree's regions, from any thread (btree/write_sink.h); null: no one. Not owned.
   btree::WriteSink* write_sink = nullptr;
   // Recovery: if set, called on the fresh, zeroed regions to fill them (from a checkpoint and the log after it); the
-  // tree is then rebuilt from their bytes instead of formatted (see "Recovery" above), and the repairs go through the
-  // write sink. An error is Open's.
+  // tree is then rebuilt from their bytes instead of formatted (tree_recovery.cc says how), and the repairs go through
+  // the write sink. An error is Open's.
   std::function<Status(Region& nodes, Region& extents)> restore;
 };
 
@@ -300,6 +258,11 @@ class GlobalTree {
   // Recovery: builds the meganodes from the node region's bytes, repairs what a crash left (see "Recovery" above),
   // and marks the records' blocks in use.
   Status Rebuild();
+  // Rebuild's steps: a Mega for every valid header (*named: the meganodes those headers name); pending meganodes
+  // kept if named, else freed; one meganode's free slots and records restored (a crashed split's cut finished).
+  Status FindMeganodes(std::vector<GlobalPtr>* named);
+  void SettlePending(const std::vector<GlobalPtr>& named);
+  Status RestoreMeganode(Meganode& store);
   // Tells the write sink of a record, then copies it into its freshly allocated extent block (after the release
   // fence readers rely on).
   void WriteRecord(GlobalPtr extent, const std::vector<uint64_t>& record);
@@ -323,6 +286,28 @@ class GlobalTree {
   // separator above. Remote placements run on the background thread only. If another split of `m` is under way,
   // waits for it (OK) or, if that one is remote, gives Unavailable.
   Status Split(Mega* m, int level, uint64_t seen_splits, Placement placement);
+  // One split under way, as its phases (split.cc) hand it on.
+  struct SplitJob {
+    Mega* m = nullptr;
+    int level = 0;
+    bool try_remote = false;                 // the right half is to go to another server, if one takes it
+    uint64_t id = 0;                         // marks the split in the log
+    std::string sep;                         // the split key
+    std::vector<btree::NodeEntry> right;     // the right half's entries: unchanged until the split ends
+    btree::MeganodeInfo info;                // M's range, right link and level before the split
+    GlobalPtr right_half;                    // N, once made
+    RemoteMeganode remote_half;              // N on another server
+    bool remote = false;                     // N is on another server
+    std::unique_lock<SplitLock> right_lock;  // N's split lock, held from its filling until M is cut (local N)
+    btree::MeganodeInfo RightInfo() const;   // what N is made with
+  };
+  // The phases, in split.cc's terms. MarkSplit sets *begun unless there is nothing to do (OK: split meanwhile).
+  Status MarkSplit(SplitJob* job, uint64_t seen_splits, bool* begun);
+  Status CopyRightHalfToPeer(SplitJob* job);
+  Status CopyRightHalfHere(SplitJob* job);
+  void PublishAndCut(SplitJob* job);
+  // Ends the split (phase 5, or a failed phase 2): the writers held off come back.
+  void EndSplit(const SplitJob& job);
   // A write into `m` found no room on this server (`what`: which region, and how full). With other live servers,
   // half of `m` is moved to one with room (a background kRemoteOnly split) and the writer is told to retry
   // (Unavailable); ResourceExhausted when there is no other server, or none took the last such move (for 100 ms).
@@ -336,15 +321,31 @@ class GlobalTree {
   // What a separator -> child insert relies on, where it can be seen here: the meganode left of the separator at the
   // child's level (`left`, or a right sibling it split into since) ends at the separator and links to the child.
   Status CheckLeftOfSeparator(GlobalPtr left, const std::string& separator, GlobalPtr child) const;
+  // InsertSeparator's checks of a request's fields (InvalidArgument, as InsertSeparator says).
+  Status CheckSeparatorRequest(GlobalPtr at, int level, const std::string& separator, GlobalPtr child);
+  // Makes a new root meganode over `root` (the root `reader` saw) and its new right sibling `child` at `separator`,
+  // unless another thread has grown the root meanwhile (*grown false then: look again).
+  Status GrowRoot(btree::GlobalReader* reader, GlobalPtr root, int level, const std::string& separator, GlobalPtr child,
+                  bool* grown);
   // Gives back the place of a meganode nothing points to (one made for a split that failed): its header freed.
   void ReleaseMeganode(Mega* m);
   // Unseals a remote meganode, retrying from the background thread until it works.
-  void UnsealRemote(const RemoteMeganode& meganode, int attempt);
+  void UnsealRemote(const RemoteMeganode& meganode, Backoff backoff);
+  // Unseals are retried for as long as it takes (10 ms doubling to 1 s); a separator for a meganode elsewhere is sent
+  // up to 50 times more (10 ms doubling to 500 ms), then given up (right links keep its keys reachable).
+  static Backoff UnsealBackoff() { return Backoff(std::chrono::milliseconds(10), std::chrono::seconds(1)); }
+  static Backoff SeparatorBackoff() {
+    return Backoff(std::chrono::milliseconds(10), std::chrono::milliseconds(500), Backoff::Clock::time_point::max(),
+                   50);
+  }
   void SetClusterRoot(GlobalPtr root);
-  // The background thread: tasks run in order of their due time.
+  // Runs `task` on the background thread after `delay` (dropped without peers: there is no background work then).
   void Post(std::function<void()> task, std::chrono::milliseconds delay = std::chrono::milliseconds(0));
-  void PostRemoteInsert(GlobalPtr at, int level, const std::string& separator, GlobalPtr child, int attempt);
-  void BackgroundLoop();
+  // Asks the membership whether there are peers (for writers, who never ask it), and again every second.
+  void RefreshPeersHint();
+  // Sends separator -> child to the holder of meganode `at` from the background thread, after `delay`, retrying.
+  void PostRemoteInsert(GlobalPtr at, int level, const std::string& separator, GlobalPtr child, Backoff backoff,
+                        std::chrono::milliseconds delay);
 
   std::unique_ptr<Region> node_region_, extent_region_;
   GlobalPtr first_;
@@ -371,11 +372,7 @@ class GlobalTree {
   std::function<void(const std::string&, bool)> split_copy_observer_;
   std::function<Status(std::string_view)> fault_;
 
-  std::mutex bg_mu_;  // guards what follows
-  std::condition_variable bg_cv_;
-  std::multimap<std::chrono::steady_clock::time_point, std::function<void()>> tasks_;
-  bool stopping_ = false;
-  std::thread background_;  // only with peers
+  std::unique_ptr<TaskScheduler> background_;  // only with peers: remote splits, separators and unseals
 };
 
 }  // namespace cell::meganode

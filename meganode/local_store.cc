@@ -8,15 +8,6 @@
 
 namespace cell::meganode {
 
-Status CheckKeyValue(std::string_view key, std::string_view value) {
-  CELL_RETURN_IF_ERROR(btree::CheckKeySize(key));
-  if (value.size() > kMaxValueSize) {
-    return Status::InvalidArgument("value of " + std::to_string(value.size()) + " bytes exceeds the " +
-                                   std::to_string(kMaxValueSize) + "-byte limit");
-  }
-  return Status::OK();
-}
-
 StatusOr<std::unique_ptr<LocalStore>> LocalStore::Open(const LocalStoreOptions& options) {
   std::unique_ptr<LocalStore> s(new LocalStore());
   auto node_region = Region::Create(options.node_region_id, options.meganode_bytes, options.backing);

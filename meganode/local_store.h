@@ -61,7 +61,4 @@ class LocalStore {
   std::unique_ptr<btree::BLinkTree> tree_;
 };
 
-// The error for keys and values outside the limits in cell/limits.h, or OK.
-Status CheckKeyValue(std::string_view key, std::string_view value);
-
 }  // namespace cell::meganode

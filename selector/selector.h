@@ -3,52 +3,31 @@
 // they measured and pass the time; the selector knows nothing of the network or the tree.
 //
 // Policies (MakeSelector):
-//   server, client       always one way
-//   fixed:<x>            server-side with probability x
-//   adaptive             Cell's model (ATC'16 section 2.5), join-the-shortest-queue on measured latencies: search on
-//                        the server when  (l_s - RTT) < m * (l_r - RTT),  where l_s is the mean server-side search
-//                        latency to that server, l_r the mean one-sided read latency from it, RTT the lowest read
-//                        latency seen from it (what a request costs with no queue), and m the reads a client-side
-//                        traversal of that meganode takes (the height estimate at first, then the running mean of
-//                        observed traversals). One RTT for both sides assumes an RPC's round trip costs about what
-//                        a read's does, as on RDMA NICs; SelectorOptions::floor offers two other forms for
-//                        transports where they differ (shm: ~50 us of wake-ups against 0.2 us): kPerSide, each
-//                        side's own lowest latency (queueing against queueing: indifferent while both are idle), and
-//                        kNone, whole latencies (l_s < m * l_r).
-//                        Each mean is over a LatencyWindow (last n samples, outliers beyond K sigma discarded,
-//                        history dropped when outliers win a window or after an idle gap). With probability p the
-//                        option estimated worse is taken, so that both estimates stay current.
-//                        Steering (SelectorOptions::steer_per_s): the paper applies the rule to each operation. When
-//                        many threads share one selector, they all take the side the rule prefers until the
-//                        estimates catch up: a herd that fills the server's queue in a burst, so its measured
-//                        latency is always a burst's, and the rule never sees the server idle (measured: 32 threads
-//                        spent 95% of searches client-side, 5.1k gets/s, where a fixed half-and-half split gave
-//                        9.2k; docs/BENCHMARKS.md). With steering, each server has a split, the fraction of searches
-//                        sent to it, which moves toward the side the rule prefers at steer_per_s per second (1: from
-//                        all-client to all-server in a second; it starts at one half) and is drawn from per
-//                        search; it settles where the two sides of the rule are equal, as
-//                        join-the-shortest-queue would. 0: per operation, as the paper has it. (Experiment 2 on this
-//                        machine: 0.98-0.99x the best fixed split at 0.5/s and 1/s, 0.95-0.96x at 2/s, 0.92x at 4/s:
-//                        the faster it follows, the more it overshoots. A speed that grew with how far apart the rule's
-//                        two sides were answered a spike sooner but fell to 0.94x: near the balance both sides'
-//                        estimates swing widely; one that left an overloaded server faster than it came back drifted to
-//                        the client side under noise; and starting the split where the rule first pointed, not at one
-//                        half, left it on the client side at low load, where server-side samples come only from
-//                        exploration: 0.92x.) Load steps (SelectorOptions::load_step): a step in this client's own rate
-//                        of searches to a server (x1.5 or more either way, its last 50 ms against its last second)
-//                        rescales the split at once, so that the rate sent to the server stays what it was: the
-//                        server's capacity has not changed, and steering at 1/s would take half a second to move a
-//                        spike's extra while the server's queue grows (experiment 3: p99 over the spike 4.3-7.5x its
-//                        p99 before at steering alone, 1.6-2.3x with load steps). Steps of latency would not do: in a
-//                        closed loop the server's latency swings 2-5x every few tens of milliseconds at a steady split,
-//                        and jumping on them cost experiment 2 a sixth of its rate (0.85x). Windows also drop samples
-//                        older than a second (SelectorOptions::max_age_us): the side the split avoids gets only the
-//                        exploration's samples, and at a few dozen a second n = 100 would judge it by a load seconds
-//                        gone.
-//   dex                  DEX's heuristic (VLDB'24): search on the server when  mean(l_s) < m * (mean(l_r) + 40 ns)
-//   * 1.2,
-//                        over windows of 50 samples without outlier filtering, with 1% random flips.
+//   server, client   always one way
+//   fixed:<x>        server-side with probability x
+//   adaptive         Cell's model (ATC'16 section 2.5), join-the-shortest-queue on measured latencies: search on the
+//                    server when  (l_s - RTT) < m * (l_r - RTT),  where l_s is the mean server-side search latency to
+//                    that server, l_r the mean one-sided read latency from it, RTT the lowest read latency seen from
+//                    it (what a request costs with no queue), and m the reads a client-side traversal of that
+//                    meganode takes (the height estimate at first, then the running mean of observed traversals).
+//                    SelectorOptions::floor offers two other forms where an RPC's round trip costs much more than a
+//                    read's (shm): kPerSide, each side's own lowest latency, and kNone, whole latencies.
+//                    Each mean is over a LatencyWindow (last n samples, outliers beyond K sigma dropped, history
+//                    dropped when outliers win a window, after an idle gap, or past max_age). With probability p the
+//                    side estimated worse is taken, so that both estimates stay current.
+//                    Steering (steer_per_s): rather than applying the rule to each operation, which makes the threads
+//                    sharing a selector stampede to one side together, each server has a split (the fraction of
+//                    searches sent to it) that moves toward the side the rule prefers at steer_per_s per second,
+//                    starting at one half, and each search draws from it; it settles where the rule's two sides are
+//                    equal. 0: per operation, as the paper has it.
+//                    Load steps (load_step): a step in this client's own rate of searches to a server (x1.5 either
+//                    way, its last 50 ms against its last second) rescales the split at once, so that the rate sent
+//                    to the server stays what it was: the server's capacity has not changed, and steering alone would
+//                    take too long to move a spike's extra while the server's queue grows.
+//   dex              DEX's heuristic (VLDB'24): search on the server when  mean(l_s) < m * (mean(l_r) + 40 ns) * 1.2,
+//                    over windows of 50 samples without outlier filtering, with 1% random flips.
 // While one of the two latencies of a server has no sample yet, the adaptive policies choose the side not measured.
+// docs/BENCHMARKS.md ("Why the selector steers") records the measurements behind steering, load steps and max_age.
 // Thread-safe: one mutex guards the estimates (taken once per decision and once per sample).
 #pragma once
 

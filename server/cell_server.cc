@@ -12,7 +12,7 @@
 #include "common/log.h"
 #include "membership/in_memory_membership.h"
 #include "membership/zookeeper_membership.h"
-#include "server/proto/store.pb.h"
+#include "rpc/proto/store.pb.h"
 
 namespace cell::server {
 

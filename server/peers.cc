@@ -6,7 +6,7 @@
 
 #include "btree/record_format.h"
 #include "common/log.h"
-#include "server/proto/store.pb.h"
+#include "rpc/proto/store.pb.h"
 
 namespace cell::server {
 
@@ -42,24 +42,15 @@ bool ServerPeers::HavePeers() {
 }
 
 StatusOr<std::shared_ptr<rpc::Connection>> ServerPeers::ConnectionTo(const membership::ServerInfo& server) {
-  {
-    std::lock_guard lock(mu_);
-    auto it = connections_.find(server.id);
-    if (it != connections_.end() && it->second->health().ok()) return it->second;
-  }
-  rpc::ClientOptions options;
-  options.connect_timeout = timeout_;
-  options.call_timeout = timeout_;
-  options.key = key_;
-  auto connection = rpc::ConnectFirst(server.addresses, {"shm", "verbs", "tcp"}, options);
-  if (!connection.ok()) {
+  return connections_.Get(server.id, [this, server]() -> StatusOr<std::unique_ptr<rpc::Connection>> {
+    rpc::ClientOptions options;
+    options.connect_timeout = timeout_;
+    options.call_timeout = timeout_;
+    options.key = key_;
+    auto connection = rpc::ConnectFirst(server.addresses, {"shm", "verbs", "tcp"}, options);
+    if (connection.ok()) return connection;
     return Status::Unavailable(fmt::format("cannot reach server {}: {}", server.id, connection.status().message()));
-  }
-  std::shared_ptr<rpc::Connection> shared = std::move(*connection);
-  std::shared_ptr<rpc::Connection> old;  // closed outside the lock
-  std::lock_guard lock(mu_);
-  old = std::exchange(connections_[server.id], shared);
-  return shared;
+  });
 }
 
 StatusOr<std::shared_ptr<rpc::Connection>> ServerPeers::OwnerOf(uint32_t region) {

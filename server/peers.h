@@ -17,6 +17,7 @@
 
 #include "meganode/global_tree.h"
 #include "membership/membership.h"
+#include "rpc/connection_cache.h"
 #include "rpc/transport.h"
 
 namespace cell::server {
@@ -63,8 +64,8 @@ class ServerPeers final : public meganode::Peers {
   const uint64_t self_;
   const std::chrono::milliseconds timeout_;
   const rpc::Key key_;
+  rpc::ConnectionCache connections_;
   std::mutex mu_;  // guards what follows
-  std::map<uint64_t, std::shared_ptr<rpc::Connection>> connections_;
   std::vector<membership::ServerInfo> others_;
   std::chrono::steady_clock::time_point others_read_;
   std::mt19937_64 token_rng_{std::random_device{}()};

@@ -16,7 +16,7 @@
 #include "common/log.h"
 #include "logging/checkpoint.h"
 #include "logging/env.h"
-#include "server/proto/store.pb.h"
+#include "rpc/proto/store.pb.h"
 
 namespace cell::server {
 

@@ -16,14 +16,14 @@
 #include <string>
 
 #include "membership/in_memory_membership.h"
+#include "rpc/proto/store.pb.h"
 #include "rpc/transport.h"
-#include "server/proto/store.pb.h"
 
 namespace cell::client {
 namespace {
 
 using namespace std::chrono_literals;
-using server::proto::StoreMethod;
+using cell::proto::StoreMethod;
 
 class ScriptedServer final : public rpc::RpcHandler {
  public:
@@ -55,8 +55,8 @@ class ScriptedServer final : public rpc::RpcHandler {
   std::map<uint16_t, int> seen_;
 };
 
-std::string Reply(const std::function<void(server::proto::StoreReply*)>& fill) {
-  server::proto::StoreReply reply;
+std::string Reply(const std::function<void(cell::proto::StoreReply*)>& fill) {
+  cell::proto::StoreReply reply;
   fill(&reply);
   return reply.SerializeAsString();
 }

@@ -19,7 +19,7 @@
 #include "client/region_cache.h"
 #include "client/remote_table.h"
 #include "membership/zookeeper_membership.h"
-#include "server/proto/store.pb.h"
+#include "rpc/proto/store.pb.h"
 #include "test/child_process.h"
 #include "test/membership/zk_harness.h"
 #include "test/server/server_harness.h"
@@ -397,7 +397,7 @@ TEST_F(ZooKeeperServers, ALostMegaCreateReplyLeavesNoMeganodeOnThePeer) {
   const size_t before = (*two)->store().meganodes_in_use();
   std::atomic<int> lost{0};
   (*one)->store().set_peer_reply_fault([&](uint16_t method) {
-    if (method != server::proto::MEGA_CREATE) return Status::OK();
+    if (method != cell::proto::MEGA_CREATE) return Status::OK();
     lost.fetch_add(1);
     return Status::DeadlineExceeded("test: the MEGA_CREATE reply was lost");
   });
@@ -443,6 +443,32 @@ TEST_F(ZooKeeperServers, AClientOfAMistypedClusterGetsNotFoundAndCreatesNothing)
   std::tie(rc, out) = Cellctl({"--cluster=" + typo, "servers"});
   EXPECT_EQ(rc, 1) << out;
   EXPECT_NE(out.find("no Cell cluster"), std::string::npos) << out;
+}
+
+// Client::Regions marks the region the table names as root, not the lowest id: here a region made before the first
+// server (as by another server starting at the same time) has a lower id than the root the server claims. (Before,
+// the lowest id was marked.)
+TEST_F(ZooKeeperServers, RegionsMarksTheRootTheTableNamesNotTheLowestId) {
+  auto early = observer_->AllocateRegionId();
+  ASSERT_TRUE(early.ok()) << early.status().ToString();
+  ASSERT_TRUE(observer_->CreateRegion(*early, 99).ok());
+  RunningServer server = Start(4);
+  ASSERT_FALSE(server.ready.empty());
+  auto root = observer_->RootRegion();
+  ASSERT_TRUE(root.ok()) << root.status().ToString();
+  ASSERT_GT(*root, *early);
+  ClientOptions options;
+  options.cluster = cluster_;
+  auto client = Client::Open(options);
+  ASSERT_TRUE(client.ok()) << client.status().ToString();
+  auto regions = (*client)->Regions();
+  ASSERT_TRUE(regions.ok()) << regions.status().ToString();
+  size_t roots = 0;
+  for (const RegionDescription& r : *regions) {
+    if (r.root) ++roots;
+    EXPECT_EQ(r.root, r.id == *root) << "region " << r.id;
+  }
+  EXPECT_EQ(roots, 1u);
 }
 
 }  // namespace

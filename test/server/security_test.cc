@@ -13,9 +13,9 @@
 
 #include "cell/client.h"
 #include "membership/zookeeper_membership.h"
+#include "rpc/proto/store.pb.h"
 #include "rpc/transport.h"
 #include "server/cell_server.h"
-#include "server/proto/store.pb.h"
 #include "test/membership/zk_harness.h"
 #include "test/server/server_harness.h"
 

@@ -25,14 +25,14 @@
 #include <string>
 #include <vector>
 
+#include "rpc/proto/store.pb.h"
 #include "server/cell_server.h"
-#include "server/proto/store.pb.h"
 
 namespace {
 
 using cell::GlobalPtr;
 using cell::Status;
-namespace proto = cell::server::proto;
+namespace proto = cell::proto;
 
 constexpr uint64_t kMeganodeBytes = 16 << 10;
 constexpr uint32_t kMeganodes = 128;

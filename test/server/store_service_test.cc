@@ -14,7 +14,7 @@
 #include <string>
 
 #include "membership/in_memory_membership.h"
-#include "server/proto/store.pb.h"
+#include "rpc/proto/store.pb.h"
 
 namespace cell::server {
 namespace {

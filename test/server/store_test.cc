@@ -14,8 +14,8 @@
 #include <thread>
 
 #include "cell/client.h"
+#include "rpc/proto/store.pb.h"
 #include "rpc/transport.h"
-#include "server/proto/store.pb.h"
 #include "test/linearizability.h"
 #include "test/server/register_history.h"
 #include "test/server/server_harness.h"
@@ -197,19 +197,19 @@ TEST(Store, BadInputIsRefusedByTheClientAndByTheServer) {
   ASSERT_TRUE(connection.ok());
   auto table = rpc::CallSync(**connection, 259, "");  // TABLE_ROOT_REGION: the root's id
   ASSERT_TRUE(table.ok());
-  server::proto::KeyRequest put;
+  cell::proto::KeyRequest put;
   put.mutable_target()->set_region(1);
   put.mutable_target()->set_epoch(1);
   put.set_key(std::string(256, 'k'));
   put.set_value("v");
-  auto reply = rpc::CallSync(**connection, server::proto::STORE_PUT, put.SerializeAsString());
+  auto reply = rpc::CallSync(**connection, cell::proto::STORE_PUT, put.SerializeAsString());
   EXPECT_TRUE(reply.status().IsInvalidArgument()) << reply.status().ToString();
-  reply = rpc::CallSync(**connection, server::proto::STORE_GET, "\xff\xff garbage");
+  reply = rpc::CallSync(**connection, cell::proto::STORE_GET, "\xff\xff garbage");
   EXPECT_TRUE(reply.status().IsInvalidArgument()) << reply.status().ToString();
-  server::proto::ScanRequest scan;
+  cell::proto::ScanRequest scan;
   scan.mutable_target()->set_region(1);
   scan.mutable_target()->set_epoch(1);
-  reply = rpc::CallSync(**connection, server::proto::STORE_SCAN, scan.SerializeAsString());
+  reply = rpc::CallSync(**connection, cell::proto::STORE_SCAN, scan.SerializeAsString());
   EXPECT_TRUE(reply.status().IsInvalidArgument()) << reply.status().ToString();
   // Nothing of that reached the store.
   std::vector<std::pair<std::string, std::string>> all;
@@ -223,13 +223,13 @@ TEST(Store, AServerAnswersOnlyForRegionsItOwnsAtTheClientsEpoch) {
   auto connection = rpc::Connect(server.uris[0]);
   ASSERT_TRUE(connection.ok());
   for (auto [region, epoch] : {std::pair<uint32_t, uint64_t>{1, 2}, {2, 1}, {77, 1}}) {
-    server::proto::KeyRequest get;
+    cell::proto::KeyRequest get;
     get.mutable_target()->set_region(region);
     get.mutable_target()->set_epoch(epoch);
     get.set_key("k");
-    auto reply = rpc::CallSync(**connection, server::proto::STORE_GET, get.SerializeAsString());
+    auto reply = rpc::CallSync(**connection, cell::proto::STORE_GET, get.SerializeAsString());
     ASSERT_TRUE(reply.ok()) << reply.status().ToString();
-    server::proto::StoreReply parsed;
+    cell::proto::StoreReply parsed;
     ASSERT_TRUE(parsed.ParseFromString(*reply));
     ASSERT_TRUE(parsed.has_wrong_owner()) << region << "@" << epoch;
     EXPECT_EQ(parsed.wrong_owner().region(), region);

@@ -1,4 +1,4 @@
-// Rebuilding a tree from its log (meganode/global_tree.h, "Recovery"), with a real tree and log: after many splits
+// Rebuilding a tree from its log (meganode/tree_recovery.cc), with a real tree and log: after many splits
 // and root splits the recovered tree holds every key, its meganodes and record blocks; and a crash in each window
 // of a meganode split leaves a tree that holds every key written before it and takes writes again:
 //   - before the left half's header names the right half: the right half is an orphan, and is freed;

@@ -1,0 +1,262 @@
+// Client-side search: a get or scan that walks the tree with one-sided reads of its nodes (the server's CPU is not
+// used), through the same traversal code the server runs (btree/global_reader.h). See store_client.h.
+#include <fmt/format.h>
+
+#include <future>
+#include <optional>
+#include <utility>
+
+#include "btree/global_reader.h"
+#include "btree/node_source.h"
+#include "client/store_client.h"
+#include "client/store_client_internal.h"
+#include "common/key_limits.h"
+#include "rpc/proto/store.pb.h"
+
+namespace cell::client {
+
+using cell::proto::StoreMethod;
+
+namespace {
+// Sorts the outcome of a client-side search: a failed read (its server gone, or a region not reachable now) and a
+// search that kept meeting changes are tried again.
+bool ShouldRetry(const Status& s) { return s.IsUnavailable() || s.IsAborted(); }
+}  // namespace
+
+class StoreClient::ReadRouter {
+ public:
+  // `connection`: the connection to `route`'s owner that the operation already holds (alive while it runs).
+  ReadRouter(StoreClient* client, Deadline deadline, const Route& route, rpc::Connection& connection)
+      : client_(client), deadline_(deadline), home_server_(route.owner().id), home_(&connection) {
+    links_[0] = Link{route.entry.region, home_server_, home_, nullptr};
+    next_ = 1;
+  }
+
+  btree::NodeFetcher Fetcher() {
+    return [this](GlobalPtr p, size_t words, uint64_t* dst) { return Read(p, words, dst); };
+  }
+
+  // For the selector: from now on, time each read from `server` and count all reads.
+  void Measure(uint64_t server) {
+    measure_ = true;
+    measured_server_ = server;
+  }
+  // Tells the selector what this search's reads from that server took, and how many reads it made in all (a
+  // traversal from `meganode`).
+  void Report(selector::Selector& selector, uint64_t meganode) const {
+    if (!measure_ || reads_ == 0) return;
+    if (samples_taken_ > 0) selector.OnReads(measured_server_, samples_.data(), samples_taken_, NowUs());
+    selector.OnTraversal(meganode, reads_);
+  }
+
+ private:
+  // The connection to `region`'s owner: from the few this search has used (node and extent regions, a server or
+  // two), else looked up.
+  struct Link {
+    uint32_t region = 0;
+    uint64_t server = 0;
+    rpc::Connection* connection = nullptr;
+    std::shared_ptr<rpc::Connection> owned;               // keeps `connection` alive, unless it is the operation's own
+    std::chrono::steady_clock::time_point lease_until{};  // reads of `server` may begin until then (ReadLease)
+  };
+  StatusOr<Link*> LinkFor(uint32_t region) {
+    for (Link& l : links_) {
+      if (l.region == region && l.connection != nullptr) return &l;
+    }
+    // Most reads are of the operation's own server's regions (its node and extent regions): no lookup of addresses.
+    if (home_ != nullptr && client_->cache_.CachedOwner(region) == home_server_) {
+      Link& slot = links_[next_++ % links_.size()];
+      slot = Link{region, home_server_, home_, nullptr};
+      return &slot;
+    }
+    auto route = client_->cache_.Lookup(region);
+    if (!route.ok()) {
+      return route.status().IsNotFound()
+                 ? Status::Corruption(fmt::format("a pointer names region {}, which does not exist", region))
+                 : route.status();
+    }
+    // Under a lease first (Read): no connection is made to a server that is no longer registered.
+    auto lease = client_->cache_.ReadLease(route->owner().id);
+    if (!lease.ok()) {
+      return Status::Unavailable(
+          fmt::format("reading from server {}: {}", route->owner().id, lease.status().message()));
+    }
+    auto connection = client_->ConnectionTo(route->owner(), deadline_);
+    if (!connection.ok()) {
+      client_->DropServer(route->owner().id, nullptr);
+      return connection.status();
+    }
+    Link& slot = links_[next_++ % links_.size()];
+    rpc::Connection* raw = connection->get();
+    slot = Link{region, route->owner().id, raw, std::move(*connection), *lease};
+    return &slot;
+  }
+
+  Status Read(GlobalPtr p, size_t words, uint64_t* dst) {
+    CELL_ASSIGN_OR_RETURN(Link * link, LinkFor(p.region));
+    // Only under a lease on the server (docs/DESIGN.md, "One-sided reads and a deposed owner"): a server that lost
+    // its registration may be paused or cut off and deposed, and its memory older than a survivor's writes.
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= link->lease_until) {
+      auto lease = client_->cache_.ReadLease(link->server);
+      if (!lease.ok()) {
+        const uint64_t server = link->server;
+        if (link->connection == home_) home_ = nullptr;
+        for (Link& l : links_) {
+          if (l.server == server) l = Link{};
+        }
+        return Status::Unavailable(fmt::format("reading from server {}: {}", server, lease.status().message()));
+      }
+      link->lease_until = *lease;
+    }
+    const auto begin = measure_ ? now : std::chrono::steady_clock::time_point();
+    Status s = rpc::ReadSync(*link->connection, p, static_cast<uint32_t>(words * 8), dst);
+    if (measure_ && s.ok()) {
+      ++reads_;
+      if (link->server == measured_server_ && samples_taken_ < samples_.size()) {
+        samples_[samples_taken_++] =
+            std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - begin).count();
+      }
+    }
+    if (!s.ok() && !link->connection->health().ok()) {
+      client_->DropServer(link->server, link->connection);
+      const uint64_t server = link->server;
+      if (link->connection == home_) home_ = nullptr;
+      for (Link& l : links_) {
+        if (l.server == server) l = Link{};
+      }
+      return Status::Unavailable(fmt::format("reading from server {}: {}", server, s.message()));
+    }
+    if (s.IsUnavailable()) {
+      // The server does not serve the region (yet: a takeover is registering it; or any more): the route is re-read
+      // from the table before the operation retries.
+      client_->cache_.OnWrongOwner(p.region, link->server, 0);
+      const uint64_t server = link->server;
+      for (Link& l : links_) {
+        if (l.region == p.region) l = Link{};
+      }
+      return Status::Unavailable(fmt::format("reading region {} from server {}: {}", p.region, server, s.message()));
+    }
+    return s;
+  }
+
+  StoreClient* const client_;
+  const Deadline deadline_;
+  const uint64_t home_server_;
+  rpc::Connection* home_;
+  std::array<Link, 4> links_;
+  size_t next_ = 0;
+  bool measure_ = false;
+  uint64_t measured_server_ = 0;
+  int reads_ = 0;
+  std::array<double, 32> samples_;
+  size_t samples_taken_ = 0;
+};
+
+Status StoreClient::GetClientSide(std::string_view key, std::string* value, Deadline deadline, uint64_t sample_server) {
+  // Routed to the server of the meganode it begins at (the key's cached leaf, else the root's): a search that
+  // begins at a leaf needs no other server, the root's included (down, it may be taken over meanwhile).
+  return Run(
+      [&](rpc::Connection& connection, const Route& route, GlobalPtr, Deadline d) -> Attempt {
+        auto root = Root();
+        if (!root.ok()) return {root.status(), root.status().IsUnavailable() || root.status().IsDeadlineExceeded()};
+        ReadRouter router(this, d, route, connection);
+        if (sample_server != 0) router.Measure(sample_server);
+        btree::CopyingNodeSource source(router.Fetcher(), nodes_.get());
+        btree::GlobalReader reader(&source, GlobalPtr{*root, 0});
+        GlobalPtr start = paths_.Lookup(key);
+        const bool cached = !start.is_null();
+        if (!cached) {
+          std::lock_guard lock(mu_);
+          start = root_meganode_;
+        }
+        if (start.is_null()) {
+          auto root = reader.Root();
+          if (root.ok()) {
+            start = *root;
+            std::lock_guard lock(mu_);
+            root_meganode_ = start;
+          }
+        }
+        Status s = reader.Get(key, value, start);
+        if (s.ok() || s.IsNotFound()) router.Report(*selector_, cached ? start.Pack() : 0);
+        if ((s.ok() || s.IsNotFound()) && !(cached && reader.answered() == start)) {
+          btree::MeganodeRange range;  // one more read, to begin at this leaf meganode next time
+          if (reader.RangeOf(reader.answered(), &range).ok()) paths_.Insert(range);
+        }
+        if (reader.stats().restarts > 0) {
+          std::lock_guard lock(mu_);
+          root_meganode_ = GlobalPtr();  // the root has moved (or split): read it again next time
+        }
+        if (ShouldRetry(s)) return {s, true};
+        if (s.IsNotFound()) return {Status::NotFound(fmt::format("no key '{}'", key)), false};
+        return {s, false};
+      },
+      deadline, paths_.Lookup(key));
+}
+
+Status StoreClient::Scan(std::string_view start, std::string_view end, size_t limit,
+                         std::vector<btree::KeyValue>* out) {
+  if (limit == 0) return Status::OK();
+  CELL_RETURN_IF_ERROR(CheckMayWait());
+  const size_t had = out->size();
+  // A scan begins at the start key's leaf meganode from the path cache, as a get does (null: the root), so that it
+  // needs no meganode above it: those of a failed server, say.
+  const GlobalPtr cached = paths_.Lookup(start);
+  uint64_t server = 0;
+  if (SearchOnServer(measure_ ? cached : GlobalPtr(), /*may_block=*/true, &server)) {
+    stats_.server_searches.fetch_add(1, std::memory_order_relaxed);
+    std::string from(start);
+    GlobalPtr at = cached;                    // the meganode the next page begins at (null: the root)
+    const Deadline deadline = NewDeadline();  // one for the whole scan, every page
+    while (out->size() - had < limit) {
+      GlobalPtr began;  // the meganode the page's last attempt began at (a redirect may have moved it)
+      const uint32_t want = static_cast<uint32_t>(std::min<size_t>(limit - (out->size() - had), UINT32_MAX));
+      cell::proto::StoreReply reply;
+      CELL_RETURN_IF_ERROR(RunRequest(
+          StoreMethod::STORE_SCAN, /*idempotent=*/true, /*follow=*/false, at, deadline,
+          [&from, end = std::string(end), want, &began](const Route& route, GlobalPtr begin) {
+            began = begin;
+            cell::proto::ScanRequest request;
+            request.mutable_target()->set_region(route.entry.region);
+            request.mutable_target()->set_epoch(route.entry.epoch);
+            request.set_start(from);
+            request.set_end(end);
+            request.set_limit(want);
+            request.set_meganode(begin.Pack());
+            return request.SerializeAsString();
+          },
+          &reply));
+      for (auto& kv : *reply.mutable_pairs()) {
+        out->push_back({std::move(*kv.mutable_key()), std::move(*kv.mutable_value())});
+      }
+      if (!reply.more()) break;
+      // The page ended (its size, or the range goes on at another server's meganode): go on from `resume`.
+      if (reply.resume().empty() || (reply.pairs_size() == 0 && reply.elsewhere() == 0)) {
+        return Status::Corruption("a scan page asked to go on but did not say where");
+      }
+      from = reply.resume();
+      at = reply.elsewhere() != 0 ? NextFrom(reply) : began;
+    }
+    return Status::OK();
+  }
+  stats_.client_searches.fetch_add(1, std::memory_order_relaxed);
+  return Run(
+      [&](rpc::Connection& connection, const Route& route, GlobalPtr begin, Deadline d) -> Attempt {
+        auto root = Root();
+        if (!root.ok()) return {root.status(), root.status().IsUnavailable() || root.status().IsDeadlineExceeded()};
+        ReadRouter router(this, d, route, connection);
+        btree::CopyingNodeSource source(router.Fetcher(), nodes_.get());
+        btree::GlobalReader reader(&source, GlobalPtr{*root, 0});
+        std::vector<btree::KeyValue> pairs;
+        Status s = reader.Scan(start, end, limit, &pairs, begin);
+        if (s.ok()) {
+          for (auto& kv : pairs) out->push_back(std::move(kv));
+        }
+        if (ShouldRetry(s)) return {s, true};
+        return {s, false};
+      },
+      NewDeadline(), cached);
+}
+
+}  // namespace cell::client

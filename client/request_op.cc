@@ -1,0 +1,256 @@
+// The state machine every RPC of the client runs (RequestOp: a get, put or delete, or a page of a server-side scan),
+// and the rule for where and when an operation's next attempt begins (Attempts). See store_client.h.
+#include <fmt/format.h>
+
+#include <future>
+#include <optional>
+#include <utility>
+
+#include "client/store_client.h"
+#include "client/store_client_internal.h"
+#include "common/key_limits.h"
+#include "rpc/proto/store.pb.h"
+
+namespace cell::client {
+
+using cell::proto::StoreMethod;
+
+Status StoreClient::Attempts::GoOn(GlobalPtr next) {
+  if (++hops_ < 256) {
+    at_ = next;
+    return Status::OK();
+  }
+  hops_ = 0;
+  at_ = GlobalPtr();
+  return Status::Aborted("a request was sent on from server to server more than 256 times");
+}
+
+StatusOr<StoreClient::Deadline> StoreClient::Attempts::Retry(const Status& why) {
+  if (const std::optional<Deadline> due = backoff_.Next()) return *due;
+  // No server could be reached: Unavailable; anything else kept failing until the deadline: DeadlineExceeded.
+  return Status::FromCode(why.IsUnavailable() ? Status::Code::kUnavailable : Status::Code::kDeadlineExceeded,
+                          fmt::format("gave up after {} ms: {}", timeout_.count(), why.ToString()));
+}
+
+Status StoreClient::Run(const Operation& op, Deadline deadline, GlobalPtr start) {
+  Attempts tries(deadline, start, options_.timeout);
+  while (true) {
+    if (closing_.load(std::memory_order_acquire)) return Status::Unavailable("the client is closing");
+    Status why;
+    uint32_t region = tries.at().region;
+    if (tries.at().is_null()) {
+      auto root = Root();
+      if (!root.ok()) return root.status();
+      region = *root;
+    }
+    auto route = cache_.Lookup(region);
+    if (route.ok()) {
+      auto connection = ConnectionTo(route->owner(), deadline);
+      if (connection.ok()) {
+        Attempt attempt = op(**connection, *route, tries.at(), deadline);
+        if (!attempt.next.is_null()) {
+          why = tries.GoOn(attempt.next);
+          if (why.ok()) continue;
+        } else if (!attempt.retry) {
+          return attempt.status;
+        } else {
+          why = attempt.status;
+        }
+      } else if (connection.status().IsPermissionDenied()) {
+        return connection.status();  // retrying cannot help: the key is wrong or missing
+      } else {
+        DropServer(route->owner().id, nullptr);
+        why = connection.status();
+      }
+    } else if (route.status().IsUnavailable()) {
+      why = route.status();  // no live owner right now: wait for a takeover or a restart
+    } else {
+      return route.status();
+    }
+    CELL_ASSIGN_OR_RETURN(const Deadline due, tries.Retry(why));
+    stats_.retries.fetch_add(1, std::memory_order_relaxed);
+    std::this_thread::sleep_until(due);  // a retry's back-off in the caller's own thread, not synchronisation
+  }
+}
+
+GlobalPtr StoreClient::NextFrom(const cell::proto::StoreReply& reply) {
+  if (reply.leaf() != 0) {
+    paths_.Insert(btree::MeganodeRange{GlobalPtr::Unpack(reply.leaf()), reply.leaf_min(), reply.leaf_max()});
+  }
+  // (The first meganode stands for the root: the server it names starts at the root.)
+  return GlobalPtr::Unpack(reply.elsewhere());
+}
+
+struct StoreClient::RequestOp {
+  RequestOp(uint16_t method, bool idempotent, bool follow, GlobalPtr start, Deadline deadline,
+            std::chrono::milliseconds timeout, BuildRequest build, RequestDone done)
+      : method(method),
+        idempotent(idempotent),
+        follow(follow),
+        build(std::move(build)),
+        tries(deadline, start, timeout),
+        done(std::move(done)) {}
+  const uint16_t method;
+  const bool idempotent;  // may be sent again after its connection died (a write may have been applied: it is not)
+  const bool follow;      // goes on to the meganode a reply's `elsewhere` names (a scan's caller does that itself)
+  const BuildRequest build;
+  Attempts tries;  // touched by one step at a time: each step starts the next
+  const RequestDone done;
+};
+
+void StoreClient::StartRequest(uint16_t method, bool idempotent, bool follow, GlobalPtr start, Deadline deadline,
+                               BuildRequest build, RequestDone done) {
+  Step(std::make_shared<RequestOp>(method, idempotent, follow, start, deadline, options_.timeout, std::move(build),
+                                   std::move(done)));
+}
+
+Status StoreClient::RunRequest(uint16_t method, bool idempotent, bool follow, GlobalPtr start, Deadline deadline,
+                               BuildRequest build, cell::proto::StoreReply* reply) {
+  std::promise<Status> promise;
+  auto future = promise.get_future();
+  StartRequest(method, idempotent, follow, start, deadline, std::move(build),
+               [&promise, reply](const Status& status, cell::proto::StoreReply* answer) {
+                 if (answer != nullptr) *reply = std::move(*answer);
+                 promise.set_value(status);
+               });
+  return future.get();
+}
+
+void StoreClient::StartKeyOp(uint16_t method, bool idempotent, std::string_view key, const std::string_view* value,
+                             Deadline deadline, RequestDone done) {
+  const GlobalPtr cached = paths_.Lookup(key);
+  StartRequest(method, idempotent, /*follow=*/true, cached, deadline, KeyRequestFor(key, value, cached),
+               std::move(done));
+}
+
+StoreClient::BuildRequest StoreClient::KeyRequestFor(std::string_view key, const std::string_view* value,
+                                                     GlobalPtr cached) {
+  // `cached`: the meganode the path cache gave for the key, where the first attempt begins; any other start (a
+  // redirect's) asks for the range of the leaf meganode that answers, so that the next operation on the key begins
+  // there.
+  return [key = std::string(key), value = value != nullptr ? std::optional<std::string>(*value) : std::nullopt, cached](
+             const Route& route, GlobalPtr start) {
+    cell::proto::KeyRequest request;
+    request.mutable_target()->set_region(route.entry.region);
+    request.mutable_target()->set_epoch(route.entry.epoch);
+    request.set_key(key);
+    if (value) request.set_value(*value);
+    request.set_meganode(start.Pack());
+    request.set_want_range(!start.is_null() && !(start == cached));
+    return request.SerializeAsString();
+  };
+}
+
+void StoreClient::Step(const std::shared_ptr<RequestOp>& op) {
+  if (closing_.load(std::memory_order_acquire)) return op->done(Status::Unavailable("the client is closing"), nullptr);
+  // A transport's thread must not wait on the table (it may be completing other operations' replies): a step that
+  // would runs on the timer thread instead, at once.
+  const bool may_block = !rpc::OnTransportThread();
+  uint32_t region = op->tries.at().region;
+  if (op->tries.at().is_null()) {
+    region = root_.load(std::memory_order_acquire);
+    if (region == 0) {
+      if (!may_block) return Schedule(Clock::now(), [this, op] { Step(op); });
+      auto root = Root();
+      if (!root.ok()) return op->done(root.status(), nullptr);
+      region = *root;
+    }
+  }
+  if (!may_block && cache_.CachedOwner(region) == 0) return Schedule(Clock::now(), [this, op] { Step(op); });
+  auto route = cache_.Lookup(region);
+  if (!route.ok()) {
+    // No live owner right now: wait for a takeover or a restart. Anything else is final.
+    if (route.status().IsUnavailable()) return Retry(op, route.status());
+    return op->done(route.status(), nullptr);
+  }
+  ConnectAsync(route->owner(), op->tries.deadline(),
+               [this, op, r = *route](const StatusOr<std::shared_ptr<rpc::Connection>>& connection) {
+                 if (connection.ok()) return Send(op, r, connection->get());
+                 // A refused key stays refused; a server not reached may have failed (its regions moving).
+                 if (connection.status().IsPermissionDenied()) return op->done(connection.status(), nullptr);
+                 DropServer(r.owner().id, nullptr);
+                 Retry(op, connection.status());
+               });
+}
+
+void StoreClient::Send(const std::shared_ptr<RequestOp>& op, const Route& route, rpc::Connection* connection) {
+  // The callback holds the connection only by pointer (alive while its callbacks run): dropping its last reference
+  // from its own thread would destroy it there. The client's map keeps it; the destructor closes it first.
+  connection->Call(
+      op->method, op->build(route, op->tries.at()),
+      [this, op, route, connection](const Status& status, std::string_view response) {
+        OnReply(op, route, connection, status, response);
+      },
+      std::chrono::duration_cast<std::chrono::microseconds>(Remaining(op->tries.deadline())));
+}
+
+void StoreClient::OnReply(const std::shared_ptr<RequestOp>& op, const Route& route, rpc::Connection* connection,
+                          const Status& status, std::string_view response) {
+  if (!status.ok()) {
+    if (status.IsUnavailable() && !connection->health().ok()) {
+      // The connection died: the server may be gone, its regions moving. (Its replacement is made by the next step
+      // that needs one; it is not released here, on its own thread.)
+      cache_.OnServerUnreachable(route.owner().id);
+      if (!op->idempotent) {
+        // A write whose connection died may have been applied: say so rather than send it again.
+        return op->done(Status::Unavailable(fmt::format(
+                            "the connection to server {} failed after the request was sent; it may or may not have "
+                            "been applied: {}",
+                            route.owner().id, status.message())),
+                        nullptr);
+      }
+      return Retry(op, status);
+    }
+    if (status.IsUnavailable()) return Retry(op, status);  // fenced for now
+    return op->done(status, nullptr);
+  }
+  cell::proto::StoreReply reply;
+  if (!reply.ParseFromArray(response.data(), static_cast<int>(response.size()))) {
+    return op->done(
+        Status::Corruption(fmt::format("malformed reply ({} bytes) from server {}", response.size(), route.owner().id)),
+        nullptr);
+  }
+  if (!reply.not_acknowledged().empty()) {
+    return op->done(Status::Unavailable(fmt::format(
+                        "server {} made the write but may not acknowledge it ({}); it may or may not have been "
+                        "applied",
+                        route.owner().id, reply.not_acknowledged())),
+                    nullptr);
+  }
+  if (reply.has_wrong_owner()) {
+    cache_.OnWrongOwner(route.entry.region, route.owner().id, reply.wrong_owner().epoch());
+    return Retry(
+        op, Status::Unavailable(fmt::format("server {} no longer owns region {} (it knows epoch {})", route.owner().id,
+                                            route.entry.region, reply.wrong_owner().epoch())));
+  }
+  if (const GlobalPtr next = op->follow ? NextFrom(reply) : GlobalPtr(); !next.is_null()) {
+    // Another server's meganode: go on there now.
+    Status went = op->tries.GoOn(next);
+    if (went.ok()) return Step(op);
+    return Retry(op, went);
+  }
+  op->done(Status::OK(), &reply);
+}
+
+void StoreClient::Retry(const std::shared_ptr<RequestOp>& op, const Status& why) {
+  auto due = op->tries.Retry(why);
+  if (!due.ok()) return op->done(due.status(), nullptr);
+  stats_.retries.fetch_add(1, std::memory_order_relaxed);
+  Schedule(*due, [this, op] { Step(op); });
+}
+
+Status StoreClient::RunKey(uint16_t method, bool idempotent, std::string_view key, const std::string_view* value,
+                           Deadline deadline, cell::proto::StoreReply* reply) {
+  const GlobalPtr cached = paths_.Lookup(key);
+  return RunRequest(method, idempotent, /*follow=*/true, cached, deadline, KeyRequestFor(key, value, cached), reply);
+}
+
+Status StoreClient::GetServerSide(std::string_view key, std::string* value, Deadline deadline) {
+  cell::proto::StoreReply reply;
+  CELL_RETURN_IF_ERROR(RunKey(StoreMethod::STORE_GET, /*idempotent=*/true, key, nullptr, deadline, &reply));
+  if (!reply.found()) return Status::NotFound(fmt::format("no key '{}'", key));
+  *value = std::move(*reply.mutable_value());
+  return Status::OK();
+}
+
+}  // namespace cell::client

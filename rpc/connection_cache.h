@@ -1,0 +1,66 @@
+// ConnectionCache: one connection per server, shared by every caller. A missing or failed connection is made again
+// on demand, on one connecting thread per server while every caller that needs it waits (asynchronously) for that
+// one attempt; a connection that failed is dropped only by those who saw it fail, so a fresh one put in its place
+// meanwhile stays. The client library (StoreClient) and a server's calls to its peers (ServerPeers) both keep theirs
+// here.
+//
+// Thread-safe. Callbacks run on the connecting thread (or the caller's, when the answer is known at once) and must
+// not call Close.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "cell/status.h"
+#include "rpc/transport.h"
+
+namespace cell::rpc {
+
+class ConnectionCache {
+ public:
+  using Done = std::function<void(const StatusOr<std::shared_ptr<Connection>>& connection)>;
+  // Makes a connection to a server (on the connecting thread; it may take up to its own timeout).
+  using Dial = std::function<StatusOr<std::unique_ptr<Connection>>()>;
+
+  // `on_connecting_thread`, if set, runs first on each connecting thread (e.g. to mark it as the owner's).
+  explicit ConnectionCache(std::function<void()> on_connecting_thread = {});
+  ~ConnectionCache();  // Close()
+  ConnectionCache(const ConnectionCache&) = delete;
+  ConnectionCache& operator=(const ConnectionCache&) = delete;
+
+  // Calls `done` with `server`'s healthy cached connection, or else once a connection made by `dial` (or by a dial
+  // already under way for that server) is there, or with its error. Unavailable once closed.
+  void GetAsync(uint64_t server, const Dial& dial, Done done);
+  // The same, waiting for it. Not on a connecting thread.
+  StatusOr<std::shared_ptr<Connection>> Get(uint64_t server, const Dial& dial);
+  // Drops `server`'s connection if it is `failed` (any, if null). Not on `failed`'s own threads (it may release the
+  // connection's last reference, and closing it runs its callbacks).
+  void Drop(uint64_t server, const Connection* failed);
+  // The servers with a connection now.
+  std::vector<uint64_t> Connected();
+  // Closes every connection (their outstanding calls complete with Unavailable) and waits for the connecting threads
+  // (each within its dial's timeout); from then on every Get fails. Idempotent.
+  void Close();
+
+ private:
+  struct Connector {
+    std::thread thread;
+    std::shared_ptr<std::atomic<bool>> finished;
+  };
+  // On the connecting thread: dials, stores the connection (keeping a healthy one stored first), answers the waiters.
+  void Connect(uint64_t server, const Dial& dial);
+
+  std::function<void()> on_connecting_thread_;
+  std::mutex mu_;  // guards what follows
+  bool closed_ = false;
+  std::map<uint64_t, std::shared_ptr<Connection>> connections_;
+  std::map<uint64_t, std::vector<Done>> waiting_;  // server -> callers waiting for the dial under way
+  std::vector<Connector> connectors_;              // joined once finished, and by Close
+};
+
+}  // namespace cell::rpc
