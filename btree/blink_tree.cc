@@ -275,6 +275,57 @@ Status BLinkTree::GrowRoot(int level, const std::string& separator, uint32_t chi
   return Status::OK();
 }
 
+namespace {
+
+// A broken invariant, named by where it was found.
+Status NodeCorruption(int level, uint32_t slot, const std::string& what) {
+  return Status::Corruption("level " + std::to_string(level) + " slot " + std::to_string(slot) + ": " + what);
+}
+
+// Checks the entries of `v`, a node with fences [min, max): keys strictly increasing and inside the fences (an inner
+// node's first key is implicit: its min); for an inner node, each child one level down, beginning at its separator
+// and, with exact_parents (no separator was ever left out), ending at the next one. *first_child, if asked for: the
+// inner node's first child.
+Status CheckEntries(NodeSource* source, const NodeStore& store, const NodeView& v, const std::string& min,
+                    const std::string& max, bool exact_parents, GlobalPtr* first_child) {
+  const int level = v.level();
+  const uint32_t slot = v.slot();
+  NodeHandle child;
+  std::string key, prev_key, child_min, child_max, next_sep;
+  for (uint32_t i = 0; i < v.size(); ++i) {
+    bool implicit = level > 0 && i == 0;
+    if (implicit) {
+      key = min;
+    } else {
+      v.CopyEntryKey(i, &key);
+      SearchKey sk(key);
+      if (v.CompareMin(sk) > 0 || v.CompareMax(sk) <= 0) return NodeCorruption(level, slot, "key outside the fences");
+      if (i > (level > 0 ? 1u : 0u) && CompareKeys(prev_key, key) >= 0) {
+        return NodeCorruption(level, slot, "keys not strictly increasing");
+      }
+    }
+    prev_key = key;
+    if (level > 0) {
+      uint32_t c = v.child_slot(i);
+      CELL_RETURN_IF_ERROR(source->Fetch(store.SlotPtr(c), &child));
+      child.view.CopyMinKey(&child_min);
+      child.view.CopyMaxKey(&child_max);
+      if (child.view.level() != level - 1) return NodeCorruption(level, slot, "child at the wrong level");
+      if (child_min != key) return NodeCorruption(level, slot, "child min key differs from its separator");
+      if (i + 1 < v.size())
+        v.CopyEntryKey(i + 1, &next_sep);
+      else
+        next_sep = max;
+      if (exact_parents && child_max != next_sep)
+        return NodeCorruption(level, slot, "child max key differs from next separator");
+      if (i == 0 && first_child != nullptr) *first_child = store.SlotPtr(c);
+    }
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
 Status BLinkTree::CheckInvariants(Shape* shape) const {
   *shape = Shape();
   TreeReader reader = Reader();
@@ -284,9 +335,6 @@ Status BLinkTree::CheckInvariants(Shape* shape) const {
   shape->height = root_level + 1;
   shape->nodes_per_level.assign(root_level + 1, 0);
   bool exact_parents = stats_.missing_separators.load() == 0;
-  auto fail = [](int level, uint32_t slot, const std::string& what) {
-    return Status::Corruption("level " + std::to_string(level) + " slot " + std::to_string(slot) + ": " + what);
-  };
   // A meganode split cuts its nodes at the meganode's new max: the rightmost node of a level then ends there, with
   // no right link (global_tree.h). Until its first split, a meganode's nodes reach +infinity.
   std::string meganode_max;
@@ -297,8 +345,8 @@ Status BLinkTree::CheckInvariants(Shape* shape) const {
   }
   auto edge = [&](const std::string& max) { return max.empty() || (!meganode_max.empty() && max == meganode_max); };
   GlobalPtr leftmost = root;
-  NodeHandle h, child;
-  std::string min, max, prev_max, key, prev_key, child_min, child_max, next_sep;
+  NodeHandle h;
+  std::string min, max, prev_max;
   for (int level = root_level; level >= 0; --level) {
     GlobalPtr ptr = leftmost;
     prev_max.clear();
@@ -307,17 +355,19 @@ Status BLinkTree::CheckInvariants(Shape* shape) const {
       CELL_RETURN_IF_ERROR(local_->Fetch(ptr, &h));
       const NodeView& v = h.view;
       uint32_t slot = v.slot();
-      if (v.kind() != NodeKind::kTreeNode || !v.valid()) return fail(level, slot, "not a valid tree node");
-      if (!(v.self() == ptr) || v.level() != level) return fail(level, slot, "wrong identity or level");
+      if (v.kind() != NodeKind::kTreeNode || !v.valid()) return NodeCorruption(level, slot, "not a valid tree node");
+      if (!(v.self() == ptr) || v.level() != level) return NodeCorruption(level, slot, "wrong identity or level");
       v.CopyMinKey(&min);
       v.CopyMaxKey(&max);
-      if (!first && (min.empty() || min != prev_max)) return fail(level, slot, "min key differs from left max");
-      if (first && !min.empty()) return fail(level, slot, "leftmost node has a finite min key");
+      if (!first && (min.empty() || min != prev_max)) {
+        return NodeCorruption(level, slot, "min key differs from left max");
+      }
+      if (first && !min.empty()) return NodeCorruption(level, slot, "leftmost node has a finite min key");
       if (!v.max_is_infinite() && CompareKeys(min, max) >= 0 && !min.empty()) {
-        return fail(level, slot, "min key not below max key");
+        return NodeCorruption(level, slot, "min key not below max key");
       }
       if (v.right().is_null() ? !edge(max) : v.max_is_infinite()) {
-        return fail(level, slot, "right link disagrees with max key");
+        return NodeCorruption(level, slot, "right link disagrees with max key");
       }
       ++shape->nodes;
       ++shape->nodes_per_level[level];
@@ -325,41 +375,13 @@ Status BLinkTree::CheckInvariants(Shape* shape) const {
         ++shape->leaves;
         shape->entries += v.size();
       }
-      if (level > 0 && v.size() == 0) return fail(level, slot, "inner node without children");
-      for (uint32_t i = 0; i < v.size(); ++i) {
-        bool implicit = level > 0 && i == 0;
-        if (implicit) {
-          key = min;
-        } else {
-          v.CopyEntryKey(i, &key);
-          SearchKey sk(key);
-          if (v.CompareMin(sk) > 0 || v.CompareMax(sk) <= 0) return fail(level, slot, "key outside the fences");
-          if (i > (level > 0 ? 1u : 0u) && CompareKeys(prev_key, key) >= 0) {
-            return fail(level, slot, "keys not strictly increasing");
-          }
-        }
-        prev_key = key;
-        if (level > 0) {
-          uint32_t c = v.child_slot(i);
-          CELL_RETURN_IF_ERROR(local_->Fetch(store_->SlotPtr(c), &child));
-          child.view.CopyMinKey(&child_min);
-          child.view.CopyMaxKey(&child_max);
-          if (child.view.level() != level - 1) return fail(level, slot, "child at the wrong level");
-          if (child_min != key) return fail(level, slot, "child min key differs from its separator");
-          if (i + 1 < v.size())
-            v.CopyEntryKey(i + 1, &next_sep);
-          else
-            next_sep = max;
-          if (exact_parents && child_max != next_sep)
-            return fail(level, slot, "child max key differs from next separator");
-          if (i == 0 && first) leftmost = store_->SlotPtr(c);
-        }
-      }
+      if (level > 0 && v.size() == 0) return NodeCorruption(level, slot, "inner node without children");
+      CELL_RETURN_IF_ERROR(CheckEntries(local_, *store_, v, min, max, exact_parents, first ? &leftmost : nullptr));
       prev_max = max;
       first = false;
       ptr = v.right();
     }
-    if (!edge(prev_max)) return fail(level, 0, "rightmost node ends before the meganode's max");
+    if (!edge(prev_max)) return NodeCorruption(level, 0, "rightmost node ends before the meganode's max");
   }
   return Status::OK();
 }

@@ -15,6 +15,29 @@ Status GaveUp(const char* what) {
   return Status::Aborted(std::string("gave up after too many ") + what + " (the tree keeps changing or is corrupt)");
 }
 
+// After a stale pointer led to `node` at `level`: a source that keeps copies drops what led there, the node, the node
+// that linked to it (`came_from`, if the walk moved right), and the path to it (an old copy sent us).
+template <class Source>
+inline void ForgetRouteTo(Source* src, GlobalPtr node, int level, GlobalPtr came_from, const Path& path) {
+  src->Forget(node);
+  if (!came_from.is_null()) src->Forget(came_from);
+  for (int l = level + 1; l < kMaxLevels; ++l) {
+    if (path.Has(l)) src->Forget(path.At(l));
+  }
+}
+
+// The nearest node above `level` that `path` passed (*ancestor_level its level); null if none, and *ancestor_level
+// left alone.
+inline GlobalPtr NearestAncestor(const Path& path, int level, int* ancestor_level) {
+  for (int l = level + 1; l < kMaxLevels; ++l) {
+    if (path.Has(l)) {
+      *ancestor_level = l;
+      return path.At(l);
+    }
+  }
+  return GlobalPtr();
+}
+
 }  // namespace
 
 // The public entry points pick the instantiation once per call.
@@ -137,25 +160,10 @@ Status TreeReader::ReachIn(Source* src, const SearchKey& k, int target, GlobalPt
       // ancestor the first time, then from the root.
       if (++restarts > kMaxRestarts) return GaveUp("restarts");
       ++stats_.restarts;
-      // A source that keeps copies drops what led here: the node, the node that linked to it, and the path to it
-      // (an old copy sent us); from the root, the header too.
-      src->Forget(ptr);
-      if (!came_from.is_null()) src->Forget(came_from);
-      for (int l = level + 1; l < kMaxLevels; ++l) {
-        if (path->Has(l)) src->Forget(path->At(l));
-      }
-      GlobalPtr from;
+      ForgetRouteTo(src, ptr, level, came_from, *path);
       int from_level = 0;
-      if (restarts == 1) {
-        for (int l = level + 1; l < kMaxLevels; ++l) {
-          if (path->Has(l)) {
-            from = path->At(l);
-            from_level = l;
-            break;
-          }
-        }
-      }
-      if (from.is_null()) src->Forget(meganode_);
+      const GlobalPtr from = restarts == 1 ? NearestAncestor(*path, level, &from_level) : GlobalPtr();
+      if (from.is_null()) src->Forget(meganode_);  // from the root: the header too
       ptr = from;
       level = from_level;
       came_from = GlobalPtr();

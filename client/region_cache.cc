@@ -29,26 +29,8 @@ StatusOr<Route> RegionCache::Lookup(uint32_t region) {
     const auto k = known_epochs_.find(region);
     if (k != known_epochs_.end()) floor = k->second;
   }
-  // A miss: read the region's entry (and, if its owner is unknown, the live servers) without holding the lock. A
-  // read older than an epoch already seen (a lagging ZooKeeper follower, or a read that raced a move) is read again.
-  membership::RegionEntry entry;
-  for (int attempt = 0;; ++attempt) {
-    auto fresh = table_->GetRegion(region);
-    {
-      std::lock_guard lock(mu_);
-      ++stats_.table_reads;
-      const auto k = known_epochs_.find(region);
-      if (k != known_epochs_.end()) floor = std::max(floor, k->second);
-    }
-    if (!fresh.ok()) return fresh.status();
-    entry = *fresh;
-    if (entry.epoch >= floor) break;
-    if (attempt == kStaleTableRetries) {
-      return Status::Unavailable(fmt::format(
-          "the region table is behind: it gives region {} at epoch {}, but epoch {} was already seen; retry", region,
-          entry.epoch, floor));
-    }
-  }
+  // A miss: read the region's entry (and, if its owner is unknown, the live servers) without holding the lock.
+  CELL_ASSIGN_OR_RETURN(const membership::RegionEntry entry, ReadEntryNoOlderThan(region, floor));
   if (entry.owner == 0) {
     return Status::Unavailable(fmt::format(
         "region {} has no owner at the moment (epoch {}): its server failed and no survivor has taken it over yet",
@@ -94,6 +76,26 @@ StatusOr<Route> RegionCache::Lookup(uint32_t region) {
   known = entry.epoch;
   regions_[region] = entry;
   return Route{entry, owner};
+}
+
+StatusOr<membership::RegionEntry> RegionCache::ReadEntryNoOlderThan(uint32_t region, uint64_t floor) {
+  // A read older than an epoch already seen (a lagging ZooKeeper follower, or a read that raced a move) is read again.
+  for (int attempt = 0;; ++attempt) {
+    auto fresh = table_->GetRegion(region);
+    {
+      std::lock_guard lock(mu_);
+      ++stats_.table_reads;
+      const auto k = known_epochs_.find(region);
+      if (k != known_epochs_.end()) floor = std::max(floor, k->second);
+    }
+    if (!fresh.ok()) return fresh.status();
+    if (fresh->epoch >= floor) return *fresh;
+    if (attempt == kStaleTableRetries) {
+      return Status::Unavailable(fmt::format(
+          "the region table is behind: it gives region {} at epoch {}, but epoch {} was already seen; retry", region,
+          fresh->epoch, floor));
+    }
+  }
 }
 
 void RegionCache::OnWrongOwner(uint32_t region, uint64_t server, uint64_t server_epoch) {

@@ -62,6 +62,10 @@ class RegionCache {
   Stats stats() const;
 
  private:
+  // Reads `region`'s entry from the table (not under mu_), again while it is older than `floor` or than an epoch seen
+  // meanwhile, up to kStaleTableRetries times; then Unavailable.
+  StatusOr<membership::RegionEntry> ReadEntryNoOlderThan(uint32_t region, uint64_t floor);
+
   membership::RegionTableReader* const table_;
   mutable std::mutex mu_;  // guards what follows; never held while reading the table
   std::map<uint32_t, membership::RegionEntry> regions_;

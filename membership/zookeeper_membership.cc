@@ -1,10 +1,13 @@
+// ZooKeeperMembership's session and what rests on it: connecting (and authenticating), the lease that fences a
+// server whose registration ZooKeeper may have dropped, renewal after expiry, server registration, the retried reads
+// every operation goes through, and the watches that tell watchers what changed. The region table's operations are
+// in zookeeper_regions.cc, the text of the znodes in zookeeper_format.cc.
 #include "membership/zookeeper_membership.h"
 
 #include <fmt/format.h>
 #include <zookeeper/zookeeper.h>
 
 #include <algorithm>
-#include <charconv>
 #include <condition_variable>
 #include <cstdlib>
 #include <future>
@@ -12,8 +15,8 @@
 #include <mutex>
 #include <shared_mutex>
 
-#include "common/global_ptr.h"
 #include "common/log.h"
+#include "membership/zookeeper_format.h"
 
 namespace cell::membership {
 namespace {
@@ -39,115 +42,9 @@ void GlobalWatcher(zhandle_t*, int type, int state, const char*, void* context) 
   }
 }
 
-template <typename T>
-bool ParseNumber(std::string_view text, T* out) {
-  return !text.empty() &&
-         std::from_chars(text.data(), text.data() + text.size(), *out).ptr == text.data() + text.size();
-}
-
-// Splits "key=value" lines; false if a line is not of that form.
-bool ParseLines(std::string_view data, std::vector<std::pair<std::string_view, std::string_view>>* out) {
-  while (!data.empty()) {
-    const size_t nl = data.find('\n');
-    const std::string_view line = data.substr(0, nl);
-    data = nl == std::string_view::npos ? std::string_view() : data.substr(nl + 1);
-    if (line.empty()) continue;
-    const size_t eq = line.find('=');
-    if (eq == std::string_view::npos || eq == 0) return false;
-    out->emplace_back(line.substr(0, eq), line.substr(eq + 1));
-  }
-  return true;
-}
-
-std::string RegionName(uint32_t region) { return fmt::format("{:08d}", region); }
-
 }  // namespace
 
-StatusOr<RegionEntry> ZooKeeperMembership::ParseRegion(uint32_t region, std::string_view data, std::string_view path) {
-  std::vector<std::pair<std::string_view, std::string_view>> lines;
-  RegionEntry entry{region, 0, 0};
-  bool have_owner = false, have_epoch = false;
-  bool ok = ParseLines(data, &lines);
-  for (const auto& [key, value] : lines) {
-    if (key == "owner") {
-      have_owner = ParseNumber(value, &entry.owner);
-      ok = ok && have_owner;
-    } else if (key == "epoch") {
-      have_epoch = ParseNumber(value, &entry.epoch) && entry.epoch > 0;
-      ok = ok && have_epoch;
-    } else if (key == "log_epoch") {
-      ok = ok && ParseNumber(value, &entry.log_epoch) && entry.log_epoch > 0;
-    }
-  }
-  if (!ok || !have_owner || !have_epoch) {
-    return Status::Corruption(fmt::format(
-        "region table entry {} is malformed (want \"owner=<id>\\nepoch=<n>\\n[log_epoch=<n>\\n]\", found {:?}); not "
-        "trusting it",
-        path, std::string(data.substr(0, 200))));
-  }
-  return entry;
-}
-
-StatusOr<ServerInfo> ZooKeeperMembership::ParseServer(uint64_t id, std::string_view data, std::string_view path) {
-  std::vector<std::pair<std::string_view, std::string_view>> lines;
-  ServerInfo info;
-  info.id = id;
-  bool ok = ParseLines(data, &lines);
-  bool have_capacity = false;
-  for (const auto& [key, value] : lines) {
-    if (key == "capacity") {
-      have_capacity = ParseNumber(value, &info.capacity_bytes);
-      ok = ok && have_capacity;
-    } else {
-      info.addresses[std::string(key)] = std::string(value);
-    }
-  }
-  if (!ok || !have_capacity) {
-    return Status::Corruption(
-        fmt::format("server entry {} is malformed (want \"capacity=<bytes>\\n<transport>=<uri>"
-                    "\\n...\", found {:?}); not trusting it",
-                    path, std::string(data.substr(0, 200))));
-  }
-  return info;
-}
-
-StatusOr<ZooKeeperOptions> ParseZooKeeperUri(std::string_view uri) {
-  constexpr std::string_view kScheme = "zk://";
-  const auto bad = [uri](std::string_view why) {
-    return Status::InvalidArgument(
-        fmt::format("'{}' is not a ZooKeeper cluster URI ({}); expected zk://host:port[,host:port...][/root/cluster], "
-                    "e.g. zk://127.0.0.1:2181/cell/default",
-                    uri, why));
-  };
-  if (uri.substr(0, kScheme.size()) != kScheme) return bad("it must start with zk://");
-  std::string_view rest = uri.substr(kScheme.size());
-  const size_t slash = rest.find('/');
-  const std::string_view hosts = rest.substr(0, slash);
-  ZooKeeperOptions options;
-  if (hosts.empty()) return bad("no host:port");
-  size_t at = 0;
-  while (at <= hosts.size()) {
-    const size_t comma = std::min(hosts.find(',', at), hosts.size());
-    const std::string_view host = hosts.substr(at, comma - at);
-    const size_t colon = host.rfind(':');
-    if (colon == std::string_view::npos || colon == 0 || colon + 1 == host.size() ||
-        host.find_first_not_of("0123456789", colon + 1) != std::string_view::npos) {
-      return bad(fmt::format("'{}' is not host:port", host));
-    }
-    at = comma + 1;
-  }
-  options.connect = std::string(hosts);
-  if (slash != std::string_view::npos && slash + 1 < rest.size()) {
-    std::string_view path = rest.substr(slash);
-    while (path.size() > 1 && path.back() == '/') path.remove_suffix(1);
-    const size_t last = path.rfind('/');
-    if (last == 0) return bad("the path needs a root and a cluster name, /root/cluster");
-    if (path.find("//") != std::string_view::npos) return bad("empty path component");
-    options.root = std::string(path.substr(0, last));
-    options.cluster = std::string(path.substr(last + 1));
-  }
-  return options;
-}
+using znode::ParseNumber;
 
 ZooKeeperMembership::ZooKeeperMembership(const ZooKeeperOptions& options) : options_(options) {}
 
@@ -410,14 +307,7 @@ StatusOr<std::vector<std::string>> ZooKeeperMembership::Children(const std::stri
 
 Status ZooKeeperMembership::RegisterServer(const ServerInfo& self) {
   if (self.id == 0) return Status::InvalidArgument("server id 0 is reserved");
-  std::string data = fmt::format("capacity={}\n", self.capacity_bytes);
-  for (const auto& [transport, uri] : self.addresses) {
-    if (transport.empty() || transport.find_first_of("=\n") != std::string::npos ||
-        uri.find('\n') != std::string::npos) {
-      return Status::InvalidArgument(fmt::format("address {}={} cannot be stored", transport, uri));
-    }
-    fmt::format_to(std::back_inserter(data), "{}={}\n", transport, uri);
-  }
+  CELL_ASSIGN_OR_RETURN(const std::string data, znode::FormatServer(self));
   const std::string path = Path(fmt::format("servers/{}", self.id));
   bool retried = false;
   const int rc = Retry(
@@ -548,140 +438,6 @@ StatusOr<bool> ZooKeeperMembership::IsRegistered(uint64_t id) {
   if (rc == ZOK) return true;
   if (rc == ZNONODE) return false;
   return Error(rc, fmt::format("looking for {}", server));
-}
-
-StatusOr<uint32_t> ZooKeeperMembership::AllocateRegionId() {
-  const std::string prefix = Path("region-ids/id-");
-  char created[512];
-  const int rc =
-      Retry([&] { return zoo_create(zh_, prefix.c_str(), "", 0, Acl(), ZOO_SEQUENCE, created, sizeof(created)); });
-  if (rc != ZOK) return Error(rc, "allocating a region id");
-  const std::string_view name(created);
-  uint64_t seq = 0;
-  if (name.size() <= prefix.size() || !ParseNumber(name.substr(prefix.size()), &seq)) {
-    return Status::Internal(fmt::format("unexpected sequential znode name {}", name));
-  }
-  (void)Retry([&] { return zoo_delete(zh_, created, -1); });  // the counter lives in the parent
-  if (seq + 1 > GlobalPtr::kMaxRegionId) {
-    return Status::ResourceExhausted(fmt::format("all {} region ids are used", GlobalPtr::kMaxRegionId));
-  }
-  return static_cast<uint32_t>(seq + 1);
-}
-
-StatusOr<RegionEntry> ZooKeeperMembership::CreateRegion(uint32_t region, uint64_t owner) {
-  if (region == 0 || region > GlobalPtr::kMaxRegionId) {
-    return Status::InvalidArgument(fmt::format("region id {} is out of range", region));
-  }
-  // Ids come from the parent's sequence counter: one above it was never handed out.
-  Stat stat{};
-  char unused[1];
-  int length = 0;
-  const std::string ids = Path("region-ids");
-  if (const int rc = Retry([&] { return zoo_get(zh_, ids.c_str(), 0, unused, &length, &stat); }); rc != ZOK) {
-    return Error(rc, "reading the region id counter");
-  }
-  if (static_cast<int64_t>(region) > static_cast<int64_t>(stat.cversion)) {
-    return Status::InvalidArgument(fmt::format("region {} was not allocated by AllocateRegionId", region));
-  }
-  const RegionEntry entry{region, owner, 1};
-  const std::string data = fmt::format("owner={}\nepoch=1\n", owner);
-  const std::string path = Path("regions/" + RegionName(region));
-  bool retried = false;
-  const int rc = Retry(
-      [&] { return zoo_create(zh_, path.c_str(), data.data(), static_cast<int>(data.size()), Acl(), 0, nullptr, 0); },
-      &retried);
-  if (rc == ZNODEEXISTS) {
-    auto now = GetRegion(region);
-    if (retried && now.ok() && *now == entry) return entry;  // our create went through before the connection broke
-    return Status::FailedPrecondition(fmt::format("region {} already exists", region));
-  }
-  if (rc != ZOK) return Error(rc, fmt::format("creating region {}", region));
-  return entry;
-}
-
-StatusOr<RegionEntry> ZooKeeperMembership::GetRegion(uint32_t region) {
-  const std::string path = Path("regions/" + RegionName(region));
-  auto data = ReadNode(path, false, nullptr);
-  if (data.status().IsNotFound()) return Status::NotFound(fmt::format("region {} does not exist", region));
-  if (!data.ok()) return data.status();
-  return ParseRegion(region, *data, path);
-}
-
-StatusOr<std::vector<RegionEntry>> ZooKeeperMembership::ListRegions() {
-  auto names = Children(Path("regions"), false);
-  if (!names.ok()) return names.status();
-  std::map<uint32_t, RegionEntry> regions;
-  for (const std::string& name : *names) {
-    uint32_t id = 0;
-    if (!ParseNumber(std::string_view(name), &id) || id == 0) {
-      return Status::Corruption(
-          fmt::format("region znode {} is not named by a region id; not trusting it", Path("regions/" + name)));
-    }
-    auto entry = GetRegion(id);
-    if (entry.status().IsNotFound()) continue;
-    if (!entry.ok()) return entry.status();
-    regions[id] = *entry;
-  }
-  std::vector<RegionEntry> out;
-  for (auto& [id, e] : regions) out.push_back(e);
-  return out;
-}
-
-StatusOr<RegionEntry> ZooKeeperMembership::ChangeOwner(uint32_t region, uint64_t expected_epoch, uint64_t new_owner,
-                                                       std::optional<uint64_t> log_epoch) {
-  const std::string path = Path("regions/" + RegionName(region));
-  int version = 0;
-  auto data = ReadNode(path, false, &version);
-  if (data.status().IsNotFound()) return Status::NotFound(fmt::format("region {} does not exist", region));
-  if (!data.ok()) return data.status();
-  auto current = ParseRegion(region, *data, path);
-  if (!current.ok()) return current.status();
-  auto stale = [&](const RegionEntry& now) {
-    return Status::Aborted(fmt::format("region {} is at epoch {} (owner {}), not {}: re-read and decide again", region,
-                                       now.epoch, now.owner, expected_epoch));
-  };
-  if (current->epoch != expected_epoch) return stale(*current);
-  const RegionEntry next{region, new_owner, expected_epoch + 1, log_epoch.value_or(current->log_epoch)};
-  std::string update = fmt::format("owner={}\nepoch={}\n", next.owner, next.epoch);
-  if (next.log_epoch != 0) update += fmt::format("log_epoch={}\n", next.log_epoch);
-  bool retried = false;
-  const int rc = Retry(
-      [&] { return zoo_set(zh_, path.c_str(), update.data(), static_cast<int>(update.size()), version); }, &retried);
-  if (rc == ZOK) return next;
-  if (rc == ZBADVERSION) {
-    auto now = GetRegion(region);
-    if (!now.ok()) return now.status();
-    if (retried && *now == next) return next;  // our write landed before the connection broke
-    return stale(*now);
-  }
-  return Error(rc, fmt::format("changing the owner of region {}", region));
-}
-
-// The root znode holds "region=<id>\n", created once (the first claim wins).
-StatusOr<uint32_t> ZooKeeperMembership::RootRegion() {
-  const std::string path = Path("root");
-  auto data = ReadNode(path, false, nullptr);
-  if (data.status().IsNotFound()) return Status::NotFound("no server has claimed the root region yet");
-  if (!data.ok()) return data.status();
-  uint64_t region = 0;
-  if (data->substr(0, 7) != "region=" || data->empty() || data->back() != '\n' ||
-      !ParseNumber(std::string_view(*data).substr(7, data->size() - 8), &region) || region == 0 ||
-      region > GlobalPtr::kMaxRegionId) {
-    return Status::Corruption(fmt::format("znode {} does not name a region: '{}'", path, *data));
-  }
-  return static_cast<uint32_t>(region);
-}
-
-StatusOr<uint32_t> ZooKeeperMembership::ClaimRoot(uint32_t region) {
-  if (region == 0 || region > GlobalPtr::kMaxRegionId) {
-    return Status::InvalidArgument(fmt::format("region id {} cannot be the root", region));
-  }
-  const std::string path = Path("root");
-  const std::string data = fmt::format("region={}\n", region);
-  const int rc = Retry(
-      [&] { return zoo_create(zh_, path.c_str(), data.data(), static_cast<int>(data.size()), Acl(), 0, nullptr, 0); });
-  if (rc != ZOK && rc != ZNODEEXISTS) return Error(rc, fmt::format("claiming region {} as the root", region));
-  return RootRegion();  // ours, or the earlier claim (also ours if a retried create had gone through)
 }
 
 void ZooKeeperMembership::Watch(std::function<void(const MembershipEvent&)> watcher) {
