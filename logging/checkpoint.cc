@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "common/little_endian.h"
 #include "common/log.h"
 #include "logging/crc32c.h"
 
@@ -21,19 +22,6 @@ constexpr uint32_t kMaxRegions = 1024;
 constexpr size_t kTrailerSize = 8 + 4;
 constexpr std::string_view kPrefix = "checkpoint-";
 constexpr std::string_view kSuffix = ".img";
-
-void PutU32(std::string* out, uint32_t v) {
-  for (int i = 0; i < 4; ++i) out->push_back(static_cast<char>(v >> (8 * i)));
-}
-void PutU64(std::string* out, uint64_t v) {
-  for (int i = 0; i < 8; ++i) out->push_back(static_cast<char>(v >> (8 * i)));
-}
-template <typename T>
-T Get(std::string_view bytes, size_t at) {
-  T v = 0;
-  for (size_t i = 0; i < sizeof(T); ++i) v |= static_cast<T>(static_cast<uint8_t>(bytes[at + i])) << (8 * i);
-  return v;
-}
 
 // Reads exactly n bytes (Corruption if the file ends first).
 Status ReadExactly(SequentialFile* file, const std::string& path, uint64_t offset, size_t n, std::string* out) {
@@ -91,18 +79,18 @@ Status WriteCheckpoint(const std::string& dir, uint64_t lsn, const std::vector<C
   CELL_RETURN_IF_ERROR(env->CreateDirs(dir));
   CELL_ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> file, env->NewWritableFile(tmp));
   std::string header(kHeaderMagic);
-  PutU64(&header, lsn);
-  PutU32(&header, chunk);
-  PutU32(&header, static_cast<uint32_t>(regions.size()));
+  PutFixed64(&header, lsn);
+  PutFixed32(&header, chunk);
+  PutFixed32(&header, static_cast<uint32_t>(regions.size()));
   for (const CheckpointRegion& r : regions) {
-    PutU32(&header, r.id);
-    PutU64(&header, r.size);
+    PutFixed32(&header, r.id);
+    PutFixed64(&header, r.size);
   }
   const uint32_t header_crc = crc32c::Mask(crc32c::Value(header));
-  PutU32(&header, header_crc);
+  PutFixed32(&header, header_crc);
   CELL_RETURN_IF_ERROR(file->Append(header));
   std::string crcs;  // every crc so far, for the trailer's
-  PutU32(&crcs, header_crc);
+  PutFixed32(&crcs, header_crc);
   std::string buffer;
   for (const CheckpointRegion& r : regions) {
     for (uint64_t offset = 0; offset < r.size; offset += chunk) {
@@ -111,15 +99,15 @@ Status WriteCheckpoint(const std::string& dir, uint64_t lsn, const std::vector<C
       CELL_RETURN_IF_ERROR(r.read(offset, n, buffer.data() + 4));
       const uint32_t stored = AllZero(buffer.data() + 4, n) ? 0 : static_cast<uint32_t>(n);
       buffer.resize(4 + stored);
-      for (int i = 0; i < 4; ++i) buffer[i] = static_cast<char>(stored >> (8 * i));
+      EncodeFixed32(buffer.data(), stored);
       const uint32_t crc = crc32c::Mask(crc32c::Value(buffer));
-      PutU32(&buffer, crc);
-      PutU32(&crcs, crc);
+      PutFixed32(&buffer, crc);
+      PutFixed32(&crcs, crc);
       CELL_RETURN_IF_ERROR(file->Append(buffer));
     }
   }
   std::string trailer(kTrailerMagic);
-  PutU32(&trailer, crc32c::Mask(crc32c::Value(crcs)));
+  PutFixed32(&trailer, crc32c::Mask(crc32c::Value(crcs)));
   CELL_RETURN_IF_ERROR(file->Append(trailer));
   CELL_RETURN_IF_ERROR(file->Sync());
   CELL_RETURN_IF_ERROR(file->Close());
@@ -137,8 +125,8 @@ Status LoadCheckpoint(const std::string& dir, uint64_t lsn, const std::vector<Ch
   if (header.substr(0, 8) != kHeaderMagic) {
     return Status::Corruption(fmt::format("checkpoint {}: not a checkpoint (its header's magic is wrong)", path));
   }
-  const uint64_t file_lsn = Get<uint64_t>(header, 8);
-  const uint32_t chunk = Get<uint32_t>(header, 16), count = Get<uint32_t>(header, 20);
+  const uint64_t file_lsn = DecodeFixed64(header.data() + 8);
+  const uint32_t chunk = DecodeFixed32(header.data() + 16), count = DecodeFixed32(header.data() + 20);
   if (count == 0 || count > kMaxRegions) {
     return Status::Corruption(fmt::format("checkpoint {}: its header counts {} regions", path, count));
   }
@@ -146,15 +134,15 @@ Status LoadCheckpoint(const std::string& dir, uint64_t lsn, const std::vector<Ch
   CELL_RETURN_IF_ERROR(ReadExactly(file.get(), path, kHeaderFixed, count * kRegionEntry + 4, &list));
   header += list;
   const size_t header_size = header.size();
-  const uint32_t header_crc = Get<uint32_t>(header, header_size - 4);
+  const uint32_t header_crc = DecodeFixed32(header.data() + header_size - 4);
   if (crc32c::Unmask(header_crc) != crc32c::Value(std::string_view(header).substr(0, header_size - 4))) {
     return Status::Corruption(fmt::format("checkpoint {}: its header fails its check", path));
   }
   std::string expected, found;
   for (const CheckpointRegion& r : regions) expected += fmt::format(" {}:{}B", r.id, r.size);
   for (uint32_t i = 0; i < count; ++i) {
-    found += fmt::format(" {}:{}B", Get<uint32_t>(header, kHeaderFixed + i * kRegionEntry),
-                         Get<uint64_t>(header, kHeaderFixed + i * kRegionEntry + 4));
+    found += fmt::format(" {}:{}B", DecodeFixed32(header.data() + kHeaderFixed + i * kRegionEntry),
+                         DecodeFixed64(header.data() + kHeaderFixed + i * kRegionEntry + 4));
   }
   if (file_lsn != lsn || chunk == 0 || expected != found) {
     return Status::Corruption(
@@ -162,7 +150,7 @@ Status LoadCheckpoint(const std::string& dir, uint64_t lsn, const std::vector<Ch
                     file_lsn, found, chunk, lsn, expected));
   }
   std::string crcs;
-  PutU32(&crcs, header_crc);
+  PutFixed32(&crcs, header_crc);
   std::string buffer;
   const std::string zeros(zero ? 0 : chunk, '\0');
   uint64_t at = header_size;
@@ -170,7 +158,7 @@ Status LoadCheckpoint(const std::string& dir, uint64_t lsn, const std::vector<Ch
     for (uint64_t offset = 0; offset < r.size; offset += chunk) {
       const size_t n = static_cast<size_t>(std::min<uint64_t>(chunk, r.size - offset));
       CELL_RETURN_IF_ERROR(ReadExactly(file.get(), path, at, 4, &buffer));
-      const uint32_t stored = Get<uint32_t>(buffer, 0);
+      const uint32_t stored = DecodeFixed32(buffer.data());
       if (stored != 0 && stored != n) {
         return Status::Corruption(
             fmt::format("checkpoint {}: the chunk of region {} offset {} (file offset {}) "
@@ -180,7 +168,7 @@ Status LoadCheckpoint(const std::string& dir, uint64_t lsn, const std::vector<Ch
       std::string rest;
       CELL_RETURN_IF_ERROR(ReadExactly(file.get(), path, at + 4, stored + 4, &rest));
       buffer.append(rest, 0, stored);
-      const uint32_t crc = Get<uint32_t>(rest, stored);
+      const uint32_t crc = DecodeFixed32(rest.data() + stored);
       if (crc32c::Unmask(crc) != crc32c::Value(buffer)) {
         return Status::Corruption(
             fmt::format("checkpoint {}: the chunk of region {} offset {} (file offset {}) fails "
@@ -192,13 +180,14 @@ Status LoadCheckpoint(const std::string& dir, uint64_t lsn, const std::vector<Ch
       } else if (!zero) {
         CELL_RETURN_IF_ERROR(r.write(offset, std::string_view(zeros).substr(0, n)));
       }
-      PutU32(&crcs, crc);
+      PutFixed32(&crcs, crc);
       at += 4 + stored + 4;
     }
   }
   std::string trailer;
   CELL_RETURN_IF_ERROR(ReadExactly(file.get(), path, at, kTrailerSize, &trailer));
-  if (trailer.substr(0, 8) != kTrailerMagic || crc32c::Unmask(Get<uint32_t>(trailer, 8)) != crc32c::Value(crcs)) {
+  if (trailer.substr(0, 8) != kTrailerMagic ||
+      crc32c::Unmask(DecodeFixed32(trailer.data() + 8)) != crc32c::Value(crcs)) {
     return Status::Corruption(fmt::format("checkpoint {}: its trailer fails its check", path));
   }
   char extra;

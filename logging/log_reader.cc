@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include "common/little_endian.h"
 #include "logging/crc32c.h"
 
 namespace cell::logging::log {
@@ -65,10 +66,10 @@ Reader::Fragment Reader::ReadFragment(RecordType* type, std::string_view* payloa
       }
       return Fragment::kEnd;
     }
-    const auto* h = reinterpret_cast<const uint8_t*>(block_.data() + pos_);
-    const uint32_t stored = h[0] | (h[1] << 8) | (h[2] << 16) | (static_cast<uint32_t>(h[3]) << 24);
-    const size_t length = h[4] | (h[5] << 8);
-    const uint8_t type_byte = h[6];
+    const char* h = block_.data() + pos_;
+    const uint32_t stored = DecodeFixed32(h);
+    const size_t length = DecodeFixed16(h + 4);
+    const auto type_byte = static_cast<uint8_t>(h[6]);
     const uint64_t offset = block_start_ + pos_;
     if (type_byte == 0 && stored == 0 && length == 0) {
       if (RestIsZeros(pos_)) {

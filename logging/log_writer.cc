@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "common/little_endian.h"
 #include "logging/crc32c.h"
 
 namespace cell::logging::log {
@@ -40,9 +41,8 @@ Status Writer::AddFragment(RecordType type, std::string_view payload) {
   char header[kHeaderSize];
   const auto type_byte = static_cast<char>(type);
   const uint32_t crc = crc32c::Mask(crc32c::Extend(crc32c::Value(std::string_view(&type_byte, 1)), payload));
-  for (int i = 0; i < 4; ++i) header[i] = static_cast<char>(crc >> (8 * i));
-  header[4] = static_cast<char>(payload.size() & 0xff);
-  header[5] = static_cast<char>(payload.size() >> 8);
+  EncodeFixed32(header, crc);
+  EncodeFixed16(header + 4, static_cast<uint16_t>(payload.size()));  // at most a block: fits
   header[6] = type_byte;
   // One append per fragment: the header and its payload reach the file together (fragment_ is reused, so a record
   // costs no allocation once the buffer has grown).

@@ -6,43 +6,11 @@
 #include <algorithm>
 #include <cstring>
 
+#include "common/little_endian.h"
 #include "common/log.h"
 
 namespace cell::logging {
 namespace {
-
-void PutU32(std::string* out, uint32_t v) {
-  for (int i = 0; i < 4; ++i) out->push_back(static_cast<char>(v >> (8 * i)));
-}
-void PutU64(std::string* out, uint64_t v) {
-  for (int i = 0; i < 8; ++i) out->push_back(static_cast<char>(v >> (8 * i)));
-}
-
-// Reads little-endian fields off the front of a record; false once it runs short.
-struct Cursor {
-  std::string_view rest;
-  bool U8(uint8_t* v) {
-    if (rest.empty()) return false;
-    *v = static_cast<uint8_t>(rest[0]);
-    rest.remove_prefix(1);
-    return true;
-  }
-  template <typename T>
-  bool Fixed(T* v) {
-    if (rest.size() < sizeof(T)) return false;
-    T x = 0;
-    for (size_t i = 0; i < sizeof(T); ++i) x |= static_cast<T>(static_cast<uint8_t>(rest[i])) << (8 * i);
-    *v = x;
-    rest.remove_prefix(sizeof(T));
-    return true;
-  }
-  bool Bytes(size_t n, std::string* out) {
-    if (rest.size() < n) return false;
-    out->assign(rest.substr(0, n));
-    rest.remove_prefix(n);
-    return true;
-  }
-};
 
 std::string FileName(uint64_t first_lsn) { return fmt::format("{:016x}.log", first_lsn); }
 
@@ -89,48 +57,49 @@ std::string LogRecord::Encode(uint64_t lsn) const {
   size_t size = 8 + 1 + 4 + info.size() + 8;
   for (const Range& r : ranges) size += 16 + r.bytes.size();
   out.reserve(size);
-  PutU64(&out, lsn);
+  PutFixed64(&out, lsn);
   out.push_back(static_cast<char>(kind));
   switch (kind) {
     case Kind::kBytes:
-      PutU32(&out, static_cast<uint32_t>(ranges.size()));
+      PutFixed32(&out, static_cast<uint32_t>(ranges.size()));
       for (const Range& r : ranges) {
-        PutU32(&out, r.region);
-        PutU64(&out, r.offset);
-        PutU32(&out, static_cast<uint32_t>(r.bytes.size()));
+        PutFixed32(&out, r.region);
+        PutFixed64(&out, r.offset);
+        PutFixed32(&out, static_cast<uint32_t>(r.bytes.size()));
         out.append(r.bytes);
       }
       break;
     case Kind::kSplitBegin:
-      PutU64(&out, split);
-      PutU32(&out, static_cast<uint32_t>(info.size()));
+      PutFixed64(&out, split);
+      PutFixed32(&out, static_cast<uint32_t>(info.size()));
       out.append(info);
       break;
     case Kind::kSplitEnd:
-      PutU64(&out, split);
+      PutFixed64(&out, split);
       break;
   }
   return out;
 }
 
 StatusOr<LogRecord> LogRecord::Decode(std::string_view record, uint64_t* lsn) {
-  Cursor c{record};
+  LittleEndianReader c(record);
   LogRecord r;
   uint8_t kind = 0;
   const auto bad = [&](std::string_view what) {
     return Status::Corruption(fmt::format("log record of {} bytes: {}", record.size(), what));
   };
-  if (!c.Fixed(lsn) || !c.U8(&kind)) return bad("shorter than its header");
+  if (!c.ReadFixed64(lsn) || !c.ReadU8(&kind)) return bad("shorter than its header");
   switch (kind) {
     case static_cast<uint8_t>(Kind::kBytes): {
       r.kind = Kind::kBytes;
       uint32_t count = 0;
-      if (!c.Fixed(&count)) return bad("no range count");
-      if (count > c.rest.size() / 16) return bad(fmt::format("{} ranges cannot fit", count));
+      if (!c.ReadFixed32(&count)) return bad("no range count");
+      if (count > c.rest().size() / 16) return bad(fmt::format("{} ranges cannot fit", count));
       r.ranges.resize(count);
       for (Range& range : r.ranges) {
         uint32_t length = 0;
-        if (!c.Fixed(&range.region) || !c.Fixed(&range.offset) || !c.Fixed(&length) || !c.Bytes(length, &range.bytes)) {
+        if (!c.ReadFixed32(&range.region) || !c.ReadFixed64(&range.offset) || !c.ReadFixed32(&length) ||
+            !c.ReadBytes(length, &range.bytes)) {
           return bad("a range runs past its end");
         }
       }
@@ -139,17 +108,18 @@ StatusOr<LogRecord> LogRecord::Decode(std::string_view record, uint64_t* lsn) {
     case static_cast<uint8_t>(Kind::kSplitBegin): {
       r.kind = Kind::kSplitBegin;
       uint32_t length = 0;
-      if (!c.Fixed(&r.split) || !c.Fixed(&length) || !c.Bytes(length, &r.info)) return bad("a short split start");
+      if (!c.ReadFixed64(&r.split) || !c.ReadFixed32(&length) || !c.ReadBytes(length, &r.info))
+        return bad("a short split start");
       break;
     }
     case static_cast<uint8_t>(Kind::kSplitEnd):
       r.kind = Kind::kSplitEnd;
-      if (!c.Fixed(&r.split)) return bad("a short split end");
+      if (!c.ReadFixed64(&r.split)) return bad("a short split end");
       break;
     default:
       return bad(fmt::format("unknown kind {}", kind));
   }
-  if (!c.rest.empty()) return bad(fmt::format("{} bytes after its end", c.rest.size()));
+  if (!c.rest().empty()) return bad(fmt::format("{} bytes after its end", c.rest().size()));
   return r;
 }
 
@@ -328,7 +298,7 @@ StatusOr<uint64_t> RegionLog::Add(const LogRecord& record) {
     if (Status s = OpenFile(next_lsn_); !s.ok()) return Fail(s);
   }
   const uint64_t lsn = next_lsn_;
-  for (int i = 0; i < 8; ++i) bytes[i] = static_cast<char>(lsn >> (8 * i));
+  EncodeFixed64(bytes.data(), lsn);  // Encode(0) left room for it
   if (Status s = writer_->AddRecord(bytes); !s.ok()) return Fail(s);
   ++next_lsn_;
   appended_lsn_ = lsn;

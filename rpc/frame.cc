@@ -2,31 +2,18 @@
 
 #include <fmt/format.h>
 
+#include "common/little_endian.h"
+
 namespace cell::rpc {
-namespace {
-
-template <typename T>
-void PutLE(char* out, T v) {
-  for (size_t i = 0; i < sizeof(T); ++i) out[i] = static_cast<char>((static_cast<uint64_t>(v) >> (8 * i)) & 0xff);
-}
-
-template <typename T>
-T GetLE(const char* in) {
-  uint64_t v = 0;
-  for (size_t i = 0; i < sizeof(T); ++i) v |= uint64_t{static_cast<unsigned char>(in[i])} << (8 * i);
-  return static_cast<T>(v);
-}
-
-}  // namespace
 
 void EncodeFrameHeader(const FrameHeader& h, char* out) {
-  PutLE<uint32_t>(out, kFrameMagic);
+  EncodeFixed32(out, kFrameMagic);
   out[4] = static_cast<char>(kFrameVersion);
   out[5] = static_cast<char>(h.type);
-  PutLE<uint16_t>(out + 6, h.aux);
-  PutLE<uint32_t>(out + 8, h.length);
-  PutLE<uint32_t>(out + 12, 0);
-  PutLE<uint64_t>(out + 16, h.request_id);
+  EncodeFixed16(out + 6, h.aux);
+  EncodeFixed32(out + 8, h.length);
+  EncodeFixed32(out + 12, 0);
+  EncodeFixed64(out + 16, h.request_id);
 }
 
 void AppendFrame(std::string& out, FrameType type, uint16_t aux, uint64_t request_id, std::string_view payload) {
@@ -56,7 +43,7 @@ Status ErrorFromFrame(uint16_t aux, std::string_view message) {
 Status DecodeFrameHeader(std::string_view bytes, uint32_t max_payload_bytes, FrameHeader* h) {
   if (bytes.size() < kFrameHeaderBytes) return Status::InvalidArgument("malformed frame: header truncated");
   const char* p = bytes.data();
-  const auto magic = GetLE<uint32_t>(p);
+  const auto magic = DecodeFixed32(p);
   if (magic != kFrameMagic) {
     return Status::InvalidArgument(
         fmt::format("malformed frame: bad magic {:#010x} (expected {:#010x}); the peer is not a Cell endpoint", magic,
@@ -71,11 +58,11 @@ Status DecodeFrameHeader(std::string_view bytes, uint32_t max_payload_bytes, Fra
   if (type == 0 || type > kMaxFrameType) {
     return Status::InvalidArgument(fmt::format("malformed frame: unknown frame type {}", type));
   }
-  if (GetLE<uint32_t>(p + 12) != 0) return Status::InvalidArgument("malformed frame: reserved header bits set");
+  if (DecodeFixed32(p + 12) != 0) return Status::InvalidArgument("malformed frame: reserved header bits set");
   h->type = static_cast<FrameType>(type);
-  h->aux = GetLE<uint16_t>(p + 6);
-  h->length = GetLE<uint32_t>(p + 8);
-  h->request_id = GetLE<uint64_t>(p + 16);
+  h->aux = DecodeFixed16(p + 6);
+  h->length = DecodeFixed32(p + 8);
+  h->request_id = DecodeFixed64(p + 16);
   if (h->length > max_payload_bytes) {
     return Status::InvalidArgument(
         fmt::format("frame of {} payload bytes exceeds the message limit of {} bytes", h->length, max_payload_bytes));

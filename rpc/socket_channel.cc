@@ -198,123 +198,138 @@ void SocketChannel::FailAll(const Status& why) {
 void SocketChannel::IoLoop() {
   MarkTransportThread();
   FrameDecoder decoder(options_.max_message_bytes);
-  struct Completion {
-    Pending pending;
-    Status status;
-    std::string_view payload;
-  };
   std::vector<Completion> ready;
   Status end;  // set when the connection ends
 
   while (end.ok()) {
-    int timeout_ms = -1;
-    {
-      std::lock_guard lock(mu_);
-      io_wakes_at_ = deadlines_.empty() ? Clock::time_point::max() : deadlines_.begin()->first;
-      if (!deadlines_.empty()) {
-        const auto left = io_wakes_at_ - Clock::now();
-        timeout_ms = left.count() <= 0 ? 0
-                                       : static_cast<int>(std::min<int64_t>(
-                                             std::chrono::ceil<std::chrono::milliseconds>(left).count(), 60000));
-      }
-    }
     epoll_event events[2];
-    const int n = epoll_wait(epoll_fd_, events, 2, timeout_ms);
+    const int n = epoll_wait(epoll_fd_, events, 2, NextWaitMs());
     if (n < 0 && errno != EINTR) {
       end = Status::Unavailable(fmt::format("connection to {} failed: epoll_wait: {}", uri_, std::strerror(errno)));
       break;
     }
     for (int i = 0; i < n; ++i) {
       if (events[i].data.fd == wake_fd_) {
-        uint64_t value;
-        [[maybe_unused]] ssize_t r = read(wake_fd_, &value, sizeof(value));
+        DrainWakeups();
         continue;
       }
       if (events[i].events & EPOLLOUT) {
-        std::lock_guard lock(mu_);
-        if (!FlushLocked()) {
-          end = Status::Unavailable(fmt::format("connection to {} lost: send failed", uri_));
-        } else if (out_.empty()) {
-          ArmLocked(false);
-        }
+        if (Status s = FlushWhenWritable(); !s.ok()) end = s;
       }
       if (events[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
-        while (true) {
-          const size_t want = std::max(kReceiveChunk, decoder.BytesWanted());
-          char* room = decoder.PrepareAppend(want);
-          const ssize_t got = recv(fd_, room, want, 0);
-          if (got > 0) {
-            decoder.Commit(static_cast<size_t>(got));
-            if (static_cast<size_t>(got) < want) break;
-          } else if (got == 0) {
-            end = Status::Unavailable(fmt::format("connection to {} closed by the server", uri_));
-            break;
-          } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
-            break;
-          } else if (errno != EINTR) {
-            end = Status::Unavailable(fmt::format("connection to {} lost: {}", uri_, std::strerror(errno)));
-            break;
-          }
-        }
+        if (Status s = ReceiveAvailable(decoder); !s.ok()) end = s;
       }
     }
 
     // Match every whole reply to its request, under one lock; run the callbacks after.
     {
       std::lock_guard lock(mu_);
-      FrameHeader header;
-      std::string_view payload;
-      while (true) {
-        const auto r = decoder.Next(&header, &payload);
-        if (r == FrameDecoder::Result::kNeedMore) break;
-        if (r == FrameDecoder::Result::kMalformed) {
-          end = Status::Unavailable(
-              fmt::format("connection to {} closed: malformed reply: {}", uri_, decoder.error().message()));
-          break;
-        }
-        auto it = pending_.find(header.request_id);
-        if (it == pending_.end()) continue;  // its caller already timed out
-        Completion c{std::move(it->second), Status::OK(), payload};
-        pending_.erase(it);
-        deadlines_.erase({c.pending.deadline, header.request_id});
-        if (header.type == FrameType::kError) {
-          c.status = ErrorFromFrame(header.aux, payload);
-        } else if (c.pending.read && (header.type != FrameType::kReadResponse || payload.size() != c.pending.length)) {
-          c.status = Status::Internal(
-              fmt::format("read reply of {} bytes for a read of {}", payload.size(), c.pending.length));
-        } else if (c.pending.rpc && header.type != FrameType::kResponse) {
-          c.status = Status::Internal(
-              fmt::format("unexpected frame type {} in reply to a call", static_cast<int>(header.type)));
-        }
-        ready.push_back(std::move(c));
-      }
-      // Expire requests past their deadline.
-      const auto now = Clock::now();
-      while (!deadlines_.empty() && deadlines_.begin()->first <= now) {
-        const uint64_t id = deadlines_.begin()->second;
-        deadlines_.erase(deadlines_.begin());
-        auto it = pending_.find(id);
-        if (it == pending_.end()) continue;
-        ready.push_back(Completion{
-            std::move(it->second), Status::DeadlineExceeded(fmt::format("no reply from {} in time", uri_)), {}});
-        pending_.erase(it);
-      }
+      if (Status s = MatchRepliesLocked(decoder, &ready); !s.ok()) end = s;
+      ExpireLocked(&ready);
     }
-    for (Completion& c : ready) {
-      if (c.pending.rpc) {
-        c.pending.rpc(c.status, c.payload);
-      } else {
-        // Checked above, and again here where it matters: never copy more than the caller's buffer holds.
-        if (c.status.ok() && c.payload.size() == c.pending.length) {
-          std::memcpy(c.pending.dest, c.payload.data(), c.payload.size());
-        }
-        c.pending.read(c.status);
-      }
-    }
+    RunCompletions(ready);
     ready.clear();
     decoder.Consume();
   }
+  EndIo(end);
+}
 
+int SocketChannel::NextWaitMs() {
+  std::lock_guard lock(mu_);
+  io_wakes_at_ = deadlines_.empty() ? Clock::time_point::max() : deadlines_.begin()->first;
+  if (deadlines_.empty()) return -1;
+  const auto left = io_wakes_at_ - Clock::now();
+  return left.count() <= 0
+             ? 0
+             : static_cast<int>(std::min<int64_t>(std::chrono::ceil<std::chrono::milliseconds>(left).count(), 60000));
+}
+
+void SocketChannel::DrainWakeups() {
+  uint64_t value;
+  [[maybe_unused]] ssize_t r = read(wake_fd_, &value, sizeof(value));
+}
+
+Status SocketChannel::FlushWhenWritable() {
+  std::lock_guard lock(mu_);
+  if (!FlushLocked()) return Status::Unavailable(fmt::format("connection to {} lost: send failed", uri_));
+  if (out_.empty()) ArmLocked(false);
+  return Status::OK();
+}
+
+Status SocketChannel::ReceiveAvailable(FrameDecoder& decoder) {
+  while (true) {
+    const size_t want = std::max(kReceiveChunk, decoder.BytesWanted());
+    char* room = decoder.PrepareAppend(want);
+    const ssize_t got = recv(fd_, room, want, 0);
+    if (got > 0) {
+      decoder.Commit(static_cast<size_t>(got));
+      if (static_cast<size_t>(got) < want) return Status::OK();
+    } else if (got == 0) {
+      return Status::Unavailable(fmt::format("connection to {} closed by the server", uri_));
+    } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      return Status::OK();
+    } else if (errno != EINTR) {
+      return Status::Unavailable(fmt::format("connection to {} lost: {}", uri_, std::strerror(errno)));
+    }
+  }
+}
+
+Status SocketChannel::MatchRepliesLocked(FrameDecoder& decoder, std::vector<Completion>* ready) {
+  FrameHeader header;
+  std::string_view payload;
+  while (true) {
+    const auto r = decoder.Next(&header, &payload);
+    if (r == FrameDecoder::Result::kNeedMore) return Status::OK();
+    if (r == FrameDecoder::Result::kMalformed) {
+      return Status::Unavailable(
+          fmt::format("connection to {} closed: malformed reply: {}", uri_, decoder.error().message()));
+    }
+    auto it = pending_.find(header.request_id);
+    if (it == pending_.end()) continue;  // its caller already timed out
+    Completion c{std::move(it->second), Status::OK(), payload};
+    pending_.erase(it);
+    deadlines_.erase({c.pending.deadline, header.request_id});
+    if (header.type == FrameType::kError) {
+      c.status = ErrorFromFrame(header.aux, payload);
+    } else if (c.pending.read && (header.type != FrameType::kReadResponse || payload.size() != c.pending.length)) {
+      c.status =
+          Status::Internal(fmt::format("read reply of {} bytes for a read of {}", payload.size(), c.pending.length));
+    } else if (c.pending.rpc && header.type != FrameType::kResponse) {
+      c.status =
+          Status::Internal(fmt::format("unexpected frame type {} in reply to a call", static_cast<int>(header.type)));
+    }
+    ready->push_back(std::move(c));
+  }
+}
+
+void SocketChannel::ExpireLocked(std::vector<Completion>* ready) {
+  const auto now = Clock::now();
+  while (!deadlines_.empty() && deadlines_.begin()->first <= now) {
+    const uint64_t id = deadlines_.begin()->second;
+    deadlines_.erase(deadlines_.begin());
+    auto it = pending_.find(id);
+    if (it == pending_.end()) continue;
+    ready->push_back(
+        Completion{std::move(it->second), Status::DeadlineExceeded(fmt::format("no reply from {} in time", uri_)), {}});
+    pending_.erase(it);
+  }
+}
+
+void SocketChannel::RunCompletions(std::vector<Completion>& ready) {
+  for (Completion& c : ready) {
+    if (c.pending.rpc) {
+      c.pending.rpc(c.status, c.payload);
+    } else {
+      // Checked above, and again here where it matters: never copy more than the caller's buffer holds.
+      if (c.status.ok() && c.payload.size() == c.pending.length) {
+        std::memcpy(c.pending.dest, c.payload.data(), c.payload.size());
+      }
+      c.pending.read(c.status);
+    }
+  }
+}
+
+void SocketChannel::EndIo(Status end) {
   {
     std::lock_guard lock(mu_);
     alive_.store(false, std::memory_order_relaxed);

@@ -15,6 +15,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "rpc/frame.h"
 #include "rpc/proto/transport.pb.h"
@@ -51,12 +52,37 @@ class SocketChannel {
     uint32_t length = 0;
     Clock::time_point deadline;
   };
+  // A request whose reply (or failure) has arrived; its callback runs after mu_ is released.
+  struct Completion {
+    Pending pending;
+    Status status;
+    std::string_view payload;  // points into the I/O thread's FrameDecoder until its Consume()
+  };
 
   SocketChannel(int fd, std::string uri, const ClientOptions& options, uint32_t server_max);
   // Registers a request (moving `pending` in) and writes its frame; on failure, returns the status instead and
   // leaves `pending` with the caller.
   Status Issue(Pending& pending, FrameType type, uint16_t aux, std::string_view payload);
+  // The I/O thread: waits for the socket, the wake-up eventfd or the next deadline; sends what Issue could not,
+  // receives replies, matches them to their requests and runs their callbacks; at the end fails what is left.
   void IoLoop();
+  // How long the I/O thread may sleep: until the earliest deadline (at most a minute), or -1 for none. Records it in
+  // io_wakes_at_, so Issue wakes the thread only for an earlier deadline.
+  int NextWaitMs();
+  // Empties the eventfd Issue writes to wake the I/O thread.
+  void DrainWakeups();
+  // The socket has room: sends queued frames, and stops watching for room once the queue is empty.
+  Status FlushWhenWritable();
+  // Receives everything the socket holds into `decoder`; Unavailable if the server closed it or it failed.
+  Status ReceiveAvailable(FrameDecoder& decoder);
+  // Moves each whole reply in `decoder` to `ready` with its request; Unavailable on a malformed frame.
+  Status MatchRepliesLocked(FrameDecoder& decoder, std::vector<Completion>* ready);
+  // Moves the requests past their deadline to `ready`, failed with DeadlineExceeded.
+  void ExpireLocked(std::vector<Completion>* ready);
+  // Runs the callbacks of `ready` (mu_ not held), copying read replies to their destinations.
+  static void RunCompletions(std::vector<Completion>& ready);
+  // The connection ended with `end` (unless Close gave a reason first): marks it dead and fails every request.
+  void EndIo(Status end);
   void FailAll(const Status& why);  // with mu_ not held
   bool FlushLocked();
   void ArmLocked(bool want_write);

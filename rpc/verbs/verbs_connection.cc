@@ -1,5 +1,8 @@
-// The verbs client connection: rdma_cm connect, RPC over the link, RDMA READs through registered bounce slots, and
-// one thread per connection that waits on the completion channel. The protocol is described in verbs_transport.h.
+// The verbs client connection: rdma_cm connect, RPC over the link, and one thread per connection that waits on the
+// completion channel (the reads' bounce slots are filled in verbs_connection_reads.cc). The protocol is described in
+// verbs_transport.h.
+#include "rpc/verbs/verbs_connection.h"
+
 #include <absl/container/btree_set.h>
 #include <absl/container/flat_hash_map.h>
 #include <arpa/inet.h>
@@ -30,10 +33,6 @@
 
 namespace cell::rpc::verbs {
 namespace {
-
-// ---------------------------------------------------------------------------------------------------------------
-// Client
-// ---------------------------------------------------------------------------------------------------------------
 
 // Waits for `expected` on the connection's (non-blocking) event channel; Unavailable saying why if another event
 // comes or the deadline passes.
@@ -82,113 +81,7 @@ Status AwaitCmEvent(rdma_event_channel* ec, rdma_cm_event_type expected, Clock::
   }
 }
 
-class VerbsConnection final : public Connection {
- public:
-  static StatusOr<std::unique_ptr<Connection>> Open(const Endpoint& endpoint, const ClientOptions& options);
-  ~VerbsConnection() override;
-
-  void Call(uint16_t method, std::string_view request, RpcCallback done, std::chrono::microseconds timeout) override;
-  void Read(GlobalPtr remote, uint32_t length, void* dest, ReadCallback done) override;
-  Status health() const override {
-    std::lock_guard lock(mu_);
-    return health_;
-  }
-  const std::string& uri() const override { return uri_; }
-  void Close() override {
-    {
-      std::lock_guard lock(mu_);
-      if (health_.ok()) health_ = Status::Unavailable(fmt::format("connection to {} closed by the client", uri_));
-    }
-    wake_.Wake();  // the I/O thread fails what waits, disconnects and exits
-  }
-
- private:
-  struct PendingCall {
-    RpcCallback done;
-    Clock::time_point deadline;
-    FrameType expect = FrameType::kResponse;
-  };
-  struct ReadOp {
-    ReadCallback done;
-    char* dest = nullptr;
-    uint64_t remote_address = 0;
-    uint32_t rkey = 0;
-    uint32_t length = 0;
-    uint32_t posted = 0;       // bytes whose RDMA READ has been posted
-    uint32_t outstanding = 0;  // bytes not yet landed in `dest`
-    Clock::time_point deadline;
-  };
-  struct Slot {
-    uint64_t op = 0;
-    uint32_t offset = 0;
-    uint32_t length = 0;
-  };
-  struct RemoteRegion {
-    uint64_t address = 0;
-    uint64_t size = 0;
-    uint32_t rkey = 0;
-  };
-  struct WaitingRead {  // for a region missing from our list: resolved after region-list fetch `fetch`
-    GlobalPtr remote;
-    uint32_t length = 0;
-    void* dest = nullptr;
-    ReadCallback done;
-    uint64_t fetch = 0;
-  };
-
-  VerbsConnection(std::string uri, const ClientOptions& options, uint32_t send_limit)
-      : uri_(std::move(uri)), options_(options), send_limit_(send_limit), receiver_(options.max_message_bytes) {
-    slots_.resize(kReadSlots);
-    for (uint32_t i = kReadSlots; i > 0; --i) free_slots_.push_back(i - 1);
-  }
-
-  // The Hello and, when the server requires a key, the proofs (rpc/auth.h), before the connection is handed out.
-  Status Handshake(Clock::time_point deadline);
-  // Sends one frame of `type` and waits for its answer, which must be of type `expect` (or an error).
-  StatusOr<std::string> Exchange(FrameType type, std::string_view payload, FrameType expect,
-                                 Clock::time_point deadline);
-  // Starts `read` if its region is known (or fails it if it is not inside); unknown regions wait for a fetch of
-  // the region list when `may_fetch`, and fail as not registered otherwise.
-  void StartRead(WaitingRead read, bool may_fetch);
-  void StartFetchLocked();
-  void OnRegionList(uint64_t fetch, const Status& status, std::string_view payload);
-  void PumpReadsLocked();
-  void NoteDeadlineLocked(Clock::time_point deadline);
-  // Records that the QP broke while posting; the I/O thread fails everything.
-  void BreakLocked(const Status& why);
-  void IoLoop();
-  void ProcessCompletions(Status* end);
-  void ProcessBatch(const ibv_wc* wc, int n, Status* end);
-  void ExpireDeadlines();
-  void FailAll(const Status& why);
-
-  const std::string uri_;
-  const ClientOptions options_;
-  const uint32_t send_limit_;  // the smaller of ours and the server's
-  // Destroyed in reverse: link (QP, CQ, buffers), PD, cm id, event channel.
-  EventChannelPtr ec_;
-  CmIdPtr id_;
-  PdPtr pd_;
-  std::unique_ptr<Link> link_;
-  WakeFd wake_;
-  FrameReceiver receiver_;  // I/O thread only
-  std::thread io_;
-
-  mutable std::mutex mu_;  // guards the link's send state and what follows
-  Status health_;
-  uint64_t next_id_ = 1;
-  absl::flat_hash_map<uint64_t, PendingCall> calls_;
-  absl::flat_hash_map<uint64_t, std::unique_ptr<ReadOp>> reads_;
-  absl::btree_set<std::pair<Clock::time_point, uint64_t>> deadlines_;  // of calls and reads
-  std::deque<uint64_t> read_queue_;                                    // reads with pieces not yet posted, oldest first
-  std::vector<Slot> slots_;
-  std::vector<uint32_t> free_slots_;
-  absl::flat_hash_map<uint32_t, RemoteRegion> regions_;
-  std::vector<WaitingRead> waiting_;
-  uint64_t fetches_started_ = 0;
-  bool fetch_in_flight_ = false;
-  Clock::time_point io_wakes_at_ = Clock::time_point::max();
-};
+}  // namespace
 
 StatusOr<std::unique_ptr<Connection>> VerbsConnection::Open(const Endpoint& endpoint, const ClientOptions& options) {
   const std::string uri = Uri(endpoint.host, endpoint.port);
@@ -331,119 +224,6 @@ void VerbsConnection::Call(uint16_t method, std::string_view request, RpcCallbac
   NoteDeadlineLocked(deadline);
 }
 
-void VerbsConnection::Read(GlobalPtr remote, uint32_t length, void* dest, ReadCallback done) {
-  if (length > send_limit_) {
-    done(Status::InvalidArgument(
-        fmt::format("one-sided read of {} bytes exceeds the message limit of {} bytes", length, send_limit_)));
-    return;
-  }
-  StartRead(WaitingRead{remote, length, dest, std::move(done), 0}, true);
-}
-
-void VerbsConnection::StartRead(WaitingRead read, bool may_fetch) {
-  std::unique_lock lock(mu_);
-  Status refused;
-  if (!health_.ok()) {
-    refused = health_;
-  } else if (auto it = regions_.find(read.remote.region); it == regions_.end()) {
-    if (may_fetch) {
-      // A fetch already in flight may have left the server before the region was registered: wait for a new one.
-      read.fetch = fetches_started_ + 1;
-      waiting_.push_back(std::move(read));
-      if (!fetch_in_flight_) StartFetchLocked();
-      return;
-    }
-    refused = NotRegistered(read.remote.region);
-  } else if (const RemoteRegion& r = it->second;
-             read.remote.offset > r.size || read.length > r.size - read.remote.offset) {
-    refused = ReadOutsideRegion(read.remote.region, read.remote.offset, read.length, r.size);
-  } else if (read.length > 0) {
-    const uint64_t id = next_id_++;
-    auto op = std::make_unique<ReadOp>();
-    op->done = std::move(read.done);
-    op->dest = static_cast<char*>(read.dest);
-    op->remote_address = r.address + read.remote.offset;
-    op->rkey = r.rkey;
-    op->length = read.length;
-    op->outstanding = read.length;
-    op->deadline = Clock::now() + options_.call_timeout;
-    deadlines_.emplace(op->deadline, id);
-    NoteDeadlineLocked(op->deadline);
-    reads_.emplace(id, std::move(op));
-    read_queue_.push_back(id);
-    PumpReadsLocked();
-    return;
-  }
-  lock.unlock();
-  read.done(refused);  // OK for an empty read
-}
-
-void VerbsConnection::StartFetchLocked() {
-  const uint64_t fetch = ++fetches_started_;
-  fetch_in_flight_ = true;
-  const uint64_t id = next_id_++;
-  const auto deadline = Clock::now() + options_.call_timeout;
-  calls_.emplace(
-      id, PendingCall{[this, fetch](const Status& s, std::string_view payload) { OnRegionList(fetch, s, payload); },
-                      deadline, FrameType::kMapReply});
-  deadlines_.emplace(deadline, id);
-  if (Status s = link_->SendFrameLocked(FrameType::kMapRequest, 0, id, {}); !s.ok()) BreakLocked(s);
-  NoteDeadlineLocked(deadline);
-}
-
-void VerbsConnection::OnRegionList(uint64_t fetch, const Status& status, std::string_view payload) {
-  Status s = status;
-  std::vector<WaitingRead> ready;
-  {
-    std::lock_guard lock(mu_);
-    fetch_in_flight_ = false;
-    proto::VerbsRegionList list;
-    if (s.ok() && !list.ParseFromArray(payload.data(), static_cast<int>(payload.size()))) {
-      s = Status::Internal(fmt::format("unparsable region list from {}", uri_));
-    }
-    if (s.ok()) {
-      regions_.clear();
-      for (const proto::VerbsRegion& r : list.regions()) {
-        regions_[r.region()] = RemoteRegion{r.address(), r.size(), r.rkey()};
-      }
-    }
-    auto later =
-        std::partition(waiting_.begin(), waiting_.end(), [&](const WaitingRead& w) { return w.fetch > fetch; });
-    ready.assign(std::make_move_iterator(later), std::make_move_iterator(waiting_.end()));
-    waiting_.erase(later, waiting_.end());
-    if (!waiting_.empty() && health_.ok()) StartFetchLocked();
-  }
-  for (WaitingRead& w : ready) {
-    if (s.ok()) {
-      StartRead(std::move(w), false);
-    } else {
-      w.done(s);
-    }
-  }
-}
-
-void VerbsConnection::PumpReadsLocked() {
-  while (!free_slots_.empty() && !read_queue_.empty() && health_.ok()) {
-    const uint64_t id = read_queue_.front();
-    auto it = reads_.find(id);
-    if (it == reads_.end()) {  // timed out before all its pieces were posted
-      read_queue_.pop_front();
-      continue;
-    }
-    ReadOp& op = *it->second;
-    const uint32_t slot = free_slots_.back();
-    const uint32_t length = std::min(kReadSlotBytes, op.length - op.posted);
-    if (Status s = link_->PostReadLocked(slot, op.remote_address + op.posted, op.rkey, length); !s.ok()) {
-      BreakLocked(s);
-      return;
-    }
-    free_slots_.pop_back();
-    slots_[slot] = Slot{id, op.posted, length};
-    op.posted += length;
-    if (op.posted == op.length) read_queue_.pop_front();
-  }
-}
-
 void VerbsConnection::IoLoop() {
   MarkTransportThread();
   Status end;
@@ -528,79 +308,82 @@ void VerbsConnection::ProcessBatch(const ibv_wc* wc, int n, Status* end) {
         n = i;
         break;
       }
-      const uint32_t index = WrIndexOf(wc[i].wr_id);
-      switch (WrKindOf(wc[i].wr_id)) {
-        case WrKind::kSend:
-        case WrKind::kCredit:
-          link_->SendDoneLocked(wc[i].wr_id);
-          break;
-        case WrKind::kRecv:
-          if (!(wc[i].wc_flags & IBV_WC_WITH_IMM)) {
-            *end = Status::Unavailable(
-                fmt::format("connection to {} closed: protocol violation: a SEND without immediate data", uri_));
-            return;
-          }
-          credit_only[i] = link_->AcceptImmediateLocked(wc[i]);
-          break;
-        case WrKind::kRead: {
-          const Slot slot = slots_[index];
-          free_slots_.push_back(index);
-          auto it = reads_.find(slot.op);
-          if (it == reads_.end()) break;  // it timed out: its bytes are dropped, never written to dest
-          ReadOp& op = *it->second;
-          std::memcpy(op.dest + slot.offset, link_->read_slot(index), slot.length);
-          op.outstanding -= slot.length;
-          if (op.outstanding == 0) {
-            reads_done.push_back(std::move(op.done));
-            deadlines_.erase({op.deadline, slot.op});
-            reads_.erase(it);
-          }
-          break;
-        }
-        default:
-          break;
-      }
+      if (!TakeCompletionLocked(wc[i], &credit_only[i], &reads_done, end)) return;
     }
     PumpReadsLocked();
     if (Status s = link_->FlushLocked(); !s.ok()) BreakLocked(s);
   }
   for (ReadCallback& done : reads_done) done(Status::OK());
+  DeliverReplies(wc, n, credit_only, end);
+  if (end->ok() && !failed.ok()) *end = failed;
+  if (!end->ok()) return;
+  RepostReceives(wc, n, credit_only);
+}
 
+bool VerbsConnection::TakeCompletionLocked(const ibv_wc& wc, bool* credit_only, std::vector<ReadCallback>* reads_done,
+                                           Status* end) {
+  switch (WrKindOf(wc.wr_id)) {
+    case WrKind::kSend:
+    case WrKind::kCredit:
+      link_->SendDoneLocked(wc.wr_id);
+      break;
+    case WrKind::kRecv:
+      if (!(wc.wc_flags & IBV_WC_WITH_IMM)) {
+        *end = Status::Unavailable(
+            fmt::format("connection to {} closed: protocol violation: a SEND without immediate data", uri_));
+        return false;
+      }
+      *credit_only = link_->AcceptImmediateLocked(wc);
+      break;
+    case WrKind::kRead:
+      ReadPieceLandedLocked(WrIndexOf(wc.wr_id), reads_done);
+      break;
+    default:
+      break;
+  }
+  return true;
+}
+
+void VerbsConnection::DeliverReplies(const ibv_wc* wc, int n, const bool* credit_only, Status* end) {
   // Replies: payloads point into the receive buffers (or the reassembly buffer), reposted after the callbacks.
   for (int i = 0; i < n && end->ok(); ++i) {
     if (WrKindOf(wc[i].wr_id) != WrKind::kRecv || credit_only[i]) continue;
-    Status s = receiver_.Feed(link_->Received(wc[i]), [&](const FrameHeader& h, std::string_view payload) {
-      if (h.type != FrameType::kResponse && h.type != FrameType::kError && h.type != FrameType::kMapReply &&
-          h.type != FrameType::kHelloReply && h.type != FrameType::kAuthReply) {
-        if (end->ok()) {
-          *end = Status::Unavailable(fmt::format("connection to {} closed: unexpected frame type {} from the server",
-                                                 uri_, static_cast<int>(h.type)));
-        }
-        return;
-      }
-      PendingCall call;
-      {
-        std::lock_guard lock(mu_);
-        auto it = calls_.find(h.request_id);
-        if (it == calls_.end()) return;  // its caller already timed out
-        call = std::move(it->second);
-        calls_.erase(it);
-        deadlines_.erase({call.deadline, h.request_id});
-      }
-      if (h.type == FrameType::kError) {
-        call.done(ErrorFromFrame(h.aux, payload), {});
-      } else if (h.type != call.expect) {
-        call.done(Status::Internal(fmt::format("unexpected frame type {} in reply", static_cast<int>(h.type))), {});
-      } else {
-        call.done(Status::OK(), payload);
-      }
-    });
+    Status s = receiver_.Feed(link_->Received(wc[i]),
+                              [&](const FrameHeader& h, std::string_view payload) { OnReplyFrame(h, payload, end); });
     if (!s.ok() && end->ok()) {
       *end = Status::Unavailable(fmt::format("connection to {} closed: malformed reply: {}", uri_, s.message()));
     }
   }
-  if (end->ok() && !failed.ok()) *end = failed;
-  if (!end->ok()) return;
+}
+
+void VerbsConnection::OnReplyFrame(const FrameHeader& h, std::string_view payload, Status* end) {
+  if (h.type != FrameType::kResponse && h.type != FrameType::kError && h.type != FrameType::kMapReply &&
+      h.type != FrameType::kHelloReply && h.type != FrameType::kAuthReply) {
+    if (end->ok()) {
+      *end = Status::Unavailable(fmt::format("connection to {} closed: unexpected frame type {} from the server", uri_,
+                                             static_cast<int>(h.type)));
+    }
+    return;
+  }
+  PendingCall call;
+  {
+    std::lock_guard lock(mu_);
+    auto it = calls_.find(h.request_id);
+    if (it == calls_.end()) return;  // its caller already timed out
+    call = std::move(it->second);
+    calls_.erase(it);
+    deadlines_.erase({call.deadline, h.request_id});
+  }
+  if (h.type == FrameType::kError) {
+    call.done(ErrorFromFrame(h.aux, payload), {});
+  } else if (h.type != call.expect) {
+    call.done(Status::Internal(fmt::format("unexpected frame type {} in reply", static_cast<int>(h.type))), {});
+  } else {
+    call.done(Status::OK(), payload);
+  }
+}
+
+void VerbsConnection::RepostReceives(const ibv_wc* wc, int n, const bool* credit_only) {
   std::lock_guard lock(mu_);
   for (int i = 0; i < n; ++i) {
     if (WrKindOf(wc[i].wr_id) != WrKind::kRecv) continue;
@@ -658,8 +441,6 @@ void VerbsConnection::FailAll(const Status& why) {
   }
   for (WaitingRead& w : waiting) w.done(why);  // outside the lock: a callback may issue another read
 }
-
-}  // namespace
 
 StatusOr<std::unique_ptr<Connection>> Connect(const Endpoint& endpoint, const ClientOptions& options) {
   CELL_RETURN_IF_ERROR(CheckDevice());

@@ -17,6 +17,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/little_endian.h"
 #include "rpc/frame.h"
 #include "rpc/verbs/verbs_resources.h"
 
@@ -58,19 +59,14 @@ struct WireHello {
 
   void Encode(char* out) const {
     const uint32_t words[4] = {kMagic, max_message_bytes, credits, buffer_bytes};
-    for (int i = 0; i < 4; ++i) {
-      for (int b = 0; b < 4; ++b) out[i * 4 + b] = static_cast<char>(words[i] >> (8 * b));
-    }
+    for (int i = 0; i < 4; ++i) EncodeFixed32(out + i * 4, words[i]);
   }
   // False unless `data` (transports may pad it) starts with a well-formed hello.
   bool Decode(const void* data, size_t size) {
     if (data == nullptr || size < kBytes) return false;
-    const auto* p = static_cast<const unsigned char*>(data);
+    const auto* p = static_cast<const char*>(data);
     uint32_t words[4];
-    for (int i = 0; i < 4; ++i) {
-      words[i] = 0;
-      for (int b = 0; b < 4; ++b) words[i] |= uint32_t{p[i * 4 + b]} << (8 * b);
-    }
+    for (int i = 0; i < 4; ++i) words[i] = DecodeFixed32(p + i * 4);
     max_message_bytes = words[1];
     credits = words[2];
     buffer_bytes = words[3];

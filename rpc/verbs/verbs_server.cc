@@ -1,5 +1,8 @@
 // The verbs server: rdma_cm listener, per-device region registration (remote read only), a worker pool that owns
-// one connection at a time. The protocol is described in verbs_transport.h; per-QP messaging is in verbs_link.h.
+// one connection at a time and handles its completions; the frames themselves are served in
+// verbs_server_dispatch.cc. The protocol is described in verbs_transport.h; per-QP messaging is in verbs_link.h.
+#include "rpc/verbs/verbs_server.h"
+
 #include <absl/container/btree_set.h>
 #include <absl/container/flat_hash_map.h>
 #include <arpa/inet.h>
@@ -30,141 +33,6 @@
 namespace cell::rpc::verbs {
 namespace {
 
-// ---------------------------------------------------------------------------------------------------------------
-// Server
-// ---------------------------------------------------------------------------------------------------------------
-
-// One RDMA device the server accepts connections on: its PD and the region MRs (remote read only) registered in it.
-struct Device {
-  ibv_context* context = nullptr;
-  uint8_t max_qp_rd_atom = 0;
-  PdPtr pd;                                        // declared before the MRs: deallocated after them
-  std::unordered_map<uint32_t, MrPtr> region_mrs;  // guarded by ServerCore::devices_mu
-};
-
-// What connections share with the server and may need after it stopped (a Responder can outlive the server): the
-// event channel their cm ids belong to, and the devices whose PD their QPs use.
-struct ServerCore {
-  EventChannelPtr ec;
-  std::mutex devices_mu;
-  std::vector<std::shared_ptr<Device>> devices;
-};
-
-class VerbsServer final : public Server {
- public:
-  class Conn;
-
-  VerbsServer(std::string uri, const ServerOptions& options, RpcHandler* handler, std::shared_ptr<ServerCore> core,
-              CmIdPtr listen_id)
-      : uri_(std::move(uri)),
-        options_(options),
-        handler_(handler),
-        core_(std::move(core)),
-        listen_id_(std::move(listen_id)) {}
-  ~VerbsServer() override { Stop(); }
-
-  Status Start();
-  const std::string& uri() const override { return uri_; }
-  Status RegisterRegion(const RegionRegistration& region) override;
-  ServerStats stats() const override;
-  void Stop() override;
-
- private:
-  static constexpr uint64_t kWakeKey = 0;   // epoll data of the stop eventfd
-  static constexpr uint64_t kReadyKey = 1;  // epoll data of the ready-queue eventfd
-  static constexpr uint64_t kFirstConnKey = 2;
-
-  void CmLoop();
-  void OnConnectRequest(const CmEvent& event);
-  void WorkerLoop(int index);
-  void Serve(const std::shared_ptr<Conn>& conn);
-  // Handles one batch of completions; false if the connection must close (*reason says why; empty: quietly).
-  bool ProcessBatch(const std::shared_ptr<Conn>& conn, const ibv_wc* wc, int n, std::string* reason,
-                    bool* protocol_error);
-  void Dispatch(const std::shared_ptr<Conn>& conn, const FrameHeader& header, std::string_view payload,
-                std::string* protocol_error);
-  // The handshake's frames (kHello, then kAuth when keys are required), before anything else is accepted.
-  void Handshake(const std::shared_ptr<Conn>& conn, const FrameHeader& header, std::string_view payload);
-  void CloseConn(const std::shared_ptr<Conn>& conn, const std::string& reason, bool protocol_error);
-  std::shared_ptr<Conn> FindConn(uint64_t key);
-  void Rearm(const std::shared_ptr<Conn>& conn);
-
-  const std::string uri_;
-  const ServerOptions options_;
-  RpcHandler* const handler_;
-  RegionTable regions_;
-  std::shared_ptr<ServerCore> core_;
-  CmIdPtr listen_id_;
-
-  int epoll_fd_ = -1;
-  WakeFd stop_fd_;     // written once at Stop; never drained, so it wakes every thread
-  int ready_fd_ = -1;  // EFD_SEMAPHORE: one count per connection in ready_
-  std::mutex ready_mu_;
-  std::deque<uint64_t> ready_;  // connections that yielded their worker with completions left
-  std::thread cm_thread_;
-  std::vector<std::thread> workers_;
-  std::atomic<bool> stopping_{false};
-  std::mutex stop_mu_;
-
-  std::mutex conns_mu_;
-  std::unordered_map<uint64_t, std::shared_ptr<Conn>> conns_;
-  uint64_t next_key_ = kFirstConnKey;  // cm thread only
-
-  mutable std::mutex clocks_mu_;
-  std::vector<clockid_t> clocks_;
-  double exited_cpu_seconds_ = 0;  // guarded by clocks_mu_
-
-  std::atomic<uint64_t> requests_{0};
-  std::atomic<uint64_t> protocol_errors_{0};
-};
-
-class VerbsServer::Conn final : public Responder::Sink {
- public:
-  Conn(uint64_t key, std::string peer, std::shared_ptr<ServerCore> core, std::shared_ptr<Device> device,
-       rdma_cm_id* cm_id, uint32_t max_message, uint32_t reply_limit, const std::vector<Key>* keys)
-      : key(key),
-        peer(std::move(peer)),
-        core(std::move(core)),
-        device(std::move(device)),
-        id(cm_id),
-        receiver(max_message),
-        reply_limit(reply_limit),
-        auth(keys) {}
-
-  void Send(uint64_t request_id, const Status& status, std::string_view payload) override {
-    std::lock_guard lock(mu);
-    if (closed) return;  // the client is gone; nobody waits for this reply
-    // A failed post means the QP broke; its flushed completions make the worker close the connection.
-    (void)SendReplyLocked(request_id, status, payload);
-  }
-
-  Status SendReplyLocked(uint64_t request_id, const Status& status, std::string_view payload) {
-    if (status.ok() && payload.size() <= reply_limit) {
-      return link->SendFrameLocked(FrameType::kResponse, 0, request_id, payload);
-    }
-    const Status error = ReplyError(status, payload.size(), reply_limit);
-    return link->SendFrameLocked(FrameType::kError, static_cast<uint16_t>(error.code()), request_id, error.message());
-  }
-
-  const uint64_t key;
-  const std::string peer;
-  // Destroyed in reverse: link (QP, CQ, buffers), then the cm id, then the device (PD) and core (event channel).
-  const std::shared_ptr<ServerCore> core;
-  const std::shared_ptr<Device> device;
-  CmIdPtr id;
-  std::unique_ptr<Link> link;
-  FrameReceiver receiver;  // touched only by the worker serving the connection
-  const uint32_t reply_limit;
-  ServerAuth auth;          // likewise
-  bool said_hello = false;  // likewise
-
-  std::mutex mu;  // guards the link's send state and what follows
-  bool closed = false;
-  // The connection was refused (a missing or wrong key, a request before the handshake): the refusal is being sent,
-  // nothing more is served, and the connection closes once its SENDs have completed.
-  bool refused = false;
-};
-
 // The device state for `context`, created (PD, every region in `regions` registered) on first use. The caller holds
 // core.devices_mu.
 StatusOr<std::shared_ptr<Device>> DeviceForLocked(ServerCore& core, ibv_context* context,
@@ -187,6 +55,8 @@ StatusOr<std::shared_ptr<Device>> DeviceForLocked(ServerCore& core, ibv_context*
   core.devices.push_back(device);
   return device;
 }
+
+}  // namespace
 
 Status VerbsServer::Start() {
   epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
@@ -532,94 +402,6 @@ bool VerbsServer::ProcessBatch(const std::shared_ptr<Conn>& conn, const ibv_wc* 
   }
   return true;
 }
-
-void VerbsServer::Dispatch(const std::shared_ptr<Conn>& conn, const FrameHeader& header, std::string_view payload,
-                           std::string* protocol_error) {
-  {
-    std::lock_guard lock(conn->mu);
-    if (conn->refused) return;  // nothing more is served; the connection closes once the refusal is sent
-  }
-  if (!conn->auth.authenticated()) return Handshake(conn, header, payload);
-  switch (header.type) {
-    case FrameType::kRequest:
-      if (options_.authorize) {
-        if (Status allowed = options_.authorize(header.aux, conn->auth.key_name()); !allowed.ok()) {
-          LogWarning("{}: closing connection from {}: {}", uri_, conn->peer, allowed.message());
-          std::lock_guard lock(conn->mu);
-          conn->refused = true;
-          if (!conn->closed) (void)conn->SendReplyLocked(header.request_id, allowed, {});
-          return;
-        }
-      }
-      requests_.fetch_add(1, std::memory_order_relaxed);
-      handler_->Handle(header.aux, payload, Responder(conn, header.request_id));
-      return;
-    case FrameType::kMapRequest: {
-      // The rkeys go only to connections that have proved their key.
-      proto::VerbsRegionList list;
-      {
-        std::lock_guard lock(core_->devices_mu);
-        for (const RegionRegistration& r : regions_.All()) {
-          auto it = conn->device->region_mrs.find(r.id);
-          if (it == conn->device->region_mrs.end()) continue;
-          proto::VerbsRegion* v = list.add_regions();
-          v->set_region(r.id);
-          v->set_address(reinterpret_cast<uintptr_t>(r.base));
-          v->set_size(r.size);
-          v->set_rkey(it->second->rkey);
-        }
-      }
-      const std::string bytes = list.SerializeAsString();
-      std::lock_guard lock(conn->mu);
-      if (!conn->closed) (void)conn->link->SendFrameLocked(FrameType::kMapReply, 0, header.request_id, bytes);
-      return;
-    }
-    default:
-      *protocol_error =
-          fmt::format("protocol violation: unexpected frame type {} from a client", static_cast<int>(header.type));
-      return;
-  }
-}
-
-void VerbsServer::Handshake(const std::shared_ptr<Conn>& conn, const FrameHeader& header, std::string_view payload) {
-  // Answers with `why` and closes the connection once that answer has been sent.
-  auto refuse = [&](const Status& why) {
-    LogWarning("{}: closing connection from {}: {}", uri_, conn->peer, why.message());
-    std::lock_guard lock(conn->mu);
-    conn->refused = true;
-    if (!conn->closed) (void)conn->SendReplyLocked(header.request_id, why, {});
-  };
-  if (conn->auth.awaiting_proof()) {
-    if (header.type != FrameType::kAuth) {
-      return refuse(Status::PermissionDenied("the connection sent a request before proving its key"));
-    }
-    if (Status s = conn->auth.OnProof(payload, uri_); !s.ok()) return refuse(s);
-    std::lock_guard lock(conn->mu);
-    if (!conn->closed) (void)conn->link->SendFrameLocked(FrameType::kAuthReply, 0, header.request_id, {});
-    return;
-  }
-  if (conn->said_hello || header.type != FrameType::kHello) {
-    return refuse(Status::PermissionDenied(
-        "the connection sent a request before its Hello: a client must say Hello (and prove its key) first"));
-  }
-  conn->said_hello = true;
-  proto::Hello hello;
-  if (!hello.ParseFromArray(payload.data(), static_cast<int>(payload.size()))) {
-    return refuse(Status::InvalidArgument("unparsable Hello"));
-  }
-  if (hello.role() != proto::ROLE_RPC) {
-    return refuse(Status::InvalidArgument(
-        fmt::format("this server does not accept {} connections", proto::Role_Name(hello.role()))));
-  }
-  proto::HelloReply reply;
-  if (Status s = conn->auth.OnHello(hello, uri_, &reply); !s.ok()) return refuse(s);
-  reply.set_max_message_bytes(options_.max_message_bytes);
-  const std::string bytes = reply.SerializeAsString();
-  std::lock_guard lock(conn->mu);
-  if (!conn->closed) (void)conn->link->SendFrameLocked(FrameType::kHelloReply, 0, header.request_id, bytes);
-}
-
-}  // namespace
 
 StatusOr<std::unique_ptr<Server>> Listen(const Endpoint& endpoint, const ServerOptions& options, RpcHandler* handler) {
   CELL_RETURN_IF_ERROR(CheckDevice());
