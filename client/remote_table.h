@@ -15,7 +15,7 @@
 namespace cell::client {
 
 struct TableOptions {
-  rpc::ClientOptions rpc;                              // embedded: connect and per-call timeouts
+  rpc::ConnectOptions rpc;                             // embedded: connect and per-call timeouts
   std::chrono::milliseconds zk_session_timeout{6000};  // ZooKeeper
   std::chrono::milliseconds zk_operation_timeout{10000};
 };
@@ -24,7 +24,7 @@ struct TableOptions {
 // again (the server may have restarted); each call fails within the RPC timeouts (connect, then call), never hangs.
 class RemoteTable final : public membership::RegionTableReader {
  public:
-  RemoteTable(std::string uri, const rpc::ClientOptions& options) : uri_(std::move(uri)), options_(options) {}
+  RemoteTable(std::string uri, const rpc::ConnectOptions& options) : uri_(std::move(uri)), options_(options) {}
 
   StatusOr<std::vector<membership::ServerInfo>> ListServers() override;
   StatusOr<membership::RegionEntry> GetRegion(uint32_t region) override;
@@ -35,7 +35,7 @@ class RemoteTable final : public membership::RegionTableReader {
   StatusOr<std::string> Call(uint16_t method, uint32_t region = 0);
 
   const std::string uri_;
-  const rpc::ClientOptions options_;
+  const rpc::ConnectOptions options_;
   std::mutex mu_;
   std::shared_ptr<rpc::Connection> connection_;  // guarded by mu_; replaced once it fails
 };

@@ -108,7 +108,7 @@ StatusOr<uint32_t> StoreClient::Root() {
 }
 
 StatusOr<std::unique_ptr<rpc::Connection>> StoreClient::Dial(const membership::ServerInfo& server, Deadline deadline) {
-  rpc::ClientOptions rpc_options;
+  rpc::ConnectOptions rpc_options;
   rpc_options.call_timeout = options_.timeout;
   rpc_options.key = options_.key;
   // Each transport tried gets what is left of the deadline, up to kConnectTimeout: a server that is paused (its kernel

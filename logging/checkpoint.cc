@@ -7,8 +7,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "common/diagnostics.h"
 #include "common/little_endian.h"
-#include "common/log.h"
 #include "logging/crc32c.h"
 
 namespace cell::logging {
@@ -232,7 +232,7 @@ StatusOr<Recovery> Recover(const std::string& dir, const std::vector<CheckpointR
       loaded = true;
     } else if (s.IsCorruption()) {
       // Set aside (kept for inspection, no longer counted among the two newest), so that pruning keeps a good one.
-      LogError("log {}: {}; {}trying an older checkpoint", dir, s.ToString(), repair ? "set aside as .bad, " : "");
+      diag::Error("log {}: {}; {}trying an older checkpoint", dir, s.ToString(), repair ? "set aside as .bad, " : "");
       out.problems.push_back(s.message());
       zero = false;  // the failed load may have written some chunks
       if (repair) CELL_RETURN_IF_ERROR(env->RenameFile(CheckpointPath(dir, *it), CheckpointPath(dir, *it) + ".bad"));

@@ -6,8 +6,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "common/diagnostics.h"
 #include "common/little_endian.h"
-#include "common/log.h"
 
 namespace cell::logging {
 namespace {
@@ -168,7 +168,7 @@ StatusOr<ReplayReport> RegionLog::Recover(const std::string& dir, uint64_t after
     if (damage.empty()) damage = fmt::format("{}: {}", path, reader.status().message());
     if (i + 1 < files.size() && files[i + 1] <= after_lsn + 1) {
       // The damage is in records the checkpoint holds (the next file starts at or below the first one needed).
-      LogWarning("region log {}: {}; the checkpoint holds those records, so the log is read on", dir, damage);
+      diag::Warning("region log {}: {}; the checkpoint holds those records, so the log is read on", dir, damage);
       report.last_lsn = files[i + 1] - 1;
       continue;
     }
@@ -178,7 +178,7 @@ StatusOr<ReplayReport> RegionLog::Recover(const std::string& dir, uint64_t after
       // (A tail being appended to by a paused owner that resumed looks torn too: it is past what was acknowledged.)
       report.damage = fmt::format("{}; read up to offset {} of that file{} (nothing changed)", damage, valid_length,
                                   dropped_files == 0 ? "" : fmt::format(", {} later files not read", dropped_files));
-      LogInfo("region log {}: {}", dir, report.damage);
+      diag::Info("region log {}: {}", dir, report.damage);
       break;
     }
     // Cut the log at its last whole record: what follows is not read again, and appends come after it.
@@ -195,9 +195,9 @@ StatusOr<ReplayReport> RegionLog::Recover(const std::string& dir, uint64_t after
     report.damage = fmt::format("{}; the log was cut at offset {} of that file{}", damage, valid_length,
                                 dropped_files == 0 ? "" : fmt::format(" and {} later files removed", dropped_files));
     if (report.end == log::Reader::End::kCorrupt) {
-      LogError("region log {}: {}; records after the damage are lost", dir, report.damage);
+      diag::Error("region log {}: {}; records after the damage are lost", dir, report.damage);
     } else {
-      LogInfo("region log {}: {} (a write that was never acknowledged under sync durability)", dir, report.damage);
+      diag::Info("region log {}: {} (a write that was never acknowledged under sync durability)", dir, report.damage);
     }
     break;
   }
@@ -244,7 +244,7 @@ RegionLog::~RegionLog() {
   waiters_cv_.notify_all();
   if (flusher_.joinable()) flusher_.join();
   if (committer_.joinable()) committer_.join();  // it answers every waiter first
-  if (Status s = Flush(); !s.ok()) LogError("region log {}: closing: {}", dir_, s.ToString());
+  if (Status s = Flush(); !s.ok()) diag::Error("region log {}: closing: {}", dir_, s.ToString());
   std::lock_guard lock(mu_);
   if (file_ != nullptr) (void)file_->Close();
 }
@@ -258,7 +258,7 @@ Status RegionLog::OpenFile(uint64_t first_lsn) {
 Status RegionLog::Fail(const Status& s) {
   if (failed_.ok()) {
     failed_ = Status::FromCode(s.code(), fmt::format("region log {} failed, no write is taken: {}", dir_, s.message()));
-    LogError("{}", failed_.ToString());
+    diag::Error("{}", failed_.ToString());
   }
   synced_cv_.notify_all();
   return failed_;

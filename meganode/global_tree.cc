@@ -13,8 +13,8 @@
 
 #include "btree/node_lock.h"
 #include "btree/record_format.h"
+#include "common/diagnostics.h"
 #include "common/key_limits.h"
-#include "common/log.h"
 #include "common/shared_words.h"
 #include "meganode/tree_internals.h"
 

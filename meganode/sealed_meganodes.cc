@@ -6,8 +6,8 @@
 #include <mutex>
 
 #include "btree/record_format.h"
+#include "common/diagnostics.h"
 #include "common/key_limits.h"
-#include "common/log.h"
 #include "meganode/global_tree.h"
 #include "meganode/tree_internals.h"
 

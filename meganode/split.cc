@@ -49,8 +49,8 @@
 #include <shared_mutex>
 
 #include "btree/record_format.h"
+#include "common/diagnostics.h"
 #include "common/key_limits.h"
-#include "common/log.h"
 #include "common/shared_words.h"
 #include "meganode/global_tree.h"
 #include "meganode/tree_internals.h"
@@ -90,7 +90,8 @@ Status GlobalTree::Split(Mega* m, int level, uint64_t seen_splits, Placement pla
       return copied;
     }
     if (!copied.ok()) {
-      LogWarning("placing a meganode's right half on another server failed ({}); splitting locally", copied.ToString());
+      diag::Warning("placing a meganode's right half on another server failed ({}); splitting locally",
+                    copied.ToString());
       std::unique_lock lock(m->split_mu);
       m->remote_split = false;  // the right half's writers may wait now: the rest is memory work
     }
@@ -263,7 +264,7 @@ Status GlobalTree::NoRoom(Mega* m, int level, const std::string& what) {
           relief_failed_until_.store(
               (std::chrono::steady_clock::now() + std::chrono::milliseconds(100)).time_since_epoch().count(),
               std::memory_order_relaxed);
-          LogWarning("could not move part of a full meganode to another server: {}", s.ToString());
+          diag::Warning("could not move part of a full meganode to another server: {}", s.ToString());
         }
       });
     }
@@ -300,7 +301,7 @@ void GlobalTree::MaybeQueueSplit(Mega* m, int level) {
     Status s = Split(m, level, seen, Placement::kRemoteIfWanted);
     // ResourceExhausted: mostly empty nodes (deleted entries), nothing to split; Unavailable: try again later.
     if (!s.ok() && !s.IsResourceExhausted() && !s.IsUnavailable()) {
-      LogWarning("a background meganode split failed: {}", s.ToString());
+      diag::Warning("a background meganode split failed: {}", s.ToString());
     }
   });
 }
@@ -313,7 +314,7 @@ Status GlobalTree::SyncBeforePeers() {
   if (write_sink_ == nullptr) return Status::OK();
   Status s = write_sink_->Sync();
   if (!s.ok())
-    LogWarning("could not make this server's writes durable before telling another server: {}", s.ToString());
+    diag::Warning("could not make this server's writes durable before telling another server: {}", s.ToString());
   return s;
 }
 
@@ -324,8 +325,8 @@ void GlobalTree::UnsealRemote(const RemoteMeganode& meganode, Backoff backoff) {
   if (s.ok()) return;
   // Until it is unsealed its keys refuse writes: keep trying (from the background thread), ever less often.
   if (backoff.retries() == 10) {
-    LogError("cannot unseal meganode {}:{} on its server yet: {}; still trying", meganode.ptr.region,
-             meganode.ptr.offset, s.ToString());
+    diag::Error("cannot unseal meganode {}:{} on its server yet: {}; still trying", meganode.ptr.region,
+                meganode.ptr.offset, s.ToString());
   }
   const auto delay = std::chrono::duration_cast<std::chrono::milliseconds>(backoff.NextDelay().value());
   Post([=, this] { UnsealRemote(meganode, backoff); }, delay);
@@ -345,8 +346,8 @@ void GlobalTree::PostRemoteInsert(GlobalPtr at, int level, const std::string& se
                                   std::chrono::duration_cast<std::chrono::milliseconds>(*next));
         }
         // The tree stays correct without it (right links lead to the child); searches for its keys take a longer way.
-        LogWarning("gave up sending separator '{}' to meganode {}:{}: {}", separator, at.region, at.offset,
-                   s.ToString());
+        diag::Warning("gave up sending separator '{}' to meganode {}:{}: {}", separator, at.region, at.offset,
+                      s.ToString());
       },
       delay);
 }
@@ -398,7 +399,7 @@ Status GlobalTree::InsertSeparator(GlobalPtr at, int level, const std::string& s
       Post(
           [=, this] {
             Status again = InsertSeparator(at, level, separator, child);
-            if (!again.ok()) LogWarning("inserting separator '{}': {}", separator, again.ToString());
+            if (!again.ok()) diag::Warning("inserting separator '{}': {}", separator, again.ToString());
           },
           std::chrono::milliseconds(20));
       return Status::OK();

@@ -22,7 +22,7 @@
 #include <algorithm>
 
 #include "btree/record_format.h"
-#include "common/log.h"
+#include "common/diagnostics.h"
 #include "meganode/global_tree.h"
 #include "meganode/tree_internals.h"
 
@@ -79,7 +79,7 @@ void GlobalTree::SettlePending(const std::vector<GlobalPtr>& named) {
       SetMeganodeState(*m->store, 0);  // published before the crash: the split (or root split) is kept
       ++recovery_.pending_kept;
     } else {
-      LogInfo("recovery: meganode {}:{} was made by a split that never published it; freed", ptr.region, ptr.offset);
+      diag::Info("recovery: meganode {}:{} was made by a split that never published it; freed", ptr.region, ptr.offset);
       FreeMeganodeHeader(*m->store);
       m.reset();
       ++recovery_.orphans_freed;

@@ -15,7 +15,7 @@
 #include <mutex>
 #include <shared_mutex>
 
-#include "common/log.h"
+#include "common/diagnostics.h"
 #include "membership/zookeeper_format.h"
 
 namespace cell::membership {
@@ -485,7 +485,7 @@ bool ZooKeeperMembership::ReadState(std::map<uint64_t, ServerInfo>* servers, std
     if (entry.ok()) {
       (*regions)[id] = *entry;
     } else {
-      LogError("{}", entry.status().ToString());  // reported, not trusted
+      diag::Error("{}", entry.status().ToString());  // reported, not trusted
     }
   }
   return true;
@@ -498,8 +498,8 @@ void ZooKeeperMembership::OnSessionEvent(int state) {
   }
   state_cv_.notify_all();
   if (state == ZOO_EXPIRED_SESSION_STATE) {
-    LogError("ZooKeeper session at {} expired: this process's registration is gone; fenced until renewed",
-             options_.connect);
+    diag::Error("ZooKeeper session at {} expired: this process's registration is gone; fenced until renewed",
+                options_.connect);
     std::lock_guard lock(lease_mu_);
     expired_ = true;
   }

@@ -60,7 +60,7 @@ Status ServerAuth::OnHello(const proto::Hello& hello, std::string_view server, p
   }
   if (hello.key_name().empty()) {
     return Status::PermissionDenied(
-        fmt::format("{} requires a key and this connection offered none: give the {} key (ClientOptions::key_file, "
+        fmt::format("{} requires a key and this connection offered none: give the {} key (ConnectOptions::key_file, "
                     "cellctl --key-file or the CELL_KEY_FILE environment variable)",
                     server, KeyNames(*keys_)));
   }

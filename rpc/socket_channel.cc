@@ -20,7 +20,7 @@ constexpr size_t kReceiveChunk = 64 * 1024;
 
 }  // namespace
 
-Status ExchangeHello(int fd, const std::string& uri, proto::Role role, const ClientOptions& options,
+Status ExchangeHello(int fd, const std::string& uri, proto::Role role, const ConnectOptions& options,
                      proto::HelloReply* reply) {
   const auto deadline = Clock::now() + options.connect_timeout;
   ClientAuth auth(options.key);
@@ -58,7 +58,7 @@ Status ExchangeHello(int fd, const std::string& uri, proto::Role role, const Cli
 }
 
 StatusOr<std::unique_ptr<SocketChannel>> SocketChannel::Open(int fd, std::string uri, proto::Role role,
-                                                             const ClientOptions& options, proto::HelloReply* reply) {
+                                                             const ConnectOptions& options, proto::HelloReply* reply) {
   Status s = ExchangeHello(fd, uri, role, options, reply);
   if (!s.ok()) {
     close(fd);
@@ -81,7 +81,7 @@ StatusOr<std::unique_ptr<SocketChannel>> SocketChannel::Open(int fd, std::string
   return channel;
 }
 
-SocketChannel::SocketChannel(int fd, std::string uri, const ClientOptions& options, uint32_t server_max)
+SocketChannel::SocketChannel(int fd, std::string uri, const ConnectOptions& options, uint32_t server_max)
     : fd_(fd),
       uri_(std::move(uri)),
       options_(options),

@@ -25,7 +25,7 @@ namespace cell::rpc {
 
 // Sends a Hello for `role` on `fd` (connected, non-blocking) and waits for the HelloReply; the error if the peer
 // refuses the role, answers something else, or does not answer within the connect timeout.
-Status ExchangeHello(int fd, const std::string& uri, proto::Role role, const ClientOptions& options,
+Status ExchangeHello(int fd, const std::string& uri, proto::Role role, const ConnectOptions& options,
                      proto::HelloReply* reply);
 
 class SocketChannel {
@@ -33,7 +33,7 @@ class SocketChannel {
   // Says hello on `fd` (a connected non-blocking socket, which the channel then owns) as `role`, waits for the
   // reply, and starts the I/O thread.
   static StatusOr<std::unique_ptr<SocketChannel>> Open(int fd, std::string uri, proto::Role role,
-                                                       const ClientOptions& options, proto::HelloReply* reply);
+                                                       const ConnectOptions& options, proto::HelloReply* reply);
   ~SocketChannel();
 
   void Call(uint16_t method, std::string_view request, RpcCallback done, std::chrono::microseconds timeout);
@@ -59,7 +59,7 @@ class SocketChannel {
     std::string_view payload;  // points into the I/O thread's FrameDecoder until its Consume()
   };
 
-  SocketChannel(int fd, std::string uri, const ClientOptions& options, uint32_t server_max);
+  SocketChannel(int fd, std::string uri, const ConnectOptions& options, uint32_t server_max);
   // Registers a request (moving `pending` in) and writes its frame; on failure, returns the status instead and
   // leaves `pending` with the caller.
   Status Issue(Pending& pending, FrameType type, uint16_t aux, std::string_view payload);
@@ -89,7 +89,7 @@ class SocketChannel {
 
   const int fd_;
   const std::string uri_;
-  const ClientOptions options_;
+  const ConnectOptions options_;
   const uint32_t send_limit_;  // the smaller of ours and the server's
   int epoll_fd_ = -1;
   int wake_fd_ = -1;

@@ -14,7 +14,7 @@
 #include <cstring>
 #include <ctime>
 
-#include "common/log.h"
+#include "common/diagnostics.h"
 #include "common/shared_words.h"
 #include "rpc/auth.h"
 #include "rpc/frame.h"
@@ -204,7 +204,7 @@ void SocketServer::AcceptLoop() {
       if (stopping_.load() || err == EBADF || err == EINVAL || err == ENOTSOCK) break;
       if (err == EINTR || err == ECONNABORTED || err == EAGAIN) continue;
       // Out of descriptors or memory, or a network error accept(2) says to retry: back off and try again.
-      LogError("{}: cannot accept a connection: {}; retrying", uri_, std::strerror(err));
+      diag::Error("{}: cannot accept a connection: {}; retrying", uri_, std::strerror(err));
       pollfd p{listen_fd_, 0, 0};
       poll(&p, 1, 100);
       continue;
@@ -223,7 +223,7 @@ void SocketServer::AcceptLoop() {
       conn->epoll_fd = workers_.epoll_fd;
     }
     if (epoll_ctl(workers_.epoll_fd, EPOLL_CTL_ADD, fd, &ev) != 0) {
-      LogError("{}: cannot serve connection from {}: epoll_ctl: {}", uri_, conn->peer, std::strerror(errno));
+      diag::Error("{}: cannot serve connection from {}: epoll_ctl: {}", uri_, conn->peer, std::strerror(errno));
       std::lock_guard lock(conns_mu_);
       conns_.erase(conn.get());  // closes it: the client sees the connection refused
     }
@@ -243,7 +243,7 @@ void SocketServer::PoolLoop(Pool* pool, int index, const std::vector<int>& cpus,
     const int n = epoll_wait(pool->epoll_fd, &ev, 1, -1);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) {
-      LogError("{}: epoll_wait failed: {}", uri_, std::strerror(errno));
+      diag::Error("{}: epoll_wait failed: {}", uri_, std::strerror(errno));
       break;
     }
     if (n == 0) continue;
@@ -334,7 +334,7 @@ bool SocketServer::Dispatch(Conn* conn, const FrameHeader& header, std::string_v
       if (header.type != FrameType::kRequest) break;
       if (options_.authorize) {
         if (Status allowed = options_.authorize(header.aux, conn->auth.key_name()); !allowed.ok()) {
-          LogWarning("{}: closing connection from {}: {}", uri_, conn->peer, allowed.message());
+          diag::Warning("{}: closing connection from {}: {}", uri_, conn->peer, allowed.message());
           std::lock_guard lock(conn->mu);
           conn->AppendReplyLocked(header.request_id, allowed, {});
           return false;
@@ -376,15 +376,15 @@ bool SocketServer::Dispatch(Conn* conn, const FrameHeader& header, std::string_v
     default:
       return Handshake(conn, header, payload, move_to);
   }
-  LogWarning("{}: closing connection from {}: unexpected or unparsable frame (type {}) for a {} connection", uri_,
-             conn->peer, static_cast<int>(header.type), proto::Role_Name(conn->role));
+  diag::Warning("{}: closing connection from {}: unexpected or unparsable frame (type {}) for a {} connection", uri_,
+                conn->peer, static_cast<int>(header.type), proto::Role_Name(conn->role));
   return false;
 }
 
 bool SocketServer::Handshake(Conn* conn, const FrameHeader& header, std::string_view payload, Pool** move_to) {
   // Refuses the connection with `why`: the client reads it as the answer to its Hello or proof.
   auto refuse = [&](const Status& why) {
-    LogWarning("{}: closing connection from {}: {}", uri_, conn->peer, why.message());
+    diag::Warning("{}: closing connection from {}: {}", uri_, conn->peer, why.message());
     std::lock_guard lock(conn->mu);
     conn->AppendReplyLocked(header.request_id, why, {});
     return false;
@@ -405,13 +405,13 @@ bool SocketServer::Handshake(Conn* conn, const FrameHeader& header, std::string_
     return true;
   }
   if (header.type != FrameType::kHello) {
-    LogWarning("{}: closing connection from {}: its first frame was not a Hello", uri_, conn->peer);
+    diag::Warning("{}: closing connection from {}: its first frame was not a Hello", uri_, conn->peer);
     return false;
   }
   if (Status admitted = AdmitPeer(conn->fd); !admitted.ok()) return refuse(admitted);
   proto::Hello hello;
   if (!hello.ParseFromArray(payload.data(), static_cast<int>(payload.size()))) {
-    LogWarning("{}: closing connection from {}: unparsable Hello", uri_, conn->peer);
+    diag::Warning("{}: closing connection from {}: unparsable Hello", uri_, conn->peer);
     return false;
   }
   const proto::Role role = hello.role();
@@ -442,7 +442,7 @@ void SocketServer::CloseConn(Conn* conn, const std::string& reason) {
   epoll_ctl(workers_.epoll_fd, EPOLL_CTL_DEL, conn->fd, nullptr);
   epoll_ctl(nics_.epoll_fd, EPOLL_CTL_DEL, conn->fd, nullptr);
   shutdown(conn->fd, SHUT_RDWR);
-  if (!reason.empty()) LogWarning("{}: closed connection from {}: {}", uri_, conn->peer, reason);
+  if (!reason.empty()) diag::Warning("{}: closed connection from {}: {}", uri_, conn->peer, reason);
   std::lock_guard lock(conns_mu_);
   conns_.erase(conn);  // the descriptor closes when the last Responder lets go of the connection
 }

@@ -18,7 +18,7 @@
 #include <cstring>
 #include <ctime>
 
-#include "common/log.h"
+#include "common/diagnostics.h"
 
 namespace cell::rpc {
 namespace {
@@ -319,14 +319,14 @@ void SetNoDelay(int fd) {
 
 void PinThisThread(int cpu, const char* what) {
   if (cpu < 0 || cpu >= CPU_SETSIZE) {
-    LogWarning("cannot pin {} thread to CPU {}: no such CPU; it runs unpinned", what, cpu);
+    diag::Warning("cannot pin {} thread to CPU {}: no such CPU; it runs unpinned", what, cpu);
     return;
   }
   cpu_set_t set;
   CPU_ZERO(&set);
   CPU_SET(cpu, &set);
   if (pthread_setaffinity_np(pthread_self(), sizeof(set), &set) != 0) {
-    LogWarning("cannot pin {} thread to CPU {}; it runs unpinned", what, cpu);
+    diag::Warning("cannot pin {} thread to CPU {}; it runs unpinned", what, cpu);
   }
 }
 

@@ -100,7 +100,7 @@ StatusOr<std::unique_ptr<Server>> Listen(std::string_view uri, const ServerOptio
   return Status::Internal("unreachable");
 }
 
-StatusOr<std::unique_ptr<Connection>> Connect(std::string_view uri, const ClientOptions& options) {
+StatusOr<std::unique_ptr<Connection>> Connect(std::string_view uri, const ConnectOptions& options) {
   if (options.max_message_bytes < 4096) {
     return Status::InvalidArgument(
         fmt::format("the message limit must be at least 4096 bytes, not {}", options.max_message_bytes));
@@ -119,7 +119,7 @@ StatusOr<std::unique_ptr<Connection>> Connect(std::string_view uri, const Client
 }
 
 StatusOr<std::unique_ptr<Connection>> ConnectFirst(const std::map<std::string, std::string>& addresses,
-                                                   const std::vector<std::string>& transports, ClientOptions options,
+                                                   const std::vector<std::string>& transports, ConnectOptions options,
                                                    const std::function<std::chrono::milliseconds()>& time_left) {
   std::string errors;
   bool denied = false;

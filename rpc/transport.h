@@ -120,7 +120,7 @@ class Server {
   virtual void Stop() = 0;
 };
 
-struct ClientOptions {
+struct ConnectOptions {
   std::chrono::milliseconds connect_timeout{5000};
   std::chrono::milliseconds call_timeout{10000};  // default per-request timeout, for Call and Read
   uint32_t max_message_bytes = 16u << 20;
@@ -154,7 +154,7 @@ class Connection {
 StatusOr<std::unique_ptr<Server>> Listen(std::string_view uri, const ServerOptions& options, RpcHandler* handler);
 
 // Connects to the server at `uri`. PermissionDenied if either side cannot prove it holds the other's key.
-StatusOr<std::unique_ptr<Connection>> Connect(std::string_view uri, const ClientOptions& options = {});
+StatusOr<std::unique_ptr<Connection>> Connect(std::string_view uri, const ConnectOptions& options = {});
 
 // Connects to a server that offers several transports (`addresses`: transport -> URI), trying `transports` in order
 // of preference until one connects. `time_left`, if given, is asked before each attempt for its connect timeout (so
@@ -162,7 +162,7 @@ StatusOr<std::unique_ptr<Connection>> Connect(std::string_view uri, const Client
 // PermissionDenied (naming every failure) if none connected and a server refused the key, or could not prove it
 // holds it: retrying cannot help.
 StatusOr<std::unique_ptr<Connection>> ConnectFirst(const std::map<std::string, std::string>& addresses,
-                                                   const std::vector<std::string>& transports, ClientOptions options,
+                                                   const std::vector<std::string>& transports, ConnectOptions options,
                                                    const std::function<std::chrono::milliseconds()>& time_left = {});
 
 // Blocking helpers over the asynchronous calls (they wait on the callback).

@@ -43,7 +43,7 @@ bool ServerPeers::HavePeers() {
 
 StatusOr<std::shared_ptr<rpc::Connection>> ServerPeers::ConnectionTo(const membership::ServerInfo& server) {
   return connections_.Get(server.id, [this, server]() -> StatusOr<std::unique_ptr<rpc::Connection>> {
-    rpc::ClientOptions options;
+    rpc::ConnectOptions options;
     options.connect_timeout = timeout_;
     options.call_timeout = timeout_;
     options.key = key_;

@@ -19,7 +19,7 @@
 #include <thread>
 #include <vector>
 
-#include "common/log.h"
+#include "common/diagnostics.h"
 #include "rpc/region_table.h"
 #include "rpc/shm/nic_model.h"
 #include "rpc/socket_channel.h"
@@ -89,7 +89,7 @@ class ShmServer final : public SocketServer {
     const auto deadline = Clock::now() + std::chrono::seconds(5);
     proto::MapRequest request;
     if (!request.ParseFromArray(payload.data(), static_cast<int>(payload.size()))) {
-      LogWarning("{}: closing a map connection: unparsable MapRequest", uri());
+      diag::Warning("{}: closing a map connection: unparsable MapRequest", uri());
       return false;
     }
     Status refused;
@@ -123,7 +123,7 @@ class ShmServer final : public SocketServer {
       sent = SendWithDescriptor(fd, frame, pass_fd, deadline);
       close(pass_fd);
     }
-    if (!sent.ok()) LogWarning("{}: closing a map connection: {}", uri(), sent.ToString());
+    if (!sent.ok()) diag::Warning("{}: closing a map connection: {}", uri(), sent.ToString());
     return sent.ok();
   }
 
@@ -144,7 +144,7 @@ using MappingTable = absl::flat_hash_map<uint32_t, Mapping>;
 
 class ShmConnection final : public Connection {
  public:
-  ShmConnection(std::string uri, std::unique_ptr<SocketChannel> rpc, int map_fd, const ClientOptions& options,
+  ShmConnection(std::string uri, std::unique_ptr<SocketChannel> rpc, int map_fd, const ConnectOptions& options,
                 NicModel model)
       : uri_(std::move(uri)), rpc_(std::move(rpc)), map_fd_(map_fd), options_(options), model_(model) {
     tables_.push_back(std::make_unique<MappingTable>());
@@ -397,7 +397,7 @@ class ShmConnection final : public Connection {
   const std::string uri_;
   std::unique_ptr<SocketChannel> rpc_;
   const int map_fd_;
-  const ClientOptions options_;
+  const ConnectOptions options_;
   const NicModel model_;
 
   std::mutex map_mu_;  // serialises map requests and guards tables_, map_requests_ and map_health_
@@ -448,7 +448,7 @@ StatusOr<std::unique_ptr<Server>> Listen(const Endpoint& endpoint, const ServerO
   return std::unique_ptr<Server>(std::move(server));
 }
 
-StatusOr<std::unique_ptr<Connection>> Connect(const Endpoint& endpoint, const ClientOptions& options) {
+StatusOr<std::unique_ptr<Connection>> Connect(const Endpoint& endpoint, const ConnectOptions& options) {
   const std::string uri = Uri(endpoint.path);
   StatusOr<int> rpc_fd = ConnectUnix(endpoint.path, Clock::now() + options.connect_timeout);
   if (!rpc_fd.ok()) return rpc_fd.status();

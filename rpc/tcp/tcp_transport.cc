@@ -52,7 +52,7 @@ StatusOr<std::unique_ptr<Server>> Listen(const Endpoint& endpoint, const ServerO
   return std::unique_ptr<Server>(std::move(server));
 }
 
-StatusOr<std::unique_ptr<Connection>> Connect(const Endpoint& endpoint, const ClientOptions& options) {
+StatusOr<std::unique_ptr<Connection>> Connect(const Endpoint& endpoint, const ConnectOptions& options) {
   const std::string uri = Uri(endpoint.host, endpoint.port);
   std::unique_ptr<SocketChannel> channels[2];
   const proto::Role roles[2] = {proto::ROLE_RPC, proto::ROLE_READ};

@@ -21,7 +21,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "common/log.h"
+#include "common/diagnostics.h"
 #include "rpc/auth.h"
 #include "rpc/proto/transport.pb.h"
 #include "rpc/region_table.h"
@@ -83,7 +83,7 @@ Status AwaitCmEvent(rdma_event_channel* ec, rdma_cm_event_type expected, Clock::
 
 }  // namespace
 
-StatusOr<std::unique_ptr<Connection>> VerbsConnection::Open(const Endpoint& endpoint, const ClientOptions& options) {
+StatusOr<std::unique_ptr<Connection>> VerbsConnection::Open(const Endpoint& endpoint, const ConnectOptions& options) {
   const std::string uri = Uri(endpoint.host, endpoint.port);
   const auto deadline = Clock::now() + options.connect_timeout;
   auto fail = [&](std::string_view what) {
@@ -442,7 +442,7 @@ void VerbsConnection::FailAll(const Status& why) {
   for (WaitingRead& w : waiting) w.done(why);  // outside the lock: a callback may issue another read
 }
 
-StatusOr<std::unique_ptr<Connection>> Connect(const Endpoint& endpoint, const ClientOptions& options) {
+StatusOr<std::unique_ptr<Connection>> Connect(const Endpoint& endpoint, const ConnectOptions& options) {
   CELL_RETURN_IF_ERROR(CheckDevice());
   return VerbsConnection::Open(endpoint, options);
 }

@@ -28,7 +28,7 @@ namespace cell::rpc::verbs {
 // the I/O thread completes them.
 class VerbsConnection final : public Connection {
  public:
-  static StatusOr<std::unique_ptr<Connection>> Open(const Endpoint& endpoint, const ClientOptions& options);
+  static StatusOr<std::unique_ptr<Connection>> Open(const Endpoint& endpoint, const ConnectOptions& options);
   ~VerbsConnection() override;
 
   void Call(uint16_t method, std::string_view request, RpcCallback done, std::chrono::microseconds timeout) override;
@@ -80,7 +80,7 @@ class VerbsConnection final : public Connection {
     uint64_t fetch = 0;
   };
 
-  VerbsConnection(std::string uri, const ClientOptions& options, uint32_t send_limit)
+  VerbsConnection(std::string uri, const ConnectOptions& options, uint32_t send_limit)
       : uri_(std::move(uri)), options_(options), send_limit_(send_limit), receiver_(options.max_message_bytes) {
     slots_.resize(kReadSlots);
     for (uint32_t i = kReadSlots; i > 0; --i) free_slots_.push_back(i - 1);
@@ -120,7 +120,7 @@ class VerbsConnection final : public Connection {
   void FailAll(const Status& why);
 
   const std::string uri_;
-  const ClientOptions options_;
+  const ConnectOptions options_;
   const uint32_t send_limit_;  // the smaller of ours and the server's
   // Destroyed in reverse: link (QP, CQ, buffers), PD, cm id, event channel.
   EventChannelPtr ec_;

@@ -20,7 +20,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "common/log.h"
+#include "common/diagnostics.h"
 #include "rpc/auth.h"
 #include "rpc/proto/transport.pb.h"
 #include "rpc/region_table.h"
@@ -142,7 +142,7 @@ void VerbsServer::CmLoop() {
   while (!stopping_.load()) {
     const int n = poll(fds, 2, -1);
     if (n < 0 && errno != EINTR) {
-      LogError("{}: poll on the rdma_cm channel failed: {}", uri_, std::strerror(errno));
+      diag::Error("{}: poll on the rdma_cm channel failed: {}", uri_, std::strerror(errno));
       break;
     }
     if (fds[1].revents != 0) break;
@@ -154,7 +154,7 @@ void VerbsServer::CmLoop() {
       const auto key = reinterpret_cast<uintptr_t>(event.id->context);
       if (key < kFirstConnKey) {  // the listening id
         if (event.type == RDMA_CM_EVENT_DEVICE_REMOVAL) {
-          LogError("{}: the RDMA device was removed; no more connections will be accepted", uri_);
+          diag::Error("{}: the RDMA device was removed; no more connections will be accepted", uri_);
         }
         continue;
       }
@@ -180,7 +180,7 @@ void VerbsServer::OnConnectRequest(const CmEvent& event) {
   CmIdPtr id(event.id);  // ours now; rejected requests are destroyed on return
   const std::string peer = AddressText(rdma_get_peer_addr(id.get()));
   auto reject = [&](const std::string& reason) {
-    LogWarning("{}: refused a connection from {}: {}", uri_, peer, reason);
+    diag::Warning("{}: refused a connection from {}: {}", uri_, peer, reason);
     const std::string data = fmt::format("{}{}", kRejectPrefix, reason).substr(0, 140);
     rdma_reject(id.get(), data.data(), static_cast<uint8_t>(data.size()));
   };
@@ -241,7 +241,7 @@ void VerbsServer::CloseConn(const std::shared_ptr<Conn>& conn, const std::string
   }
   if (protocol_error) protocol_errors_.fetch_add(1, std::memory_order_relaxed);
   epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, conn->link->comp_fd(), nullptr);
-  if (!reason.empty()) LogWarning("{}: closed connection from {}: {}", uri_, conn->peer, reason);
+  if (!reason.empty()) diag::Warning("{}: closed connection from {}: {}", uri_, conn->peer, reason);
   std::lock_guard lock(conns_mu_);
   conns_.erase(conn->key);  // resources go when the last Responder and worker let go of the connection
 }
@@ -261,7 +261,7 @@ void VerbsServer::WorkerLoop(int index) {
     const int n = epoll_wait(epoll_fd_, &ev, 1, -1);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) {
-      LogError("{}: epoll_wait failed: {}", uri_, std::strerror(errno));
+      diag::Error("{}: epoll_wait failed: {}", uri_, std::strerror(errno));
       break;
     }
     if (n == 0) continue;

@@ -7,7 +7,7 @@
 #include <string>
 #include <string_view>
 
-#include "common/log.h"
+#include "common/diagnostics.h"
 #include "rpc/auth.h"
 #include "rpc/proto/transport.pb.h"
 #include "rpc/verbs/verbs_server.h"
@@ -25,7 +25,7 @@ void VerbsServer::Dispatch(const std::shared_ptr<Conn>& conn, const FrameHeader&
     case FrameType::kRequest:
       if (options_.authorize) {
         if (Status allowed = options_.authorize(header.aux, conn->auth.key_name()); !allowed.ok()) {
-          LogWarning("{}: closing connection from {}: {}", uri_, conn->peer, allowed.message());
+          diag::Warning("{}: closing connection from {}: {}", uri_, conn->peer, allowed.message());
           std::lock_guard lock(conn->mu);
           conn->refused = true;
           if (!conn->closed) (void)conn->SendReplyLocked(header.request_id, allowed, {});
@@ -65,7 +65,7 @@ void VerbsServer::Dispatch(const std::shared_ptr<Conn>& conn, const FrameHeader&
 void VerbsServer::Handshake(const std::shared_ptr<Conn>& conn, const FrameHeader& header, std::string_view payload) {
   // Answers with `why` and closes the connection once that answer has been sent.
   auto refuse = [&](const Status& why) {
-    LogWarning("{}: closing connection from {}: {}", uri_, conn->peer, why.message());
+    diag::Warning("{}: closing connection from {}: {}", uri_, conn->peer, why.message());
     std::lock_guard lock(conn->mu);
     conn->refused = true;
     if (!conn->closed) (void)conn->SendReplyLocked(header.request_id, why, {});

@@ -85,7 +85,7 @@ class TransportTest : public ::testing::TestWithParam<TransportCase> {
     ASSERT_TRUE(server_->RegisterRegion(region_.registration()).ok());
   }
 
-  std::unique_ptr<Connection> MustConnect(ClientOptions options = {}) {
+  std::unique_ptr<Connection> MustConnect(ConnectOptions options = {}) {
     auto c = Connect(server_->uri(), options);
     EXPECT_TRUE(c.ok()) << c.status().ToString();
     return c.ok() ? std::move(*c) : nullptr;
@@ -136,7 +136,7 @@ TEST_P(TransportTest, MessagesAtTheLimitPassAndOverItAreRefused) {
   ServerOptions server_options;
   server_options.max_message_bytes = kLimit;
   StartServer(server_options);
-  ClientOptions client_options;
+  ConnectOptions client_options;
   client_options.max_message_bytes = kLimit;
   auto c = MustConnect(client_options);
   ASSERT_NE(c, nullptr);
@@ -173,7 +173,7 @@ TEST_P(TransportTest, BurstOfLargeRepliesAllArrive) {
   std::string first_wrong;
   // What is tested is that every reply arrives whole, not how fast: under qemu's TCG on a loaded machine the 64 MiB
   // take over 10 s, so the calls get a generous timeout.
-  ClientOptions patient;
+  ConnectOptions patient;
   patient.call_timeout = std::chrono::milliseconds(120000);
   auto c = MustConnect(patient);
   ASSERT_NE(c, nullptr);
@@ -197,7 +197,7 @@ TEST_P(TransportTest, BurstOfLargeRepliesAllArrive) {
 }
 
 TEST_P(TransportTest, TheClientsLimitBoundsTheServersReplies) {
-  ClientOptions small;
+  ConnectOptions small;
   small.max_message_bytes = 64 << 10;  // the server's limit stays 16 MiB
   auto c = MustConnect(small);
   ASSERT_NE(c, nullptr);
@@ -363,7 +363,7 @@ TEST_P(TransportTest, ConnectingToNothingFailsClearly) {
   const std::string uri = GetParam().name == "shm"   ? "shm:///tmp/cell-no-such-server.sock"
                           : GetParam().name == "tcp" ? "tcp://127.0.0.1:1"
                                                      : fmt::format("verbs://{}:1", ip != nullptr ? ip : "127.0.0.1");
-  ClientOptions options;
+  ConnectOptions options;
   options.connect_timeout = 2000ms;
   auto c = Connect(uri, options);
   ASSERT_FALSE(c.ok());
@@ -436,8 +436,8 @@ ServerOptions KeyedOptions() {
   return options;
 }
 
-ClientOptions WithKey(Key key) {
-  ClientOptions options;
+ConnectOptions WithKey(Key key) {
+  ConnectOptions options;
   options.key = std::move(key);
   return options;
 }
@@ -698,7 +698,7 @@ TEST_F(ShmSecurity, RegionDescriptorsCannotBeMappedWritable) {
   auto fd = ConnectUnix(path_, Clock::now() + 5s);
   ASSERT_TRUE(fd.ok()) << fd.status().ToString();
   proto::HelloReply hello_reply;
-  ClientOptions options = WithKey(kClientKey);
+  ConnectOptions options = WithKey(kClientKey);
   ASSERT_TRUE(ExchangeHello(*fd, server_->uri(), proto::ROLE_MAP, options, &hello_reply).ok());
   proto::MapRequest request;
   request.set_region(1);

@@ -65,7 +65,7 @@ class Security : public ::testing::Test {
   }
 
   std::unique_ptr<rpc::Connection> Connect(const std::string& uri, rpc::Key key) {
-    rpc::ClientOptions options;
+    rpc::ConnectOptions options;
     options.key = std::move(key);
     auto c = rpc::Connect(uri, options);
     EXPECT_TRUE(c.ok()) << c.status().ToString();
@@ -155,7 +155,7 @@ TEST_F(Security, WithoutTheKeyOrWithAnotherNothingIsServed) {
       EXPECT_TRUE(client.status().IsPermissionDenied()) << client.status().ToString();
       EXPECT_NE(client.status().message().find("client"), std::string::npos) << client.status().ToString();
       // Nor a store request on a raw connection.
-      rpc::ClientOptions raw;
+      rpc::ConnectOptions raw;
       if (!key_file.empty()) raw.key = *rpc::ReadKeyFile(key_file, rpc::kClientKeyName);
       auto c = rpc::Connect(uri, raw);
       ASSERT_FALSE(c.ok());
