@@ -234,7 +234,13 @@ void ServerPeers::Abandon(const meganode::RemoteMeganode& meganode) {
   proto::MegaRef ref;
   ref.set_meganode(meganode.ptr.Pack());
   ref.set_generation(meganode.generation);
-  (void)Call(**connection, StoreMethod::MEGA_ABANDON, ref.SerializeAsString());
+  // Best effort, and only logged: the splitting tree has no way to act on a failure (Peers::Abandon returns nothing),
+  // and the meganode, never published, holds no key anyone can reach; it stays sealed in its server's regions.
+  auto abandoned = Call(**connection, StoreMethod::MEGA_ABANDON, ref.SerializeAsString());
+  if (!abandoned.ok()) {
+    LogWarning("server {}: abandoning meganode {}:{} on its server: {}", self_, meganode.ptr.region,
+               meganode.ptr.offset, abandoned.status().ToString());
+  }
 }
 
 Status ServerPeers::InsertSeparator(GlobalPtr at, int level, const std::string& separator, GlobalPtr child) {
