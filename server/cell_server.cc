@@ -309,7 +309,9 @@ Status CellServer::CheckFencing() {
         ServiceFor(region)->set_epoch(claimed->epoch);
       } else if (claimed.status().IsAborted()) {
         auto now = membership_->GetRegion(region);
-        if (now.ok()) OnRegionOwner(*now);
+        // Unknown who holds it now: nothing is served, and the next check (200 ms on) reads the table again.
+        if (!now.ok()) return now.status();
+        OnRegionOwner(*now);
         if (!lost_region_.load()) return claimed.status();  // (changed by this server itself: decide again)
       } else {
         return claimed.status();
