@@ -23,6 +23,11 @@ git ls-files -z '*.h' '*.cc' | xargs -0 clang-format --dry-run --Werror
 echo "== Release build and tests ($build)"
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCELL_BUILD_TESTS=ON -DCELL_BUILD_BENCH=ON
 cmake --build "$build" -j "$jobs"
+# The house rules a compiler does not check (file and function sizes, client/ includes, libcell.so's symbols); the
+# self-test first proves each check rejects a bad input (libcell_meganode.a is storage-engine code).
+echo "== House rules: deploy/check-house.py"
+python3 deploy/check-house.py --self-test --lib="$build/libcell_meganode.a"
+python3 deploy/check-house.py --lib="$build/libcell.so"
 ctest --test-dir "$build" --output-on-failure -j "$jobs"
 
 echo "== ThreadSanitizer build and concurrency tests ($tsan)"

@@ -9,7 +9,7 @@
 #include <filesystem>
 #include <shared_mutex>
 
-#include "common/log.h"
+#include "common/diagnostics.h"
 #include "membership/in_memory_membership.h"
 #include "membership/zookeeper_membership.h"
 #include "rpc/proto/store.pb.h"
@@ -42,150 +42,182 @@ Status CellServer::Authorize(bool keyed, uint16_t method, const std::string& key
 }
 
 StatusOr<std::unique_ptr<CellServer>> CellServer::Start(const ServerConfig& config) {
+  // In this order: the keys (a server meant to be secured must never start open), the membership, the listeners,
+  // the registration, then the store (its regions are claimed and recovered only once the server is registered), and
+  // last the loops that watch for fencing and take over dead servers' regions.
   auto server = std::unique_ptr<CellServer>(new CellServer(config));
-  const bool embedded = config.membership == "embedded";
   if (config.listen.empty()) return Status::InvalidArgument("give at least one --listen URI");
   if (config.workers < 1) return Status::InvalidArgument(fmt::format("--workers must be >= 1, not {}", config.workers));
+  CELL_ASSIGN_OR_RETURN(const std::vector<rpc::Key> keys, server->ReadKeys());
+  if (config.membership == "embedded") {
+    CELL_RETURN_IF_ERROR(server->OpenEmbeddedMembership());
+  } else {
+    CELL_RETURN_IF_ERROR(server->OpenZooKeeperMembership(/*keyed=*/!keys.empty()));
+  }
+  CELL_RETURN_IF_ERROR(server->Listen(keys));
+  CELL_RETURN_IF_ERROR(server->Register());
+  CELL_RETURN_IF_ERROR(server->OpenStore());
+  server->StartLoops();
+  return server;
+}
 
-  // Keys before anything else: a server meant to be secured must never start open.
-  std::vector<rpc::Key> keys;
-  if (config.client_key_file.empty() != config.peer_key_file.empty()) {
+StatusOr<std::vector<rpc::Key>> CellServer::ReadKeys() {
+  if (config_.client_key_file.empty() != config_.peer_key_file.empty()) {
     return Status::InvalidArgument(
         "--client-key-file and --peer-key-file go together: give both (make them with `cellctl keygen FILE`), or "
         "neither for a server that accepts anyone (local development)");
   }
-  if (!config.client_key_file.empty()) {
-    CELL_ASSIGN_OR_RETURN(rpc::Key client, rpc::ReadKeyFile(config.client_key_file, rpc::kClientKeyName));
-    CELL_ASSIGN_OR_RETURN(server->peer_key_, rpc::ReadKeyFile(config.peer_key_file, rpc::kPeerKeyName));
-    if (client.secret == server->peer_key_.secret) {
+  if (!config_.client_key_file.empty()) {
+    CELL_ASSIGN_OR_RETURN(rpc::Key client, rpc::ReadKeyFile(config_.client_key_file, rpc::kClientKeyName));
+    CELL_ASSIGN_OR_RETURN(peer_key_, rpc::ReadKeyFile(config_.peer_key_file, rpc::kPeerKeyName));
+    if (client.secret == peer_key_.secret) {
       return Status::InvalidArgument(
           "the client key and the peer key are the same, so every client could act as a server: make two keys "
           "(`cellctl keygen FILE`)");
     }
-    keys = {std::move(client), server->peer_key_};
-  } else {
-    for (const std::string& uri : config.listen) {
-      CELL_ASSIGN_OR_RETURN(rpc::Endpoint endpoint, rpc::Endpoint::Parse(uri));
-      if (endpoint.scheme == rpc::Endpoint::Scheme::kShm || IsLoopback(endpoint.host) || config.insecure) continue;
-      return Status::InvalidArgument(fmt::format(
-          "--listen={}: refusing to listen on a non-loopback address without keys: anyone who could reach it could "
-          "read, change and delete every key. Give --client-key-file and --peer-key-file (make them with `cellctl "
-          "keygen FILE`), or --insecure to accept anyone anyway",
-          uri));
-    }
-    LogWarning(
-        "server {}: NO KEYS: this server accepts every request from anyone who can reach it, the requests "
-        "servers send each other included. For local development only: give --client-key-file and "
-        "--peer-key-file",
-        server->config_.id == 0 ? uint64_t{1} : server->config_.id);
+    return std::vector<rpc::Key>{std::move(client), peer_key_};
   }
-  if (embedded) {
-    if (!config.zk_auth.empty()) return Status::InvalidArgument("--zk-auth applies only to --membership=zk://...");
-    if (server->config_.id == 0) server->config_.id = 1;
-    // The table lives in this process only: a restart on a data directory must not hand out its regions' ids again.
-    uint32_t first_id = 1;
-    if (!config.data_dir.empty()) {
-      auto recorded = StoreService::RecordedRegions(config.data_dir, server->config_.id);
-      if (recorded.ok()) first_id = std::max(recorded->first, recorded->second) + 1;
-    }
-    server->membership_ = std::make_unique<membership::InMemoryMembership>(first_id);
-    server->table_service_ = std::make_unique<TableService>(server->membership_.get());
-  } else {
-    if (config.membership.substr(0, 5) != "zk://") {
-      return Status::InvalidArgument(
-          fmt::format("--membership must be 'embedded' or zk://host:port[,host:port...][/root/cluster], not '{}'",
-                      config.membership));
-    }
-    if (config.id == 0) {
-      return Status::InvalidArgument("--id is required with ZooKeeper membership: a nonzero id unique in the cluster");
-    }
-    CELL_ASSIGN_OR_RETURN(membership::ZooKeeperOptions zk, membership::ParseZooKeeperUri(config.membership));
-    zk.auth = config.zk_auth;
-    if (zk.auth.empty() && !keys.empty()) {
-      // The cluster's znodes become writable only by holders of the peer key (DESIGN, "Security").
-      zk.auth = "cell-peer:" + rpc::DeriveSecret(server->peer_key_, "zookeeper digest");
-    }
-    zk.session_timeout = config.zk_session_timeout;
-    CELL_ASSIGN_OR_RETURN(auto m, membership::ZooKeeperMembership::Open(zk));
-    server->membership_ = std::move(m);
+  for (const std::string& uri : config_.listen) {
+    CELL_ASSIGN_OR_RETURN(rpc::Endpoint endpoint, rpc::Endpoint::Parse(uri));
+    if (endpoint.scheme == rpc::Endpoint::Scheme::kShm || IsLoopback(endpoint.host) || config_.insecure) continue;
+    return Status::InvalidArgument(fmt::format(
+        "--listen={}: refusing to listen on a non-loopback address without keys: anyone who could reach it could "
+        "read, change and delete every key. Give --client-key-file and --peer-key-file (make them with `cellctl "
+        "keygen FILE`), or --insecure to accept anyone anyway",
+        uri));
   }
+  diag::Warning(
+      "server {}: NO KEYS: this server accepts every request from anyone who can reach it, the requests "
+      "servers send each other included. For local development only: give --client-key-file and "
+      "--peer-key-file",
+      config_.id == 0 ? uint64_t{1} : config_.id);
+  return std::vector<rpc::Key>{};
+}
 
+Status CellServer::OpenEmbeddedMembership() {
+  if (!config_.zk_auth.empty()) return Status::InvalidArgument("--zk-auth applies only to --membership=zk://...");
+  if (config_.id == 0) config_.id = 1;
+  // The table lives in this process only: a restart on a data directory must not hand out its regions' ids again.
+  uint32_t first_id = 1;
+  if (!config_.data_dir.empty()) {
+    auto recorded = StoreService::RecordedRegions(config_.data_dir, config_.id);
+    if (recorded.ok()) {
+      first_id = std::max(recorded->first, recorded->second) + 1;
+    } else if (!recorded.status().IsNotFound()) {
+      return recorded.status();  // a regions file this server cannot read: its regions' ids are unknown
+    }
+  }
+  membership_ = std::make_unique<membership::InMemoryMembership>(first_id);
+  table_service_ = std::make_unique<TableService>(membership_.get());
+  return Status::OK();
+}
+
+Status CellServer::OpenZooKeeperMembership(bool keyed) {
+  if (config_.membership.substr(0, 5) != "zk://") {
+    return Status::InvalidArgument(
+        fmt::format("--membership must be 'embedded' or zk://host:port[,host:port...][/root/cluster], not '{}'",
+                    config_.membership));
+  }
+  if (config_.id == 0) {
+    return Status::InvalidArgument("--id is required with ZooKeeper membership: a nonzero id unique in the cluster");
+  }
+  CELL_ASSIGN_OR_RETURN(membership::ZooKeeperOptions zk, membership::ParseZooKeeperUri(config_.membership));
+  zk.auth = config_.zk_auth;
+  if (zk.auth.empty() && keyed) {
+    // The cluster's znodes become writable only by holders of the peer key (DESIGN, "Security").
+    zk.auth = "cell-peer:" + rpc::DeriveSecret(peer_key_, "zookeeper digest");
+  }
+  zk.session_timeout = config_.zk_session_timeout;
+  CELL_ASSIGN_OR_RETURN(membership_, membership::ZooKeeperMembership::Open(zk));
+  return Status::OK();
+}
+
+Status CellServer::Listen(const std::vector<rpc::Key>& keys) {
   rpc::ServerOptions options;
-  options.workers = config.workers;
-  options.worker_cpus = config.worker_cpus;
-  options.nic_model = config.nic_model;
+  options.workers = config_.workers;
+  options.worker_cpus = config_.worker_cpus;
+  options.nic_model = config_.nic_model;
   options.keys = keys;
   options.authorize = [keyed = !keys.empty()](uint16_t method, const std::string& key_name) {
     return Authorize(keyed, method, key_name);
   };
-  options.shm_group = config.shm_group;
+  options.shm_group = config_.shm_group;
   std::map<std::string, std::string> seen;
-  for (const std::string& uri : config.listen) {
+  for (const std::string& uri : config_.listen) {
     CELL_ASSIGN_OR_RETURN(rpc::Endpoint endpoint, rpc::Endpoint::Parse(uri));
     const std::string scheme(SchemeName(endpoint.scheme));
     if (seen.count(scheme) != 0) {
       return Status::InvalidArgument(
           fmt::format("--listen names two {} URIs ({} and {}); give one per transport", scheme, seen[scheme], uri));
     }
-    auto listener = rpc::Listen(uri, options, server.get());
+    auto listener = rpc::Listen(uri, options, this);
     if (!listener.ok()) {
       return Status::FromCode(listener.status().code(),
                               fmt::format("--listen={}: {}", uri, listener.status().message()));
     }
     seen[scheme] = (*listener)->uri();
-    server->uris_.push_back((*listener)->uri());
-    server->listeners_.push_back(std::move(*listener));
+    uris_.push_back((*listener)->uri());
+    listeners_.push_back(std::move(*listener));
   }
+  return Status::OK();
+}
 
+Status CellServer::Register() {
   // Registered before its regions are claimed and recovered, so that survivors, which take only dead servers'
   // regions, leave them alone meanwhile (store requests get Unavailable until then). A server restarted after a crash
   // may find its previous incarnation still registered, until that one's ZooKeeper session expires: wait for it (a
   // little longer than a session timeout), and no longer.
-  const auto register_by = std::chrono::steady_clock::now() + config.zk_session_timeout * 2;
+  const auto register_by = std::chrono::steady_clock::now() + config_.zk_session_timeout * 2;
   for (;;) {
-    Status s = server->membership_->RegisterServer(server->Self());
+    Status s = membership_->RegisterServer(Self());
     if (s.ok()) break;
     if (s.code() != Status::Code::kFailedPrecondition || std::chrono::steady_clock::now() >= register_by) return s;
     std::this_thread::sleep_for(std::chrono::milliseconds(100));  // polling ZooKeeper for the old session's end
   }
-  server->registered_ = true;
+  registered_ = true;
+  return Status::OK();
+}
 
-  StoreConfig store = config.store;
-  store.data_dir = config.data_dir;
-  store.peer_key = server->peer_key_;
+Status CellServer::OpenStore() {
+  StoreConfig store = config_.store;
+  store.data_dir = config_.data_dir;
+  store.peer_key = peer_key_;
   if (store.data_dir.empty()) {
-    LogWarning("server {}: no --data-dir: writes are not logged, and a restart loses the data", server->config_.id);
+    diag::Warning("server {}: no --data-dir: writes are not logged, and a restart loses the data", config_.id);
   }
   for (int attempt = 1;; ++attempt) {
-    auto opened = StoreService::Open(store, server->membership_.get(), server->config_.id);
+    auto opened = StoreService::Open(store, membership_.get(), config_.id);
     if (opened.ok()) {
-      server->store_ = std::move(*opened);
+      store_ = std::move(*opened);
       break;
     }
     // Taken over while it recovered its regions (in the gap between its old session's end and its registration, a
     // survivor saw it dead): the next attempt finds them another's and starts with new ones.
     if (!opened.status().IsAborted() || attempt == 3) return opened.status();
-    LogWarning("server {}: {}; starting again", server->config_.id, opened.status().ToString());
+    diag::Warning("server {}: {}; starting again", config_.id, opened.status().ToString());
   }
-  for (auto& listener : server->listeners_) {
-    for (const rpc::RegionRegistration& region : server->store_->regions()) {
+  for (auto& listener : listeners_) {
+    for (const rpc::RegionRegistration& region : store_->regions()) {
       CELL_RETURN_IF_ERROR(listener->RegisterRegion(region));
     }
   }
-  server->store_ready_.store(true, std::memory_order_release);
-  server->serving_ = true;
-  server->fencing_ = std::thread([raw = server.get()] { raw->FencingLoop(); });
+  store_ready_.store(true, std::memory_order_release);
+  return Status::OK();
+}
+
+void CellServer::StartLoops() {
+  serving_ = true;
+  fencing_ = std::thread([this] { FencingLoop(); });
   // Regions this server holds that the table gives to another server are refused from then on (and the server
   // exits, FencingLoop). The watcher outlives nothing it uses: Stop() detaches it first.
-  server->watch_ = std::make_shared<WatchState>();
-  server->watch_->server = server.get();
-  server->membership_->Watch([watch = server->watch_](const membership::MembershipEvent& e) {
+  watch_ = std::make_shared<WatchState>();
+  watch_->server = this;
+  membership_->Watch([watch = watch_](const membership::MembershipEvent& e) {
     if (e.kind != membership::MembershipEvent::Kind::kRegionChanged) return;
     std::lock_guard lock(watch->mu);
     if (watch->server != nullptr) watch->server->OnRegionOwner(e.region);
   });
-  if (!config.data_dir.empty()) server->takeover_ = std::thread([raw = server.get()] { raw->TakeoverLoop(); });
-  return server;
+  if (!config_.data_dir.empty()) takeover_ = std::thread([this] { TakeoverLoop(); });
 }
 
 void CellServer::OnRegionOwner(const membership::RegionEntry& r) {
@@ -209,7 +241,7 @@ void CellServer::FencingLoop() {
       // Its regions are another server's now (it was cut off longer than its session): serving on would split the
       // brain, and letting go of the regions' memory under its listeners is not safe. Its supervisor restarts it,
       // and it starts with new regions.
-      LogError(
+      diag::Error(
           "server {}: a region it served was given to another server while it was cut off from the membership; "
           "exiting (restart it: it starts with new regions)",
           config_.id);
@@ -220,9 +252,9 @@ void CellServer::FencingLoop() {
     Status now = CheckFencing();
     if (now.code() != last.code()) {
       if (now.ok()) {
-        LogInfo("server {}: serving again", config_.id);
+        diag::Info("server {}: serving again", config_.id);
       } else {
-        LogWarning("server {}: not serving: {}", config_.id, now.ToString());
+        diag::Warning("server {}: not serving: {}", config_.id, now.ToString());
       }
       last = now;
     }
@@ -254,7 +286,7 @@ Status CellServer::CheckFencing() {
     // has registered again and claimed what the table still gives it; an attempt that fails part way is taken up
     // again at the next check.
     reclaiming_.store(true, std::memory_order_release);
-    if (serving_.exchange(false)) LogWarning("server {}: fenced: {}", config_.id, serving.ToString());
+    if (serving_.exchange(false)) diag::Warning("server {}: fenced: {}", config_.id, serving.ToString());
     registered_ = false;
     CELL_RETURN_IF_ERROR(membership_->Renew());
     CELL_RETURN_IF_ERROR(membership_->RegisterServer(Self()));
@@ -277,7 +309,9 @@ Status CellServer::CheckFencing() {
         ServiceFor(region)->set_epoch(claimed->epoch);
       } else if (claimed.status().IsAborted()) {
         auto now = membership_->GetRegion(region);
-        if (now.ok()) OnRegionOwner(*now);
+        // Unknown who holds it now: nothing is served, and the next check (200 ms on) reads the table again.
+        if (!now.ok()) return now.status();
+        OnRegionOwner(*now);
         if (!lost_region_.load()) return claimed.status();  // (changed by this server itself: decide again)
       } else {
         return claimed.status();
@@ -289,7 +323,8 @@ Status CellServer::CheckFencing() {
   serving = membership_->ServingStatus();
   if (serving.ok()) {
     serving_.store(true, std::memory_order_release);
-    LogInfo("server {}: registered again after fencing; it owns {} of {} regions", config_.id, owned, regions.size());
+    diag::Info("server {}: registered again after fencing; it owns {} of {} regions", config_.id, owned,
+               regions.size());
   }
   return serving;
 }
@@ -311,7 +346,7 @@ void CellServer::Stop() {
     // cut off from ZooKeeper could only wait for a timeout (its session will expire by itself).
     if (registered_ && membership_->ServingStatus().ok()) {
       Status s = membership_->UnregisterServer(config_.id);
-      if (!s.ok()) LogWarning("server {}: leaving the membership: {}", config_.id, s.ToString());
+      if (!s.ok()) diag::Warning("server {}: leaving the membership: {}", config_.id, s.ToString());
     }
     membership_->Interrupt();
   }
@@ -325,7 +360,7 @@ void CellServer::TakeoverLoop() {
   while (!stop_cv_.wait_for(lock, std::chrono::milliseconds(250), [&] { return stopping_; })) {
     lock.unlock();
     if (serving()) {
-      if (Status s = TakeOver(); !s.ok()) LogWarning("server {}: taking over regions: {}", config_.id, s.ToString());
+      if (Status s = TakeOver(); !s.ok()) diag::Warning("server {}: taking over regions: {}", config_.id, s.ToString());
     }
     lock.lock();
   }
@@ -353,80 +388,115 @@ Status CellServer::TakeOver() {
   const std::vector<uint32_t> held = node_regions();
   for (const membership::RegionEntry& r : regions) {
     if (std::find(held.begin(), held.end(), r.region) != held.end()) continue;
-    const bool dead = r.owner == 0 || !std::binary_search(live.begin(), live.end(), r.owner);
-    // A dead server's, or ours and not served (an adoption that failed); only node regions (those with a log
-    // directory) are taken over, with their extent regions.
-    if (!dead && r.owner != config_.id) continue;
-    std::error_code error;
-    const std::string log_dir = StoreService::LogDir(config_.data_dir, r.region, r.log_epoch);
-    if (!std::filesystem::exists(log_dir + "/MANIFEST", error)) continue;
-    // The dead server's regions fall to one survivor, by region id: the others leave them alone.
-    if (r.owner != config_.id && live[r.region % live.size()] != config_.id) continue;
-    if (auto it = retry_at_.find(r.region); it != retry_at_.end() && now < it->second.first) continue;
-    if (r.owner != config_.id && r.owner != 0) {
-      // Not before clients' leases on its one-sided reads have run out (membership::kReadLease), counted from when
-      // this server first saw it gone.
-      const auto gone = gone_since_.try_emplace(r.owner, now).first->second;
-      if (now - gone < membership::kReadLease) continue;
-    }
+    if (!FallsToThisServer(r, live, now)) continue;
     if (stopping()) return Status::OK();
-    // Claimed first, at a new epoch: a compare-and-set, so of two survivors one wins, and the old owner, if it was
-    // only paused, finds the epoch moved when it claims its regions again and serves nothing. Its lease lapsed before
-    // its session expired, so everything it acknowledged is in the log now (DESIGN, "Ownership").
-    auto mine = membership_->ChangeOwner(r.region, r.epoch, config_.id);
-    if (!mine.ok()) {
-      if (!mine.status().IsAborted()) return mine.status();
-      continue;  // another server changed it first: decide again next time
-    }
-    LogInfo("server {}: taking over region {} from {} server {} (epoch {}, log {})", config_.id, r.region,
-            r.owner == config_.id ? "this" : "dead", r.owner, mine->epoch, log_dir);
-    const auto start = std::chrono::steady_clock::now();
-    StoreConfig store = config_.store;
-    store.data_dir = config_.data_dir;
-    store.peer_key = peer_key_;  // its splits and separators go to other servers too
-    auto adopted = StoreService::Adopt(store, membership_.get(), config_.id, *mine);
-    if (!adopted.ok()) {
-      // Backing off (1 s, 2 s, ... 1 min): each attempt replays the whole log.
-      auto& [at, failures] = retry_at_[r.region];
-      at = std::chrono::steady_clock::now() + std::chrono::seconds(std::min(60, 1 << std::min(failures, 6)));
-      ++failures;
-      LogError("server {}: cannot serve region {}, which it owns: {}; trying again later", config_.id, r.region,
-               adopted.status().ToString());
-      // The log directory the attempt began (a checkpoint of the regions, possibly) is garbage unless the table
-      // names it (a publish whose answer was lost): the next attempt begins another, at its own epoch.
-      auto entry = membership_->GetRegion(r.region);
-      if (entry.ok() && entry->log_epoch != mine->epoch) {
-        std::error_code removing;
-        std::filesystem::remove_all(StoreService::LogDir(config_.data_dir, r.region, mine->epoch), removing);
-      }
-      continue;
-    }
-    retry_at_.erase(r.region);
-    // Its extent region goes with it.
-    auto extent = membership_->GetRegion((*adopted)->extent_region());
-    if (extent.ok() && extent->owner != config_.id) {
-      auto moved = membership_->ChangeOwner(extent->region, extent->epoch, config_.id);
-      if (!moved.ok())
-        LogWarning("server {}: moving extent region {}: {}", config_.id, extent->region, moved.status().ToString());
-    }
-    StoreService* service = adopted->get();
-    {
-      std::unique_lock lock_services(adopted_mu_);
-      adopted_.push_back(std::move(*adopted));  // kept until the server ends: its memory may be registered below
-      has_adopted_.store(true, std::memory_order_release);
-    }
-    for (auto& listener : listeners_) {
-      for (const rpc::RegionRegistration& region : service->regions()) {
-        if (Status s = listener->RegisterRegion(region); !s.ok()) {
-          LogWarning("server {}: region {} is served by RPC, but not for one-sided reads on {}: {}", config_.id,
-                     region.id, listener->uri(), s.ToString());
-        }
-      }
-    }
-    LogInfo("server {}: serving region {} (taken over) after {:.2f} s of recovery", config_.id, r.region,
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    CELL_RETURN_IF_ERROR(TakeOverRegion(r));
   }
   return Status::OK();
+}
+
+bool CellServer::FallsToThisServer(const membership::RegionEntry& r, const std::vector<uint64_t>& live,
+                                   std::chrono::steady_clock::time_point now) {
+  const bool dead = r.owner == 0 || !std::binary_search(live.begin(), live.end(), r.owner);
+  // A dead server's, or ours and not served (an adoption that failed); only node regions (those with a log
+  // directory) are taken over, with their extent regions.
+  if (!dead && r.owner != config_.id) return false;
+  std::error_code error;  // (a MANIFEST that cannot be seen now is looked for again at the next pass)
+  const std::string log_dir = StoreService::LogDir(config_.data_dir, r.region, r.log_epoch);
+  if (!std::filesystem::exists(log_dir + "/MANIFEST", error)) return false;
+  // The dead server's regions fall to one survivor, by region id: the others leave them alone.
+  if (r.owner != config_.id && live[r.region % live.size()] != config_.id) return false;
+  if (auto it = retry_at_.find(r.region); it != retry_at_.end() && now < it->second.first) return false;
+  if (r.owner != config_.id && r.owner != 0) {
+    // Not before clients' leases on its one-sided reads have run out (membership::kReadLease), counted from when
+    // this server first saw it gone.
+    const auto gone = gone_since_.try_emplace(r.owner, now).first->second;
+    if (now - gone < membership::kReadLease) return false;
+  }
+  return true;
+}
+
+Status CellServer::TakeOverRegion(const membership::RegionEntry& r) {
+  // Claimed first, at a new epoch: a compare-and-set, so of two survivors one wins, and the old owner, if it was
+  // only paused, finds the epoch moved when it claims its regions again and serves nothing. Its lease lapsed before
+  // its session expired, so everything it acknowledged is in the log now (DESIGN, "Ownership").
+  auto mine = membership_->ChangeOwner(r.region, r.epoch, config_.id);
+  if (!mine.ok()) {
+    if (!mine.status().IsAborted()) return mine.status();
+    return Status::OK();  // another server changed it first: decide again next time
+  }
+  diag::Info("server {}: taking over region {} from {} server {} (epoch {}, log {})", config_.id, r.region,
+             r.owner == config_.id ? "this" : "dead", r.owner, mine->epoch,
+             StoreService::LogDir(config_.data_dir, r.region, r.log_epoch));
+  const auto start = std::chrono::steady_clock::now();
+  StoreConfig store = config_.store;
+  store.data_dir = config_.data_dir;
+  store.peer_key = peer_key_;  // its splits and separators go to other servers too
+  auto adopted = StoreService::Adopt(store, membership_.get(), config_.id, *mine);
+  if (!adopted.ok()) {
+    AdoptionFailed(r.region, mine->epoch, adopted.status());
+    return Status::OK();
+  }
+  retry_at_.erase(r.region);
+  MoveExtentRegion((*adopted)->extent_region());
+  Serve(std::move(*adopted));
+  diag::Info("server {}: serving region {} (taken over) after {:.2f} s of recovery", config_.id, r.region,
+             std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  return Status::OK();
+}
+
+void CellServer::AdoptionFailed(uint32_t region, uint64_t epoch, const Status& why) {
+  // Backing off (1 s, 2 s, ... 1 min): each attempt replays the whole log.
+  auto& [at, failures] = retry_at_[region];
+  at = std::chrono::steady_clock::now() + std::chrono::seconds(std::min(60, 1 << std::min(failures, 6)));
+  ++failures;
+  diag::Error("server {}: cannot serve region {}, which it owns: {}; trying again later", config_.id, region,
+              why.ToString());
+  // The log directory the attempt began (a checkpoint of the regions, possibly) is garbage unless the table
+  // names it (a publish whose answer was lost): the next attempt begins another, at its own epoch.
+  auto entry = membership_->GetRegion(region);
+  if (!entry.ok()) {
+    // Unknown whether the table names it: kept (it is garbage at worst, removed by the next adoption that succeeds).
+    diag::Warning("server {}: reading region {} after a failed takeover: {}", config_.id, region,
+                  entry.status().ToString());
+    return;
+  }
+  if (entry->log_epoch == epoch) return;
+  const std::string dir = StoreService::LogDir(config_.data_dir, region, epoch);
+  std::error_code removing;
+  std::filesystem::remove_all(dir, removing);
+  if (removing) diag::Warning("server {}: removing {}: {}", config_.id, dir, removing.message());
+}
+
+void CellServer::MoveExtentRegion(uint32_t extent_region) {
+  // Its extent region goes with it. (Left as it is if that fails: the node region is served either way.)
+  auto extent = membership_->GetRegion(extent_region);
+  if (!extent.ok()) {
+    diag::Warning("server {}: reading extent region {}: {}", config_.id, extent_region, extent.status().ToString());
+    return;
+  }
+  if (extent->owner == config_.id) return;
+  auto moved = membership_->ChangeOwner(extent->region, extent->epoch, config_.id);
+  if (!moved.ok()) {
+    diag::Warning("server {}: moving extent region {}: {}", config_.id, extent->region, moved.status().ToString());
+  }
+}
+
+void CellServer::Serve(std::unique_ptr<StoreService> adopted) {
+  StoreService* service = adopted.get();
+  {
+    std::unique_lock lock_services(adopted_mu_);
+    adopted_.push_back(std::move(adopted));  // kept until the server ends: its memory may be registered below
+    has_adopted_.store(true, std::memory_order_release);
+  }
+  for (auto& listener : listeners_) {
+    for (const rpc::RegionRegistration& region : service->regions()) {
+      if (Status s = listener->RegisterRegion(region); !s.ok()) {
+        diag::Warning("server {}: region {} is served by RPC, but not for one-sided reads on {}: {}", config_.id,
+                      region.id, listener->uri(), s.ToString());
+      }
+    }
+  }
 }
 
 std::vector<uint32_t> CellServer::node_regions() const {

@@ -79,6 +79,21 @@ class CellServer final : public rpc::RpcHandler {
 
  private:
   explicit CellServer(const ServerConfig& config) : config_(config) {}
+  // Start's steps, in order.
+  // The client and peer keys from their files (none: a server for local development, on loopback addresses only).
+  StatusOr<std::vector<rpc::Key>> ReadKeys();
+  // The region table in this process ('embedded'), or in ZooKeeper (`keyed`: its znodes guarded by the peer key).
+  Status OpenEmbeddedMembership();
+  Status OpenZooKeeperMembership(bool keyed);
+  // One listener per --listen URI, accepting connections that prove one of `keys` (any, without keys).
+  Status Listen(const std::vector<rpc::Key>& keys);
+  // Registers this server, waiting out a previous incarnation's registration until its session expires.
+  Status Register();
+  // Opens the store (StoreService::Open, started again if its regions were taken over meanwhile) and registers its
+  // regions with the listeners for one-sided reads.
+  Status OpenStore();
+  // Serves, and starts the fencing loop, the table watcher and (with a data directory) the takeover loop.
+  void StartLoops();
   membership::ServerInfo Self() const;
   // Every 200 ms until Stop: checks ServingStatus; after a session expiry renews the session, registers again,
   // re-reads the table and claims what it still gives this server again (a compare-and-set) before serving.
@@ -88,6 +103,20 @@ class CellServer final : public rpc::RpcHandler {
   // (docs/DESIGN.md, "Takeover"), and serves them.
   void TakeoverLoop();
   Status TakeOver();
+  // TakeOver's steps. Whether region `r` (not served here) is this server's to take over now: its owner is dead (or
+  // it is this server's own, not served), it has a log, it falls to this server by region id, no failed attempt is
+  // waiting out its back-off, and clients' read leases on its owner have run out.
+  bool FallsToThisServer(const membership::RegionEntry& r, const std::vector<uint64_t>& live,
+                         std::chrono::steady_clock::time_point now);
+  // Claims `r` by compare-and-set, adopts its regions and serves them; OK if another server claimed it first or the
+  // adoption failed (tried again later).
+  Status TakeOverRegion(const membership::RegionEntry& r);
+  // An adoption at `epoch` failed: backs off, and removes the log directory it began unless the table names it.
+  void AdoptionFailed(uint32_t region, uint64_t epoch, const Status& why);
+  // Moves an adopted node region's extent region to this server in the table.
+  void MoveExtentRegion(uint32_t extent_region);
+  // Serves an adopted service, and registers its regions with the listeners for one-sided reads.
+  void Serve(std::unique_ptr<StoreService> adopted);
   bool stopping();
   // The table names `r`'s owner: a region this server serves that is another's now is refused, and the server exits.
   void OnRegionOwner(const membership::RegionEntry& r);

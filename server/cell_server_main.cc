@@ -7,12 +7,22 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 
-#include "common/log.h"
+#include "common/diagnostics.h"
 #include "server/cell_server.h"
 
-int main(int argc, char** argv) {
-  cell::server::ServerConfig config;
-  CLI::App app{"cell-server: a server of a Cell cluster (a distributed, in-memory, sorted key-value store)"};
+namespace {
+
+// The options CLI11 parses into plain values, turned into the config's types once parsed (ApplyParsedOptions).
+struct ParsedOptions {
+  int64_t session_ms = 0;
+  std::string durability = "sync";
+  int64_t flush_ms = 0;
+};
+
+// Declares every command-line option, with its help text, bound to `config` (or to `raw`).
+void DeclareOptions(CLI::App& app, cell::server::ServerConfig& config, ParsedOptions& raw) {
+  raw.session_ms = config.zk_session_timeout.count();
+  raw.flush_ms = config.store.async_flush_interval.count();
   app.option_defaults()->always_capture_default();
   app.add_option("--listen", config.listen,
                  "a transport URI to serve, once per transport: tcp://host:port, shm:///path/to/socket, "
@@ -40,8 +50,8 @@ int main(int argc, char** argv) {
   app.add_option("--zk-auth", config.zk_auth,
                  "user:password: authenticate to ZooKeeper (digest); the cluster's znodes become writable only by "
                  "this identity (default with keys: one derived from the peer key)");
-  int64_t session_ms = config.zk_session_timeout.count();
-  app.add_option("--zk-session-timeout-ms", session_ms, "ZooKeeper session timeout; a server cut off longer is fenced")
+  app.add_option("--zk-session-timeout-ms", raw.session_ms,
+                 "ZooKeeper session timeout; a server cut off longer is fenced")
       ->check(CLI::Range(int64_t{1000}, int64_t{60000}));
   app.add_option("--capacity", config.capacity_bytes, "memory this server offers for regions (e.g. 1GiB)")
       ->transform(CLI::AsSizeValue(false));
@@ -72,22 +82,33 @@ int main(int argc, char** argv) {
                  "directory for this server's write-ahead log and checkpoints (must exist and be writable); a "
                  "restarted server recovers its regions from it. Without it nothing is logged")
       ->check(CLI::ExistingDirectory);
-  std::string durability = "sync";
-  app.add_option("--durability", durability,
+  app.add_option("--durability", raw.durability,
                  "with --data-dir: 'sync' (a put or delete is acknowledged once it is on disk) or 'async' "
                  "(acknowledged at once, on disk within --async-flush-ms plus one fdatasync)")
       ->check(CLI::IsMember({"sync", "async"}));
-  int64_t flush_ms = config.store.async_flush_interval.count();
-  app.add_option("--async-flush-ms", flush_ms, "async durability: how often the log is synced")
+  app.add_option("--async-flush-ms", raw.flush_ms, "async durability: how often the log is synced")
       ->check(CLI::Range(int64_t{1}, int64_t{10000}));
   app.add_option("--checkpoint-every", config.store.checkpoint_log_bytes,
                  "take a checkpoint (and drop the log before it) once the log has grown by this much (e.g. 256MiB)")
       ->transform(CLI::AsSizeValue(false));
-  CLI11_PARSE(app, argc, argv);
+}
+
+void ApplyParsedOptions(const ParsedOptions& raw, cell::server::ServerConfig& config) {
   if (config.listen.empty()) config.listen.push_back("tcp://127.0.0.1:7000");
-  config.zk_session_timeout = std::chrono::milliseconds(session_ms);
-  config.store.durability = *cell::logging::ParseDurability(durability);  // checked by IsMember above
-  config.store.async_flush_interval = std::chrono::milliseconds(flush_ms);
+  config.zk_session_timeout = std::chrono::milliseconds(raw.session_ms);
+  config.store.durability = *cell::logging::ParseDurability(raw.durability);  // checked by IsMember above
+  config.store.async_flush_interval = std::chrono::milliseconds(raw.flush_ms);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  cell::server::ServerConfig config;
+  CLI::App app{"cell-server: a server of a Cell cluster (a distributed, in-memory, sorted key-value store)"};
+  ParsedOptions raw;
+  DeclareOptions(app, config, raw);
+  CLI11_PARSE(app, argc, argv);
+  ApplyParsedOptions(raw, config);
 
   // Signals are taken synchronously by the main thread; every thread started from here on inherits the mask.
   sigset_t stop_signals;
@@ -106,13 +127,13 @@ int main(int argc, char** argv) {
   std::printf("ready server=%llu membership=%s\n", static_cast<unsigned long long>((*server)->id()),
               config.membership.c_str());
   std::fflush(stdout);
-  cell::LogInfo("server {} ready (membership {})", (*server)->id(), config.membership);
+  cell::diag::Info("server {} ready (membership {})", (*server)->id(), config.membership);
 
   // Until told to stop (the server watches its own fencing on a thread of its own).
   int sig = 0;
   while (sigwait(&stop_signals, &sig) != 0) {
   }
-  cell::LogInfo("server {}: signal {}, leaving", (*server)->id(), sig);
+  cell::diag::Info("server {}: signal {}, leaving", (*server)->id(), sig);
   (*server)->Stop();
   return 0;
 }

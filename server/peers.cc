@@ -5,7 +5,7 @@
 #include <algorithm>
 
 #include "btree/record_format.h"
-#include "common/log.h"
+#include "common/diagnostics.h"
 #include "rpc/proto/store.pb.h"
 
 namespace cell::server {
@@ -209,7 +209,7 @@ void ServerPeers::RetryAbandons() {
     const auto it = std::find_if(others->begin(), others->end(), [server](const auto& s) { return s.id == server; });
     if (it == others->end()) {
       // Gone: a meganode it made for this create stays sealed in its regions, wherever they are recovered.
-      LogWarning("server {} left before it could be told to abandon an unanswered meganode create", server);
+      diag::Warning("server {} left before it could be told to abandon an unanswered meganode create", server);
       continue;
     }
     if (!TryAbandonCreated(*it, token)) {
@@ -225,7 +225,13 @@ void ServerPeers::Abandon(const meganode::RemoteMeganode& meganode) {
   proto::MegaRef ref;
   ref.set_meganode(meganode.ptr.Pack());
   ref.set_generation(meganode.generation);
-  (void)Call(**connection, StoreMethod::MEGA_ABANDON, ref.SerializeAsString());
+  // Best effort, and only logged: the splitting tree has no way to act on a failure (Peers::Abandon returns nothing),
+  // and the meganode, never published, holds no key anyone can reach; it stays sealed in its server's regions.
+  auto abandoned = Call(**connection, StoreMethod::MEGA_ABANDON, ref.SerializeAsString());
+  if (!abandoned.ok()) {
+    diag::Warning("server {}: abandoning meganode {}:{} on its server: {}", self_, meganode.ptr.region,
+                  meganode.ptr.offset, abandoned.status().ToString());
+  }
 }
 
 Status ServerPeers::InsertSeparator(GlobalPtr at, int level, const std::string& separator, GlobalPtr child) {

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "btree/node_lock.h"
-#include "common/log.h"
+#include "common/diagnostics.h"
 #include "common/shared_words.h"
 
 namespace cell::server {

@@ -28,7 +28,15 @@
 #include "server/peers.h"
 #include "server/region_logger.h"
 
+namespace cell::proto {
+class StoreReply;
+}  // namespace cell::proto
+
 namespace cell::server {
+
+namespace disk {
+class Manifest;
+}  // namespace disk
 
 struct StoreConfig {
   uint64_t meganode_bytes = uint64_t{64} << 20;      // one meganode
@@ -128,6 +136,48 @@ class StoreService {
 
  private:
   StoreService() = default;
+  // A service with the config's settings, holding nothing yet.
+  static std::unique_ptr<StoreService> NewService(const StoreConfig& config, uint64_t server_id);
+
+  // Open's cases (server/store_open.cc), told apart by PlanOpen before anything is made.
+  struct OpenPlan {
+    enum class Case {
+      kFreshStart,             // new regions, a new log
+      kRestart,                // this server's recorded regions, claimed at a new epoch, recovered from its log
+      kRestartIntoEmptyTable,  // the recorded regions, recovered, entered in a table that began empty (embedded)
+    };
+    Case kind = Case::kFreshStart;
+    uint32_t node_region = 0;  // the recorded regions (restarts only)
+    uint32_t extent_region = 0;
+    uint64_t log_epoch = 0;  // the node region's log directory, as the table names it (RegionEntry::log_epoch)
+  };
+  static StatusOr<OpenPlan> PlanOpen(const StoreConfig& config, membership::Membership* membership, uint64_t server_id,
+                                     logging::Env* env);
+  // Claims the recorded regions (the node region's entry is `node`) at a new epoch: a restart, or a fresh start if a
+  // survivor claimed them first.
+  static StatusOr<OpenPlan> ClaimRecordedRegions(membership::Membership* membership, uint64_t server_id,
+                                                 const membership::RegionEntry& node, uint32_t extent);
+  // Moves the extent region to this server in the table, as its node region was.
+  static Status ClaimExtentRegion(membership::Membership* membership, uint64_t server_id, uint32_t extent);
+  // A fresh start: an empty store on new regions (in memory only, or with a new log and the regions file).
+  Status StartFresh(const StoreConfig& config, const meganode::GlobalTreeOptions& options);
+  // A restart: the regions recovered from this server's own log, at the log directory the table names.
+  Status RestartFromOwnLog(const StoreConfig& config, const meganode::GlobalTreeOptions& options,
+                           membership::Membership* membership, uint64_t log_epoch);
+  // Enters the regions in the table (a fresh start, or a table that lost them) and takes the epoch to serve at.
+  Status EnterTable(membership::Membership* membership, bool fresh_start);
+
+  // A parsed get, put, delete or scan (server/store_handlers.cc).
+  struct StoreRequest;
+  // The serialized proto::StoreStats.
+  std::string Stats() const;
+  // Whether this server may search for `r` now; if not, `responder` has been answered (wrong owner, or an error).
+  bool Admit(const StoreRequest& r, bool serving, rpc::Responder& responder);
+  // Searches the tree for `r`, filling in `reply` and the leaf meganode's `range`.
+  Status Answer(const StoreRequest& r, proto::StoreReply* reply, btree::MeganodeRange* range);
+  // Sends `reply` if `lease` still allows it once the request's writes are durable (a write's waits for its commit).
+  void SendUnderLease(uint16_t method, std::string reply, const std::function<Status()>* lease,
+                      rpc::Responder responder);
   // Refuses what `lease` no longer allows (and regions lost meanwhile): Unavailable, for the client to retry.
   Status MayAnswer(const std::function<Status()>* lease) const;
   // The reply to a write made here but refused by MayAnswer at answer time: not acknowledged, and not to be retried
@@ -141,6 +191,19 @@ class StoreService {
   // log in `recover_from` (log_dir_ itself, or the old owner's after a takeover), treated as `mode` says.
   Status OpenLogged(const StoreConfig& config, meganode::GlobalTreeOptions options, bool restart,
                     const std::string& recover_from, logging::RecoverMode mode);
+  // A restart's check that log_dir_'s MANIFEST describes regions of the shape `expected` (the options may not change
+  // it).
+  Status CheckManifest(const disk::Manifest& expected) const;
+  // A first start's new log directory: refused if it holds a log already; its MANIFEST written.
+  Status BeginLogDir(const disk::Manifest& manifest) const;
+  // The tree's restore step on a restart or takeover: the regions' memory rebuilt from the checkpoint and log in
+  // `recover_from`, then the log in log_dir_ opened after its last record.
+  Status RecoverRegions(meganode::Region& nodes, meganode::Region& extents, const std::string& recover_from,
+                        logging::RecoverMode mode, const logging::RegionLogOptions& log_options);
+  // Logs what a recovery found and repaired.
+  void LogRecovery() const;
+  // Starts CheckpointLoop on its thread.
+  void StartCheckpointer(uint64_t every_bytes);
   // Waits until this thread's writes are durable as the durability option asks (OK at once without a log); with
   // `flush`, on disk whatever the option (a peer's request: another server builds on the answer).
   Status Commit(bool flush = false);

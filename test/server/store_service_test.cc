@@ -1,6 +1,10 @@
 // The store service's answers are checked against the server's lease as they are sent (StoreService::Handle): a
 // server whose lease lapsed while a write was being made durable (paused, or cut off from the membership past its
 // session) must not acknowledge it, nor answer a read, since a survivor may own its regions by then.
+//
+// A restart reads the files the store keeps beside its log (server/store_files.h), its MANIFEST and its
+// server-<id>.regions, in the current format (protobuf text, version 1) and in the unversioned lines of every data
+// directory made before it; it refuses a version it does not know, and a garbled file, naming the file.
 #include "server/store_service.h"
 
 #include <fmt/format.h>
@@ -9,12 +13,14 @@
 
 #include <atomic>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <memory>
 #include <string>
 
 #include "membership/in_memory_membership.h"
 #include "rpc/proto/store.pb.h"
+#include "test/logging/test_dir.h"
 
 namespace cell::server {
 namespace {
@@ -110,6 +116,122 @@ TEST_P(StoreServiceLease, NoAnswerGoesOutOnceTheLeaseHasLapsed) {
 
 INSTANTIATE_TEST_SUITE_P(Log, StoreServiceLease, ::testing::Bool(),
                          [](const auto& info) { return info.param ? "logged" : "in_memory"; });
+
+class StoreRestart : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = logging::FreshTestDir("cell_store_restart_test");
+    std::filesystem::create_directories(dir_);
+    config_.meganode_bytes = 64 << 10;
+    config_.meganodes = 16;
+    config_.extent_region_bytes = 1 << 20;
+    config_.data_dir = dir_;
+    ASSERT_TRUE(membership_.RegisterServer(membership::ServerInfo{.id = 1, .addresses = {}}).ok());
+    // The first start: regions made, a key written, the service closed.
+    auto service = StoreService::Open(config_, &membership_, 1);
+    ASSERT_TRUE(service.ok()) << service.status().ToString();
+    node_ = (*service)->node_region();
+    extent_ = (*service)->extent_region();
+    ASSERT_TRUE(Send(**service, proto::STORE_PUT, "v1").ok());
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  // A put of k = `value` (or a get of k, answered with its value).
+  static StatusOr<std::string> Send(StoreService& service, uint16_t method, const std::string& value = "") {
+    proto::KeyRequest r;
+    r.mutable_target()->set_region(service.node_region());
+    r.mutable_target()->set_epoch(1);
+    r.set_key("k");
+    if (method == proto::STORE_PUT) r.set_value(value);
+    auto reply = std::make_shared<Reply>();
+    service.Handle(method, r.SerializeAsString(), rpc::Responder(reply, 1), /*serving=*/true);
+    while (!reply->answered_.load()) std::this_thread::yield();  // a logged write is answered on another thread
+    if (!reply->status_.ok()) return reply->status_;
+    proto::StoreReply parsed;
+    if (!parsed.ParseFromString(reply->payload_)) return Status::Corruption("unparsable reply");
+    return parsed.value();
+  }
+  std::string ManifestFile() const { return StoreService::LogDir(dir_, node_, 0) + "/MANIFEST"; }
+  std::string RegionsFile() const { return fmt::format("{}/server-1.regions", dir_); }
+  static std::string Read(const std::string& path) {
+    std::ifstream in(path);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  }
+  static void Write(const std::string& path, const std::string& text) { std::ofstream(path, std::ios::trunc) << text; }
+  // Restarts, expecting the key written before.
+  void ExpectRestartRecovers() {
+    auto service = StoreService::Open(config_, &membership_, 1);
+    ASSERT_TRUE(service.ok()) << service.status().ToString();
+    EXPECT_TRUE((*service)->recovery().recovered);
+    EXPECT_EQ((*service)->node_region(), node_);
+    auto value = Send(**service, proto::STORE_GET);
+    ASSERT_TRUE(value.ok()) << value.status().ToString();
+    EXPECT_EQ(*value, "v1");
+  }
+  // Restarts, expecting it refused with `code`, naming `path` and saying `what`.
+  void ExpectRestartRefused(Status::Code code, const std::string& path, const std::string& what) {
+    auto service = StoreService::Open(config_, &membership_, 1);
+    ASSERT_FALSE(service.ok());
+    EXPECT_EQ(service.status().code(), code) << service.status().ToString();
+    EXPECT_NE(service.status().message().find(path), std::string::npos) << service.status().ToString();
+    EXPECT_NE(service.status().message().find(what), std::string::npos) << service.status().ToString();
+  }
+
+  std::string dir_;
+  StoreConfig config_;
+  membership::InMemoryMembership membership_;
+  uint32_t node_ = 0;
+  uint32_t extent_ = 0;
+};
+
+TEST_F(StoreRestart, ReadsTheVersionedTextFilesItWrote) {
+  const std::string manifest = Read(ManifestFile());
+  EXPECT_NE(manifest.find("version: 1"), std::string::npos) << manifest;
+  EXPECT_NE(manifest.find(fmt::format("node_region: {}", node_)), std::string::npos) << manifest;
+  EXPECT_NE(manifest.find("meganode_bytes: 65536"), std::string::npos) << manifest;
+  const std::string regions = Read(RegionsFile());
+  EXPECT_NE(regions.find("version: 1"), std::string::npos) << regions;
+  EXPECT_NE(regions.find(fmt::format("extent_region: {}", extent_)), std::string::npos) << regions;
+  ExpectRestartRecovers();
+}
+
+TEST_F(StoreRestart, ReadsTheUnversionedLinesOfEarlierDataDirectories) {
+  const std::string manifest = fmt::format(
+      "node_region {}\nextent_region {}\nmeganode_bytes 65536\nmeganodes 16\nextent_region_bytes 1048576\nroot 1\n",
+      node_, extent_);
+  Write(ManifestFile(), manifest);
+  Write(RegionsFile(), fmt::format("node {}\nextent {}\n", node_, extent_));
+  ExpectRestartRecovers();
+  EXPECT_EQ(Read(ManifestFile()), manifest);  // read, not rewritten
+}
+
+TEST_F(StoreRestart, RefusesAManifestVersionItDoesNotKnow) {
+  std::string manifest = Read(ManifestFile());
+  manifest.replace(manifest.find("version: 1"), 10, "version: 7\nfield_of_version_7: 3");
+  Write(ManifestFile(), manifest);
+  ExpectRestartRefused(Status::Code::kFailedPrecondition, ManifestFile(), "version 7");
+}
+
+TEST_F(StoreRestart, RefusesARegionsFileVersionItDoesNotKnow) {
+  Write(RegionsFile(), fmt::format("version: 2\nnode_region: {}\nextent_region: {}\n", node_, extent_));
+  ExpectRestartRefused(Status::Code::kFailedPrecondition, RegionsFile(), "version 2");
+}
+
+TEST_F(StoreRestart, RefusesAGarbledManifest) {
+  Write(ManifestFile(), "version: 1\nnode_region: many\n");
+  ExpectRestartRefused(Status::Code::kCorruption, ManifestFile(), "node_region");
+  Write(ManifestFile(), "\x01\x7f garbage");
+  ExpectRestartRefused(Status::Code::kCorruption, ManifestFile(), "has no node_region");
+  Write(ManifestFile(), fmt::format("version: 1\nnode_region: {}\n", node_));  // fields missing
+  ExpectRestartRefused(Status::Code::kCorruption, ManifestFile(), "has no extent_region");
+}
+
+TEST_F(StoreRestart, RefusesAGarbledRegionsFile) {
+  Write(RegionsFile(), "version: 1\nnode_region: [3]\n");
+  ExpectRestartRefused(Status::Code::kCorruption, RegionsFile(), "RecordedRegions");
+  Write(RegionsFile(), "node 3\n");
+  ExpectRestartRefused(Status::Code::kCorruption, RegionsFile(), "has no extent");
+}
 
 }  // namespace
 }  // namespace cell::server

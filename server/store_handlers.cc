@@ -1,0 +1,331 @@
+// How a StoreService answers requests: the store's own (get, put, delete, scan, stats) from clients, each checked
+// against the region and epoch it names before the tree is searched, and the MEGA_* requests of other servers. Every
+// answer passes the lease check as it is sent (StoreService::MayAnswer; docs/DESIGN.md, "Ownership").
+#include <fmt/format.h>
+
+#include <chrono>
+
+#include "cell/limits.h"
+#include "rpc/proto/store.pb.h"
+#include "server/store_service.h"
+
+namespace cell::server {
+
+using proto::StoreMethod;
+
+namespace {
+constexpr size_t kScanReplyBytes = size_t{4} << 20;
+constexpr size_t kScanReplyPairs = 10000;
+constexpr size_t kScanBatch = 64;
+
+template <typename Request>
+bool ParseRequest(std::string_view bytes, Request* request, rpc::Responder& responder) {
+  if (request->ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) return true;
+  responder.Fail(Status::InvalidArgument(fmt::format("malformed store request ({} bytes)", bytes.size())));
+  return false;
+}
+
+bool IsWrite(uint16_t method) { return method == StoreMethod::STORE_PUT || method == StoreMethod::STORE_DELETE; }
+
+// Busy, not asleep: the time is the worker's CPU, so requests queue behind it as behind a real search.
+void BurnCpu(double microseconds) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double, std::micro>(microseconds);
+  while (std::chrono::steady_clock::now() < until) {
+  }
+}
+
+Status AnswerGet(meganode::GlobalTree& tree, const proto::KeyRequest& request, GlobalPtr start,
+                 proto::StoreReply* reply, btree::MeganodeRange* range) {
+  std::string value;
+  GlobalPtr elsewhere;
+  Status s = tree.Get(request.key(), &value, start, &elsewhere, range);
+  if (!elsewhere.is_null()) {
+    reply->set_elsewhere(elsewhere.Pack());
+  } else if (s.ok()) {
+    reply->set_found(true);
+    reply->set_value(std::move(value));
+  } else if (!s.IsNotFound()) {
+    return s;
+  }
+  return Status::OK();
+}
+
+Status AnswerPut(meganode::GlobalTree& tree, uint64_t server_id, const proto::KeyRequest& request, GlobalPtr start,
+                 proto::StoreReply* reply, btree::MeganodeRange* range) {
+  GlobalPtr elsewhere;
+  Status s = tree.Put(request.key(), request.value(), start, &elsewhere, range);
+  if (s.IsResourceExhausted() || s.IsUnavailable()) {
+    s = Status::FromCode(s.code(), fmt::format("server {}: {}", server_id, s.message()));
+  }
+  if (!s.ok()) return s;
+  if (!elsewhere.is_null()) reply->set_elsewhere(elsewhere.Pack());
+  return Status::OK();
+}
+
+Status AnswerDelete(meganode::GlobalTree& tree, const proto::KeyRequest& request, GlobalPtr start,
+                    proto::StoreReply* reply, btree::MeganodeRange* range) {
+  GlobalPtr elsewhere;
+  Status s = tree.Delete(request.key(), start, &elsewhere, range);
+  if (!elsewhere.is_null()) {
+    reply->set_elsewhere(elsewhere.Pack());
+  } else if (s.ok()) {
+    reply->set_found(true);
+  } else if (!s.IsNotFound()) {
+    return s;
+  }
+  return Status::OK();
+}
+
+Status AnswerScan(meganode::GlobalTree& tree, const proto::ScanRequest& request, GlobalPtr start,
+                  proto::StoreReply* reply) {
+  if (request.limit() == 0) return Status::InvalidArgument("a scan needs a limit > 0");
+  // One reply carries at most kScanReplyBytes of pairs (at least one) and kScanReplyPairs pairs; `more` tells the
+  // client to go on after the last key. Read in small batches, so that big values are not read only to be cut.
+  const size_t limit = std::min<size_t>(request.limit(), kScanReplyPairs);
+  std::string from = request.start();
+  size_t bytes = 0, pairs = 0;
+  bool finished = false;
+  GlobalPtr elsewhere;
+  while (pairs < limit && bytes < kScanReplyBytes) {
+    std::vector<btree::KeyValue> batch;
+    const size_t want = std::min<size_t>(kScanBatch, limit - pairs);
+    std::string resume;
+    CELL_RETURN_IF_ERROR(tree.Scan(from, request.end(), want, &batch, start, &elsewhere, &resume));
+    for (auto& kv : batch) {
+      bytes += kv.key.size() + kv.value.size();
+      proto::KeyValue* out = reply->add_pairs();
+      out->set_key(std::move(kv.key));
+      out->set_value(std::move(kv.value));
+      ++pairs;
+    }
+    if (!elsewhere.is_null()) {  // the rest of the range begins on another server
+      from = std::move(resume);
+      break;
+    }
+    if (batch.size() < want || !btree::Successor(reply->pairs(reply->pairs_size() - 1).key(), &from)) {
+      finished = true;  // the range (or the key space) ran out
+      break;
+    }
+  }
+  if (!elsewhere.is_null() && pairs < request.limit()) {
+    reply->set_elsewhere(elsewhere.Pack());
+    reply->set_more(true);
+  } else {
+    reply->set_more(!finished && pairs < request.limit());
+  }
+  if (reply->more()) reply->set_resume(from);
+  return Status::OK();
+}
+}  // namespace
+
+// A get, put, delete or scan, parsed.
+struct StoreService::StoreRequest {
+  uint16_t method = 0;
+  proto::KeyRequest key_request;  // get, put, delete
+  proto::ScanRequest scan_request;
+  const proto::Target* target = nullptr;
+  uint64_t packed_start = 0;  // the meganode the client begins at (0: the tree's first)
+  GlobalPtr start;
+
+  bool Parse(std::string_view request, rpc::Responder& responder) {
+    if (method == StoreMethod::STORE_SCAN) {
+      if (!ParseRequest(request, &scan_request, responder)) return false;
+      target = &scan_request.target();
+      packed_start = scan_request.meganode();
+    } else {
+      if (!ParseRequest(request, &key_request, responder)) return false;
+      target = &key_request.target();
+      packed_start = key_request.meganode();
+    }
+    start = GlobalPtr::Unpack(packed_start);
+    return true;
+  }
+};
+
+void StoreService::Handle(uint16_t method, std::string_view request, rpc::Responder responder, bool serving,
+                          const std::function<Status()>* lease) {
+  requests_.fetch_add(1, std::memory_order_relaxed);
+  if (method == StoreMethod::STORE_STATS) return responder.Reply(Stats());
+  if (IsPeerMethod(method)) {
+    if (!serving) {
+      return responder.Fail(Status::Unavailable(fmt::format("server {} is not serving; retry", server_id_)));
+    }
+    if (lost_.load(std::memory_order_acquire)) {
+      return responder.Fail(Status::Unavailable(fmt::format(
+          "server {} no longer holds region {}; retry with the region table's owner", server_id_, node_region_)));
+    }
+    return HandlePeer(method, request, std::move(responder));
+  }
+  StoreRequest r;
+  r.method = method;
+  if (!r.Parse(request, responder) || !Admit(r, serving, responder)) return;
+  // The leaf meganode that answered, for the client's path cache, unless it is the one the client began at (and it
+  // did not ask).
+  btree::MeganodeRange range;
+  const GlobalPtr known = r.key_request.want_range() ? GlobalPtr() : r.start;
+  range.meganode = known;
+  if (search_cpu_us_ > 0) BurnCpu(search_cpu_us_);  // every method from here on searches the tree
+  proto::StoreReply reply;
+  if (Status s = Answer(r, &reply, &range); !s.ok()) return responder.Fail(s);
+  if (reply.elsewhere() != 0) redirects_.fetch_add(1, std::memory_order_relaxed);
+  if (!range.meganode.is_null() && !(range.meganode == known)) {
+    reply.set_leaf(range.meganode.Pack());
+    reply.set_leaf_min(std::move(range.min));
+    reply.set_leaf_max(std::move(range.max));
+  }
+  SendUnderLease(method, reply.SerializeAsString(), lease, std::move(responder));
+}
+
+std::string StoreService::Stats() const {
+  proto::StoreStats stats;
+  stats.set_server(server_id_);
+  stats.set_meganodes(store_->meganodes_in_use());
+  stats.set_meganode_splits(store_->stats().splits.load());
+  stats.set_root_splits(store_->stats().root_splits.load());
+  stats.set_requests(requests_.load(std::memory_order_relaxed));
+  stats.set_extent_bytes_used(store_->extent_bytes_used());
+  stats.set_remote_splits(store_->stats().remote_splits.load());
+  stats.set_redirects(redirects_.load(std::memory_order_relaxed));
+  stats.set_held_writes(store_->stats().held_writes.load());
+  stats.set_node_bytes_used(store_->node_bytes_used());
+  stats.set_node_bytes_free(store_->node_bytes_capacity() - store_->node_bytes_used());
+  stats.set_extent_bytes_free(store_->extent_bytes_capacity() - store_->extent_bytes_used());
+  stats.set_room_splits(store_->stats().room_splits.load());
+  return stats.SerializeAsString();
+}
+
+bool StoreService::Admit(const StoreRequest& r, bool serving, rpc::Responder& responder) {
+  const proto::Target& target = *r.target;
+  if (r.packed_start != 0 && r.start.region != target.region()) {
+    responder.Fail(
+        Status::InvalidArgument(fmt::format("the request begins at meganode {}:{}, outside its target region {}",
+                                            r.start.region, r.start.offset, target.region())));
+    return false;
+  }
+  const uint64_t epoch = epoch_.load(std::memory_order_acquire);
+  if (target.region() != node_region_ || target.epoch() > epoch || lost_.load(std::memory_order_acquire)) {
+    proto::StoreReply reply;
+    reply.mutable_wrong_owner()->set_region(target.region());
+    reply.mutable_wrong_owner()->set_epoch(target.region() == node_region_ ? epoch : 0);
+    responder.Reply(reply.SerializeAsString());
+    return false;
+  }
+  Status refused;
+  if (!serving) {
+    refused = Status::Unavailable(fmt::format(
+        "server {} is not serving: it lost touch with the membership or is registering again; retry", server_id_));
+  } else if (r.packed_start != 0 && !store_->IsMeganodeAddress(r.start)) {
+    refused =
+        Status::InvalidArgument(fmt::format("the request begins at {}:{}, which is no meganode's address on server {}",
+                                            r.start.region, r.start.offset, server_id_));
+  } else if (r.method == StoreMethod::STORE_SCAN &&
+             (r.scan_request.start().size() > kMaxKeySize || r.scan_request.end().size() > kMaxKeySize)) {
+    refused =
+        Status::InvalidArgument(fmt::format("a scan's start and end keys are at most {} bytes (these are {} and {})",
+                                            kMaxKeySize, r.scan_request.start().size(), r.scan_request.end().size()));
+  }
+  if (refused.ok()) return true;
+  responder.Fail(refused);
+  return false;
+}
+
+Status StoreService::Answer(const StoreRequest& r, proto::StoreReply* reply, btree::MeganodeRange* range) {
+  switch (r.method) {
+    case StoreMethod::STORE_GET:
+      return AnswerGet(*store_, r.key_request, r.start, reply, range);
+    case StoreMethod::STORE_PUT:
+      return AnswerPut(*store_, server_id_, r.key_request, r.start, reply, range);
+    case StoreMethod::STORE_DELETE:
+      return AnswerDelete(*store_, r.key_request, r.start, reply, range);
+    case StoreMethod::STORE_SCAN:
+      return AnswerScan(*store_, r.scan_request, r.start, reply);
+    default:
+      return Status::InvalidArgument(fmt::format("unknown store method {}", r.method));
+  }
+}
+
+void StoreService::SendUnderLease(uint16_t method, std::string reply, const std::function<Status()>* lease,
+                                  rpc::Responder responder) {
+  if (logger_ != nullptr && IsWrite(method)) {
+    // Acknowledged only once durable (sync), or at once (async: on disk within the flush interval). The reply waits
+    // for the fdatasync on the log's committer thread; this worker goes on to its next request (group commit).
+    logger_->CommitThen(
+        [this, lease, responder = std::move(responder), bytes = std::move(reply)](const Status& s) mutable {
+          if (!s.ok()) return responder.Fail(NotLogged(s));
+          // Acknowledged only under a lease that is still valid now that the write is durable: a server that was paused
+          // meanwhile past its session may have been taken over, and its client must not count this write as done.
+          if (Status may = MayAnswer(lease); !may.ok()) return responder.Reply(NotAcknowledged(may));
+          responder.Reply(bytes);
+        });
+    return;
+  }
+  if (Status may = MayAnswer(lease); !may.ok()) {
+    if (IsWrite(method)) return responder.Reply(NotAcknowledged(may));  // made in memory already
+    return responder.Fail(may);
+  }
+  responder.Reply(reply);
+}
+
+void StoreService::HandlePeer(uint16_t method, std::string_view request, rpc::Responder responder) {
+  proto::MegaReply reply;
+  Status s;
+  switch (method) {
+    case StoreMethod::MEGA_CREATE: {
+      proto::MegaCreate create;
+      if (!ParseRequest(request, &create, responder)) return;
+      btree::MeganodeInfo info;
+      info.min = create.info().min();
+      info.max = create.info().max();
+      info.right = GlobalPtr::Unpack(create.info().right());
+      info.level = create.info().level();
+      auto m = store_->CreateSealed(info, create.token());
+      if (!m.ok()) return responder.Fail(m.status());
+      reply.set_meganode(m->ptr.Pack());
+      reply.set_generation(m->generation);
+      break;
+    }
+    case StoreMethod::MEGA_FILL: {
+      proto::MegaFill fill;
+      if (!ParseRequest(request, &fill, responder)) return;
+      std::vector<meganode::MovedEntry> entries(fill.entries_size());
+      for (int i = 0; i < fill.entries_size(); ++i) {
+        entries[i].key = fill.entries(i).key();
+        entries[i].value = fill.entries(i).value();
+        entries[i].child = GlobalPtr::Unpack(fill.entries(i).child());
+      }
+      s = store_->Fill(meganode::RemoteMeganode{GlobalPtr::Unpack(fill.meganode()), fill.generation()}, entries);
+      break;
+    }
+    case StoreMethod::MEGA_UNSEAL:
+    case StoreMethod::MEGA_ABANDON: {
+      proto::MegaRef ref;
+      if (!ParseRequest(request, &ref, responder)) return;
+      const meganode::RemoteMeganode m{GlobalPtr::Unpack(ref.meganode()), ref.generation()};
+      if (method == StoreMethod::MEGA_ABANDON && ref.token() != 0) {
+        s = store_->AbandonCreated(ref.token());
+      } else {
+        s = method == StoreMethod::MEGA_UNSEAL ? store_->Unseal(m) : store_->Abandon(m);
+      }
+      break;
+    }
+    case StoreMethod::MEGA_INSERT_SEPARATOR: {
+      proto::SeparatorRequest r;
+      if (!ParseRequest(request, &r, responder)) return;
+      const GlobalPtr at = GlobalPtr::Unpack(r.at());
+      if (!(at == store_->first_meganode()) && !store_->IsLocal(at)) {
+        return responder.Fail(Status::FailedPrecondition(
+            fmt::format("server {} does not hold meganode {}:{}", server_id_, at.region, at.offset)));
+      }
+      // The level, key and child are checked by the tree, against what it holds.
+      s = store_->InsertSeparator(at, r.level(), r.separator(), GlobalPtr::Unpack(r.child()));
+      break;
+    }
+    default:
+      return responder.Fail(Status::InvalidArgument(fmt::format("unknown store method {}", method)));
+  }
+  if (s.ok()) s = Commit(/*flush=*/true);  // what the peer is told was done is durable, whatever the durability
+  if (!s.ok()) return responder.Fail(s);
+  responder.Reply(reply.SerializeAsString());
+}
+
+}  // namespace cell::server
