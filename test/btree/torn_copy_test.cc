@@ -1,5 +1,6 @@
 // Torn copies: writers mutate the tree while readers search it through a copying source that reads each node's 16
 // cache lines in random order, yielding between lines. No torn copy may be accepted, and answers must be right.
+#include <absl/container/flat_hash_map.h>
 #include <gtest/gtest.h>
 #include <xxhash.h>
 
@@ -10,7 +11,7 @@
 #include <random>
 #include <string>
 #include <thread>
-#include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "btree/global_reader.h"
@@ -30,22 +31,19 @@ class PublishedImages {
   void Record(uint64_t where, const uint64_t* words) {
     XXH128_hash_t h = XXH3_128bits(words, btree::kNodeSize);
     std::lock_guard<std::mutex> lock(mu_);
-    images_[Key(where, words[0])] = h;
+    images_[{where, words[0]}] = h;
   }
   // True if `words` is byte for byte an image published at that place with that version.
   bool WasPublished(uint64_t where, const uint64_t* words) const {
     XXH128_hash_t h = XXH3_128bits(words, btree::kNodeSize);
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = images_.find(Key(where, words[0]));
+    auto it = images_.find(std::pair<uint64_t, uint64_t>{where, words[0]});
     return it != images_.end() && XXH128_isEqual(it->second, h);
   }
 
  private:
-  static std::string Key(uint64_t where, uint64_t version) {
-    return std::to_string(where) + "/" + std::to_string(version);
-  }
   mutable std::mutex mu_;
-  std::unordered_map<std::string, XXH128_hash_t> images_;
+  absl::flat_hash_map<std::pair<uint64_t, uint64_t>, XXH128_hash_t> images_;  // (place, version) -> image hash
 };
 
 std::string StableKey(int i) { return "stable" + std::to_string(1000000 + i * 7); }
