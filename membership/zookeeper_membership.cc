@@ -15,6 +15,7 @@
 #include <mutex>
 #include <shared_mutex>
 
+#include "common/backoff.h"
 #include "common/diagnostics.h"
 #include "membership/zookeeper_format.h"
 
@@ -239,8 +240,8 @@ std::string ZooKeeperMembership::Path(std::string_view child) const {
 }
 
 int ZooKeeperMembership::Retry(const std::function<int()>& op, bool* retried) {
-  const auto deadline = std::chrono::steady_clock::now() + options_.operation_timeout;
-  int backoff_ms = 10;
+  Backoff backoff(std::chrono::milliseconds(10), std::chrono::milliseconds(500),
+                  std::chrono::steady_clock::now() + options_.operation_timeout);
   while (true) {
     int rc;
     {
@@ -249,12 +250,11 @@ int ZooKeeperMembership::Retry(const std::function<int()>& op, bool* retried) {
     }
     if (rc != ZCONNECTIONLOSS && rc != ZOPERATIONTIMEOUT) return rc;
     if (retried != nullptr) *retried = true;
-    if (std::chrono::steady_clock::now() >= deadline) return rc;
+    const std::optional<Backoff::Clock::time_point> next = backoff.Next();
+    if (!next) return rc;              // the operation timeout would pass first
     std::unique_lock lock(state_mu_);  // back off until the client reports a connection, or a while
     if (interrupted_) return rc;
-    state_cv_.wait_for(lock, std::chrono::milliseconds(backoff_ms),
-                       [&] { return state_ == ZOO_CONNECTED_STATE || interrupted_; });
-    backoff_ms = std::min(backoff_ms * 2, 500);
+    state_cv_.wait_until(lock, *next, [&] { return state_ == ZOO_CONNECTED_STATE || interrupted_; });
   }
 }
 

@@ -442,7 +442,12 @@ void SocketServer::CloseConn(Conn* conn, const std::string& reason) {
   epoll_ctl(workers_.epoll_fd, EPOLL_CTL_DEL, conn->fd, nullptr);
   epoll_ctl(nics_.epoll_fd, EPOLL_CTL_DEL, conn->fd, nullptr);
   shutdown(conn->fd, SHUT_RDWR);
-  if (!reason.empty()) diag::Warning("{}: closed connection from {}: {}", uri_, conn->peer, reason);
+  // One line per closed connection, at most ten a second (a flood of bad clients must not flood the diagnostics).
+  static diag::RateLimit closes;
+  if (uint64_t dropped = 0; !reason.empty() && closes.Allow(&dropped)) {
+    diag::Warning("{}: closed connection from {}: {}{}", uri_, conn->peer, reason,
+                  dropped == 0 ? "" : fmt::format(" ({} more closed since, not shown)", dropped));
+  }
   std::lock_guard lock(conns_mu_);
   conns_.erase(conn);  // the descriptor closes when the last Responder lets go of the connection
 }

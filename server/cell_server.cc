@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <shared_mutex>
 
+#include "common/backoff.h"
 #include "common/diagnostics.h"
 #include "membership/in_memory_membership.h"
 #include "membership/zookeeper_membership.h"
@@ -167,12 +168,14 @@ Status CellServer::Register() {
   // regions, leave them alone meanwhile (store requests get Unavailable until then). A server restarted after a crash
   // may find its previous incarnation still registered, until that one's ZooKeeper session expires: wait for it (a
   // little longer than a session timeout), and no longer.
-  const auto register_by = std::chrono::steady_clock::now() + config_.zk_session_timeout * 2;
+  Backoff poll(std::chrono::milliseconds(100), std::chrono::milliseconds(100),
+               std::chrono::steady_clock::now() + config_.zk_session_timeout * 2);
   for (;;) {
     Status s = membership_->RegisterServer(Self());
     if (s.ok()) break;
-    if (s.code() != Status::Code::kFailedPrecondition || std::chrono::steady_clock::now() >= register_by) return s;
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // polling ZooKeeper for the old session's end
+    const std::optional<Backoff::Clock::time_point> next = poll.Next();
+    if (s.code() != Status::Code::kFailedPrecondition || !next) return s;
+    std::this_thread::sleep_until(*next);  // polling ZooKeeper for the old session's end
   }
   registered_ = true;
   return Status::OK();

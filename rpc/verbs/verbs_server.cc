@@ -241,7 +241,12 @@ void VerbsServer::CloseConn(const std::shared_ptr<Conn>& conn, const std::string
   }
   if (protocol_error) protocol_errors_.fetch_add(1, std::memory_order_relaxed);
   epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, conn->link->comp_fd(), nullptr);
-  if (!reason.empty()) diag::Warning("{}: closed connection from {}: {}", uri_, conn->peer, reason);
+  // One line per closed connection, at most ten a second (a flood of bad clients must not flood the diagnostics).
+  static diag::RateLimit closes;
+  if (uint64_t dropped = 0; !reason.empty() && closes.Allow(&dropped)) {
+    diag::Warning("{}: closed connection from {}: {}{}", uri_, conn->peer, reason,
+                  dropped == 0 ? "" : fmt::format(" ({} more closed since, not shown)", dropped));
+  }
   std::lock_guard lock(conns_mu_);
   conns_.erase(conn->key);  // resources go when the last Responder and worker let go of the connection
 }
