@@ -11,6 +11,13 @@ ConnectionCache::ConnectionCache(std::function<void()> on_connecting_thread)
 
 ConnectionCache::~ConnectionCache() { Close(); }
 
+std::shared_ptr<Connection> ConnectionCache::Cached(uint64_t server) {
+  std::lock_guard lock(mu_);
+  if (closed_) return nullptr;
+  auto it = connections_.find(server);
+  return it != connections_.end() && it->second->health().ok() ? it->second : nullptr;
+}
+
 void ConnectionCache::GetAsync(uint64_t server, const Dial& dial, Done done) {
   StatusOr<std::shared_ptr<Connection>> ready = Status::Unavailable("closing: no new connections");
   {

@@ -33,6 +33,8 @@ class ConnectionCache {
   ConnectionCache(const ConnectionCache&) = delete;
   ConnectionCache& operator=(const ConnectionCache&) = delete;
 
+  // `server`'s healthy cached connection, or null: the fast path, which builds no Dial.
+  std::shared_ptr<Connection> Cached(uint64_t server);
   // Calls `done` with `server`'s healthy cached connection, or else once a connection made by `dial` (or by a dial
   // already under way for that server) is there, or with its error. Unavailable once closed.
   void GetAsync(uint64_t server, const Dial& dial, Done done);
