@@ -1,7 +1,8 @@
 // Backoff: when to try again something that failed and may work later, and when to give up. Delays double from
 // `first` up to `max`; an attempt is allowed while it would begin before the deadline and within the attempt limit.
-// Every retry loop in the tree (the client's requests, the tree's unseals and separators sent to other servers)
-// takes its delays from one of these, so that they all back off the same way.
+// The client's request retries, the tree's unseals and separators sent to other servers, ZooKeeper's retry after a
+// lost connection and a restarted server's wait for its old registration take their delays from one of these, so
+// that they back off the same way.
 #pragma once
 
 #include <algorithm>

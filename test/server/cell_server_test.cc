@@ -446,8 +446,7 @@ TEST_F(ZooKeeperServers, AClientOfAMistypedClusterGetsNotFoundAndCreatesNothing)
 }
 
 // Client::Regions marks the region the table names as root, not the lowest id: here a region made before the first
-// server (as by another server starting at the same time) has a lower id than the root the server claims. (Before,
-// the lowest id was marked.)
+// server (as by another server starting at the same time) has a lower id than the root the server claims.
 TEST_F(ZooKeeperServers, RegionsMarksTheRootTheTableNamesNotTheLowestId) {
   auto early = observer_->AllocateRegionId();
   ASSERT_TRUE(early.ok()) << early.status().ToString();
