@@ -16,6 +16,7 @@
 #include "common/diagnostics.h"
 #include "common/key_limits.h"
 #include "common/shared_words.h"
+#include "meganode/split_coordinator.h"
 #include "meganode/tree_internals.h"
 
 namespace cell::meganode {
@@ -40,14 +41,13 @@ StatusOr<std::unique_ptr<GlobalTree>> GlobalTree::Open(const GlobalTreeOptions& 
   t->source_ = std::make_unique<btree::LocalNodeSource>(&t->regions_);
   t->megas_.resize(options.meganodes);
   const uint32_t here = t->node_region_->id();
-  t->peers_ = options.peers;
   t->write_sink_ = options.write_sink;
   // Split ids and generations from the clock: unique across restarts (a peer may still hold an old generation).
   const uint64_t now_us = static_cast<uint64_t>(
       std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
           .count());
-  t->next_split_id_ = now_us;
   t->next_generation_ = now_us;
+  t->splits_ = std::make_unique<SplitCoordinator>(t.get(), options.peers, now_us);
   if (options.restore) {
     CELL_RETURN_IF_ERROR(options.restore(*t->node_region_, *t->extent_region_));
     t->first_ = options.root ? GlobalPtr{here, 0} : options.first_meganode;
@@ -72,36 +72,25 @@ StatusOr<std::unique_ptr<GlobalTree>> GlobalTree::Open(const GlobalTreeOptions& 
     }
     t->first_ = options.first_meganode;
   }
-  if (t->peers_ != nullptr) {
-    t->background_ = std::make_unique<TaskScheduler>(TaskScheduler::AtStop::kDrop);
-    t->Post([raw = t.get()] { raw->RefreshPeersHint(); }, std::chrono::seconds(1));
-    if (options.restore) {
-      // A remote split may have crashed between publishing its right half and unsealing it: unseal every right
-      // sibling on another server (of any generation; a no-op for one not sealed).
+  if (options.restore) {
+    // A remote split may have crashed between publishing its right half and unsealing it: every right sibling on
+    // another server is unsealed (of any generation; a no-op for one not sealed).
+    std::vector<GlobalPtr> right_elsewhere;
+    {
       std::lock_guard lock(t->megas_mu_);
       for (const auto& m : t->megas_) {
         if (m == nullptr) continue;
         const GlobalPtr right = NodeView(m->store->SlotWords(0)).right();
-        if (!right.is_null() && !t->IsLocal(right)) {
-          t->Post([raw = t.get(), right] { raw->UnsealRemote(RemoteMeganode{right, 0}, UnsealBackoff()); });
-        }
+        if (!right.is_null() && !t->IsLocal(right)) right_elsewhere.push_back(right);
       }
     }
+    t->splits_->UnsealAfterRestart(right_elsewhere);
   }
   return t;
 }
 
 GlobalTree::~GlobalTree() {
-  if (background_ != nullptr) background_->Stop();  // its tasks use this tree
-}
-
-void GlobalTree::Post(std::function<void()> task, std::chrono::milliseconds delay) {
-  if (background_ != nullptr) background_->PostAfter(delay, std::move(task));  // else: no peers, nothing to do
-}
-
-void GlobalTree::RefreshPeersHint() {
-  peers_hint_.store(peers_->HavePeers(), std::memory_order_relaxed);
-  Post([this] { RefreshPeersHint(); }, std::chrono::seconds(1));
+  splits_.reset();  // first: its background tasks use this tree
 }
 
 GlobalTree::Mega* GlobalTree::At(GlobalPtr meganode) const {
@@ -199,11 +188,11 @@ Status GlobalTree::Write(int level, std::string_view key, const std::function<St
         auto allocated = extents_->Allocate(record->size() * 8);
         if (!allocated.ok()) {
           lock.unlock();
-          return NoRoom(mega, level,
-                        fmt::format("extent region {} is full: a record of {} bytes does not fit "
-                                    "({} of {} bytes free)",
-                                    extent_region_->id(), extents_->BlockSizeFor(record->size() * 8),
-                                    extents_->capacity() - extents_->bytes_in_use(), extents_->capacity()));
+          return splits_->NoRoom(mega, level,
+                                 fmt::format("extent region {} is full: a record of {} bytes does not fit "
+                                             "({} of {} bytes free)",
+                                             extent_region_->id(), extents_->BlockSizeFor(record->size() * 8),
+                                             extents_->capacity() - extents_->bytes_in_use(), extents_->capacity()));
         }
         *extent = *allocated;
         WriteRecord(*extent, *record);
@@ -211,15 +200,16 @@ Status GlobalTree::Write(int level, std::string_view key, const std::function<St
       s = write(*mega->tree);
     }
     if (s.IsResourceExhausted()) {  // the meganode is full: split it, try again
-      Status split = Split(mega, level, seen_splits, Placement::kLocal);
+      Status split = splits_->Split(mega, level, seen_splits, SplitCoordinator::Placement::kLocal);
       if (split.IsResourceExhausted() && meganodes_in_use() == megas_.size()) {
-        return NoRoom(mega, level,
-                      fmt::format("all {} meganodes of node region {} are in use", megas_.size(), node_region_->id()));
+        return splits_->NoRoom(
+            mega, level,
+            fmt::format("all {} meganodes of node region {} are in use", megas_.size(), node_region_->id()));
       }
       CELL_RETURN_IF_ERROR(split);
       continue;
     }
-    if (s.ok()) MaybeQueueSplit(mega, level);
+    if (s.ok()) splits_->MaybeQueueSplit(mega, level);
     if (range != nullptr && !(m == range->meganode) && (s.ok() || s.IsNotFound())) {
       // Only a hint for the client's path cache: the write is done, whatever reading the range gives.
       if (!reader.RangeOf(m, range).ok()) range->meganode = GlobalPtr();
@@ -227,6 +217,10 @@ Status GlobalTree::Write(int level, std::string_view key, const std::function<St
     return s;
   }
   return Status::Aborted("the meganode for a key kept changing");
+}
+
+Status GlobalTree::InsertSeparator(GlobalPtr at, int level, const std::string& separator, GlobalPtr child) {
+  return splits_->InsertSeparator(at, level, separator, child);
 }
 
 Status GlobalTree::Put(std::string_view key, std::string_view value) {

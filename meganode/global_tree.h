@@ -6,10 +6,10 @@
 // (the leftmost child under the smallest key, "\0").
 //
 // The pieces: this class holds the meganodes and serves reads and writes (global_tree.cc); a meganode that fills is
-// split by Cell's protocol, whose phases, placement across servers and invariants are stated at the top of split.cc;
-// a restarted server's tree is rebuilt and repaired from its regions' bytes (tree_recovery.cc); another server's
-// split places its right half here as a sealed meganode (sealed_meganodes.cc). Background work (remote splits,
-// separators for parents elsewhere, unseals) runs on one TaskScheduler, only when there are peers.
+// split by the SplitCoordinator (split_coordinator.h: Cell's protocol in split.cc, with its phases and invariants at
+// the top; placement across servers in placement.cc), which also runs the background work with peers; a restarted
+// server's tree is rebuilt and repaired from its regions' bytes (tree_recovery.cc); another server's split places its
+// right half here as a sealed meganode (sealed_meganodes.cc).
 // Thread-safe.
 #pragma once
 
@@ -17,7 +17,6 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <deque>
 #include <functional>
 #include <map>
@@ -25,15 +24,12 @@
 #include <mutex>
 #include <string>
 #include <string_view>
-#include <thread>
 #include <vector>
 
 #include "btree/blink_tree.h"
 #include "btree/global_reader.h"
 #include "btree/node_source.h"
 #include "btree/write_sink.h"
-#include "common/backoff.h"
-#include "common/task_scheduler.h"
 #include "meganode/extent_allocator.h"
 #include "meganode/meganode.h"
 #include "meganode/region.h"
@@ -126,6 +122,8 @@ class SplitLock {
  private:
   pthread_rwlock_t lock_;
 };
+
+class SplitCoordinator;
 
 class GlobalTree {
  public:
@@ -234,6 +232,10 @@ class GlobalTree {
   Status CheckInvariants() const;
 
  private:
+  // The split coordinator works on the meganodes below: it takes their split locks, makes new meganodes, gives back
+  // failed ones, writes separators through Write, and counts into stats_. Nothing else reaches in.
+  friend class SplitCoordinator;
+
   struct Mega {
     std::unique_ptr<Meganode> store;
     std::unique_ptr<btree::BLinkTree> tree;
@@ -271,7 +273,7 @@ class GlobalTree {
   // Called with m's split lock held (`lock`, shared or exclusive) while m is splitting: releases it, then waits for the
   // split to end and gives OK, or, if its right half goes to another server, gives Unavailable at once.
   template <typename Lock>
-  Status AwaitSplit(Mega* m, Lock& lock);
+  static Status AwaitSplit(Mega* m, Lock& lock);
   // Runs `write` on the meganode at `level` (0: leaf meganodes) covering `key`, under its split lock, splitting
   // meganodes that are full. *elsewhere: as for Put. With `record`, a leaf write's record: before `write` runs it
   // is allocated and written into this server's extents, its block in *extent (null on the way in; the caller frees
@@ -279,81 +281,12 @@ class GlobalTree {
   Status Write(int level, std::string_view key, const std::function<Status(btree::BLinkTree&)>& write, GlobalPtr start,
                GlobalPtr* elsewhere, btree::MeganodeRange* range = nullptr,
                const std::vector<uint64_t>* record = nullptr, GlobalPtr* extent = nullptr);
-  // Where a split may put its right half: here (a writer's split), on another server if the balance of meganodes
-  // asks for it (the background thread's proactive splits), or on another server only (making room here).
-  enum class Placement { kLocal, kRemoteIfWanted, kRemoteOnly };
-  // Splits `m` (at `level` among meganodes) unless it has split since the caller saw `seen_splits`; then inserts the
-  // separator above. Remote placements run on the background thread only. If another split of `m` is under way,
-  // waits for it (OK) or, if that one is remote, gives Unavailable.
-  Status Split(Mega* m, int level, uint64_t seen_splits, Placement placement);
-  // One split under way, as its phases (split.cc) hand it on.
-  struct SplitJob {
-    Mega* m = nullptr;
-    int level = 0;
-    bool try_remote = false;                 // the right half is to go to another server, if one takes it
-    uint64_t id = 0;                         // marks the split in the log
-    std::string sep;                         // the split key
-    std::vector<btree::NodeEntry> right;     // the right half's entries: unchanged until the split ends
-    btree::MeganodeInfo info;                // M's range, right link and level before the split
-    GlobalPtr right_half;                    // N, once made
-    RemoteMeganode remote_half;              // N on another server
-    bool remote = false;                     // N is on another server
-    std::unique_lock<SplitLock> right_lock;  // N's split lock, held from its filling until M is cut (local N)
-    btree::MeganodeInfo RightInfo() const;   // what N is made with
-  };
-  // The phases, in split.cc's terms. MarkSplit sets *begun unless there is nothing to do (OK: split meanwhile).
-  Status MarkSplit(SplitJob* job, uint64_t seen_splits, bool* begun);
-  Status CopyRightHalfToPeer(SplitJob* job);
-  Status CopyRightHalfHere(SplitJob* job);
-  void PublishAndCut(SplitJob* job);
-  // Ends the split (phase 5, or a failed phase 2): the writers held off come back.
-  void EndSplit(const SplitJob& job);
-  // A write into `m` found no room on this server (`what`: which region, and how full). With other live servers,
-  // half of `m` is moved to one with room (a background kRemoteOnly split) and the writer is told to retry
-  // (Unavailable); ResourceExhausted when there is no other server, or none took the last such move (for 100 ms).
-  Status NoRoom(Mega* m, int level, const std::string& what);
-  // Queues a background split of `m` if it is 3/4 full and a remote split is wanted.
-  void MaybeQueueSplit(Mega* m, int level);
-  // Whether a split should place its right half on another server (asks the membership: background thread only).
-  bool WantsRemote();
-  // Makes every write reported so far durable (WriteSink::Sync) before a peer is told of this server's state.
-  Status SyncBeforePeers();
-  // What a separator -> child insert relies on, where it can be seen here: the meganode left of the separator at the
-  // child's level (`left`, or a right sibling it split into since) ends at the separator and links to the child.
-  Status CheckLeftOfSeparator(GlobalPtr left, const std::string& separator, GlobalPtr child) const;
-  // InsertSeparator's checks of a request's fields (InvalidArgument, as InsertSeparator says).
-  Status CheckSeparatorRequest(GlobalPtr at, int level, const std::string& separator, GlobalPtr child);
-  // Makes a new root meganode over `root` (the root `reader` saw) and its new right sibling `child` at `separator`,
-  // unless another thread has grown the root meanwhile (*grown false then: look again).
-  Status GrowRoot(btree::GlobalReader* reader, GlobalPtr root, int level, const std::string& separator, GlobalPtr child,
-                  bool* grown);
   // Gives back the place of a meganode nothing points to (one made for a split that failed): its header freed.
   void ReleaseMeganode(Mega* m);
-  // Unseals a remote meganode, retrying from the background thread until it works.
-  void UnsealRemote(const RemoteMeganode& meganode, Backoff backoff);
-  // Unseals are retried for as long as it takes (10 ms doubling to 1 s); a separator for a meganode elsewhere is sent
-  // up to 50 times more (10 ms doubling to 500 ms), then given up (right links keep its keys reachable).
-  static Backoff UnsealBackoff() { return Backoff(std::chrono::milliseconds(10), std::chrono::seconds(1)); }
-  static Backoff SeparatorBackoff() {
-    return Backoff(std::chrono::milliseconds(10), std::chrono::milliseconds(500), Backoff::Clock::time_point::max(),
-                   50);
-  }
-  void SetClusterRoot(GlobalPtr root);
-  // Runs `task` on the background thread after `delay` (dropped without peers: there is no background work then).
-  void Post(std::function<void()> task, std::chrono::milliseconds delay = std::chrono::milliseconds(0));
-  // Asks the membership whether there are peers (for writers, who never ask it), and again every second.
-  void RefreshPeersHint();
-  // Sends separator -> child to the holder of meganode `at` from the background thread, after `delay`, retrying.
-  void PostRemoteInsert(GlobalPtr at, int level, const std::string& separator, GlobalPtr child, Backoff backoff,
-                        std::chrono::milliseconds delay);
 
   std::unique_ptr<Region> node_region_, extent_region_;
   GlobalPtr first_;
-  Peers* peers_ = nullptr;
   btree::WriteSink* write_sink_ = nullptr;
-  std::atomic<uint64_t> placed_remotely_{0};     // meganodes this tree's splits put on other servers
-  std::atomic<bool> peers_hint_{true};           // HavePeers, as the background thread last saw it
-  std::atomic<int64_t> relief_failed_until_{0};  // steady_clock ticks: NoRoom's move found no server until then
   RegionSet regions_;
   std::unique_ptr<ExtentAllocator> extents_;
   std::unique_ptr<btree::LocalNodeSource> source_;
@@ -364,15 +297,13 @@ class GlobalTree {
   std::deque<uint64_t> abandoned_tokens_;         // AbandonCreated before any create (the last 1,024); megas_mu_
   mutable std::mutex megas_mu_;                   // guards megas_ slots being filled
   std::mutex token_mu_;                           // CreateSealed and AbandonCreated with tokens, one at a time
-  std::mutex root_mu_;                            // one root split at a time
   Stats stats_;
   TreeRecovery recovery_;
-  std::atomic<uint64_t> next_split_id_{0};  // marks splits in the log (seeded from the clock: unique across restarts)
   std::function<void(const std::string&)> split_observer_;
   std::function<void(const std::string&, bool)> split_copy_observer_;
   std::function<Status(std::string_view)> fault_;
 
-  std::unique_ptr<TaskScheduler> background_;  // only with peers: remote splits, separators and unseals
+  std::unique_ptr<SplitCoordinator> splits_;  // splits, placement, separators and their background work
 };
 
 }  // namespace cell::meganode

@@ -1,47 +1,40 @@
-// The split coordinator: Cell's meganode split, its placement, and the separators it sends up.
+// Cell's meganode split (SplitCoordinator, split_coordinator.h) and the separators it sends up. Placement, which
+// decides where a right half goes, is placement.cc.
 //
-// A meganode M that runs out of slots is split in phases (GlobalTree::Split), of which only 1 and 3-5 exclude M's
-// writers (briefly: memory work, never the network); readers are never held off:
-//   1. MarkSplit (M's split lock exclusive): the split key s is M's middle entry; the entries >= s (the right half) are
-//   copied
-//      out, and M is marked as splitting at s. From here until step 5, writers of keys >= s are held off: they wait
-//      for the split to end (or, when the right half goes to another server, get Unavailable and retry). Writers of
-//      keys below s go on;
-//   2. CopyRightHalfHere or CopyRightHalfToPeer (no lock): a new meganode N, range [s, M's max), right link M's right
-//   sibling, gets the right half's entries
-//      (records do not move: N's entries point to the same extents). Nothing changes those entries meanwhile: their
-//      writers are held off. N's split lock is taken, so that no writer changes N until step 4 is done;
-//   3. PublishAndCut (M's split lock exclusive again, once phase 2's writers below s are done): M's header is published
-//   with max s
-//      and right link N: a search for k >= s that reads it moves right to N;
-//   4. (PublishAndCut, CutNodes) M's nodes are cut, level by level from the top: entries >= s dropped, max fence s, no
-//   right link (a reader
-//      that meets such a node re-reads the header and moves right); nodes wholly >= s are published invalid and
-//      their slots freed (a reader holding a pointer to one restarts from an ancestor, as for any stale pointer).
-//      Until the cut reaches a node, readers may still see it whole: its content is current, because neither M nor
-//      N takes writes yet. And since every node of M holding an entry >= s changes version before any write to N
-//      can free a record, an in-place reader's version check never vouches for a record reused since;
+// The protocol. A meganode M that runs out of slots is split in phases (SplitCoordinator::Split), of which only 1
+// and 3-5 exclude M's writers (briefly: memory work, never the network); readers are never held off:
+//   1. MarkSplit (M's split lock exclusive): the split key s is M's middle entry; the entries >= s (the right half)
+//      are copied out, and M is marked as splitting at s. From here until step 5, writers of keys >= s are held off:
+//      they wait for the split to end (or, when the right half goes to another server, get Unavailable and retry).
+//      Writers of keys below s go on;
+//   2. CopyRightHalfHere or CopyRightHalfToPeer (no lock): a new meganode N, range [s, M's max), right link M's
+//      right sibling, gets the right half's entries (records do not move: N's entries point to the same extents).
+//      Nothing changes those entries meanwhile: their writers are held off. N's split lock is taken, so that no
+//      writer changes N until step 4 is done;
+//   3. PublishAndCut (M's split lock exclusive again, once phase 2's writers below s are done): M's header is
+//      published with max s and right link N: a search for k >= s that reads it moves right to N;
+//   4. PublishAndCut, by CutNodes: M's nodes are cut, level by level from the top: entries >= s dropped, max fence
+//      s, no right link (a reader that meets such a node re-reads the header and moves right); nodes wholly >= s
+//      are published invalid and their slots freed (a reader holding a pointer to one restarts from an ancestor, as
+//      for any stale pointer). Until the cut reaches a node, readers may still see it whole: its content is
+//      current, because neither M nor N takes writes yet. And since every node of M holding an entry >= s changes
+//      version before any write to N can free a record, an in-place reader's version check never vouches for a
+//      record reused since;
 //   5. EndSplit: the mark is cleared and writers are let into M and N again (those for k >= s find N), and the
-//   separator
-//      s -> N is inserted into the parent meganode, which may split in turn; when the root splits, a new root
-//      meganode is made and the first meganode's header is pointed at it.
+//      separator s -> N is inserted into the parent meganode, which may split in turn; when the root splits, a new
+//      root meganode is made and the first meganode's header is pointed at it.
 //
 // Across servers. Each server's GlobalTree holds the meganodes of its own node region; pointers to meganodes in other
 // regions lead to other servers. A walk here covers only this server's meganodes: where it would enter another's,
 // it stops and names that meganode (`elsewhere`), and the request goes on there. A split may put the right half on
 // another server (Peers, implemented by server/ over rpc): the new meganode is created there sealed (readable, no
 // writes), filled with the right half's entries and their records, published by the left half's header as in step 3,
-// and unsealed once the left half is cut and its moved records freed. Such remote splits run on the tree's background
-// thread, proactively, when a meganode is 3/4 full and fewer meganodes have been placed on other servers than are held
-// here; a meganode found completely full is split here at once. Writers never wait on the network: the copy to the
-// other server is phase 2, which holds no lock, and the right half's writers get Unavailable (retry) meanwhile instead
-// of waiting for it. Separators for a parent meganode on another server are sent by the background thread; until
-// they arrive, right links keep every key reachable. A new root meganode is always made by the server holding the first
-// meganode (the root server).
-//
-// Placement. A writer that finds its meganode full splits it here (kLocal). The background thread splits a meganode
-// that is 3/4 full to another server while fewer meganodes were placed on others than are held here
-// (kRemoteIfWanted), and moves half of a meganode to another server when this one has no room left (kRemoteOnly).
+// and unsealed once the left half is cut and its moved records freed. Such remote splits run on the coordinator's
+// background thread (placement.cc says when). Writers never wait on the network: the copy to the other server is
+// phase 2, which holds no lock, and the right half's writers get Unavailable (retry) meanwhile instead of waiting for
+// it. Separators for a parent meganode on another server are sent by the background thread; until they arrive, right
+// links keep every key reachable. A new root meganode is always made by the server holding the first meganode (the
+// root server).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -53,6 +46,7 @@
 #include "common/key_limits.h"
 #include "common/shared_words.h"
 #include "meganode/global_tree.h"
+#include "meganode/split_coordinator.h"
 #include "meganode/tree_internals.h"
 
 namespace cell::meganode {
@@ -63,7 +57,22 @@ using btree::NodeImage;
 using btree::NodeView;
 using btree::TreeReader;
 
-Status GlobalTree::Split(Mega* m, int level, uint64_t seen_splits, Placement placement) {
+SplitCoordinator::SplitCoordinator(GlobalTree* tree, Peers* peers, uint64_t first_split_id)
+    : tree_(*tree), peers_(peers), stats_(tree->stats_), next_split_id_(first_split_id) {
+  if (peers_ == nullptr) return;  // no background work
+  background_ = std::make_unique<TaskScheduler>(TaskScheduler::AtStop::kDrop);
+  Post([this] { RefreshPeersHint(); }, std::chrono::seconds(1));
+}
+
+SplitCoordinator::~SplitCoordinator() {
+  if (background_ != nullptr) background_->Stop();  // its tasks use the tree and this
+}
+
+void SplitCoordinator::Post(std::function<void()> task, std::chrono::milliseconds delay) {
+  if (background_ != nullptr) background_->PostAfter(delay, std::move(task));  // else: no peers, nothing to do
+}
+
+Status SplitCoordinator::Split(Mega* m, int level, uint64_t seen_splits, Placement placement) {
   // Asked before any lock is taken: it may ask the membership.
   const bool try_remote = placement == Placement::kRemoteOnly       ? peers_ != nullptr && peers_->HavePeers()
                           : placement == Placement::kRemoteIfWanted ? WantsRemote()
@@ -74,15 +83,15 @@ Status GlobalTree::Split(Mega* m, int level, uint64_t seen_splits, Placement pla
   CELL_RETURN_IF_ERROR(MarkSplit(&job, seen_splits, &begun));  // phase 1
   if (!begun) return Status::OK();                             // split meanwhile, or by another writer
   job.id = next_split_id_.fetch_add(1, std::memory_order_relaxed);
-  if (write_sink_ != nullptr) {
+  if (tree_.write_sink_ != nullptr) {
     const GlobalPtr p = m->store->meganode();
-    write_sink_->SplitMarked(true, job.id,
-                             fmt::format("meganode {}:{} (level {}) splits at '{}'{}", p.region, p.offset,
-                                         job.info.level, job.sep, try_remote ? ", to another server" : ""));
+    tree_.write_sink_->SplitMarked(true, job.id,
+                                   fmt::format("meganode {}:{} (level {}) splits at '{}'{}", p.region, p.offset,
+                                               job.info.level, job.sep, try_remote ? ", to another server" : ""));
   }
 
   // Phase 2, no lock held: writers below the split key go on. The right half goes into a new meganode N.
-  if (split_copy_observer_) split_copy_observer_(job.sep, try_remote);
+  if (tree_.split_copy_observer_) tree_.split_copy_observer_(job.sep, try_remote);
   if (try_remote) {
     Status copied = CopyRightHalfToPeer(&job);
     if (!copied.ok() && placement == Placement::kRemoteOnly) {
@@ -116,11 +125,11 @@ Status GlobalTree::Split(Mega* m, int level, uint64_t seen_splits, Placement pla
   return InsertSeparator(GlobalPtr(), level + 1, job.sep, job.right_half);
 }
 
-Status GlobalTree::MarkSplit(SplitJob* job, uint64_t seen_splits, bool* begun) {
+Status SplitCoordinator::MarkSplit(SplitJob* job, uint64_t seen_splits, bool* begun) {
   Mega* m = job->m;
   std::unique_lock lock(m->split_mu);
-  if (m->splits != seen_splits) return Status::OK();  // split meanwhile by another writer
-  if (m->splitting) return AwaitSplit(m, lock);       // being split by another writer
+  if (m->splits != seen_splits) return Status::OK();         // split meanwhile by another writer
+  if (m->splitting) return GlobalTree::AwaitSplit(m, lock);  // being split by another writer
   if (m->sealed.load()) return Status::Unavailable("a sealed meganode cannot split yet; retry");
   // Read under the header's node lock: SetClusterRoot may be publishing it (no other writer changes the header
   // while we hold the split lock).
@@ -147,7 +156,7 @@ Status GlobalTree::MarkSplit(SplitJob* job, uint64_t seen_splits, bool* begun) {
   return Status::OK();
 }
 
-btree::MeganodeInfo GlobalTree::SplitJob::RightInfo() const {
+btree::MeganodeInfo SplitCoordinator::SplitJob::RightInfo() const {
   btree::MeganodeInfo right_info = info;
   right_info.min = sep;
   right_info.cluster_root = GlobalPtr();
@@ -155,7 +164,7 @@ btree::MeganodeInfo GlobalTree::SplitJob::RightInfo() const {
   return right_info;
 }
 
-Status GlobalTree::CopyRightHalfToPeer(SplitJob* job) {
+Status SplitCoordinator::CopyRightHalfToPeer(SplitJob* job) {
   // N on another server, sealed, with the right half's records; the right half's writers retry meanwhile.
   std::vector<MovedEntry> moved(job->right.size());
   for (size_t i = 0; i < job->right.size(); ++i) {
@@ -166,7 +175,7 @@ Status GlobalTree::CopyRightHalfToPeer(SplitJob* job) {
       continue;
     }
     const LeafValue& v = job->right[i].value;
-    const uint64_t* words = regions_.Resolve(v.ptr, v.length);
+    const uint64_t* words = tree_.regions_.Resolve(v.ptr, v.length);
     if (words == nullptr) return Status::Corruption("a leaf entry points outside this server's extents");
     std::vector<uint64_t> copy((v.length + 7) / 8);
     CopyFromShared(copy.data(), words, copy.size());
@@ -183,15 +192,15 @@ Status GlobalTree::CopyRightHalfToPeer(SplitJob* job) {
   return Status::OK();
 }
 
-Status GlobalTree::CopyRightHalfHere(SplitJob* job) {
-  CELL_ASSIGN_OR_RETURN(Mega * n, NewMeganode(job->RightInfo()));
-  Status filled = fault_ ? fault_("right half") : Status::OK();
+Status SplitCoordinator::CopyRightHalfHere(SplitJob* job) {
+  CELL_ASSIGN_OR_RETURN(Mega * n, tree_.NewMeganode(job->RightInfo()));
+  Status filled = tree_.fault_ ? tree_.fault_("right half") : Status::OK();
   for (size_t i = 0; i < job->right.size() && filled.ok(); ++i) {
     std::optional<LeafValue> replaced;
     filled = n->tree->Put(job->right[i].key, job->right[i].value, &replaced);
   }
   if (!filled.ok()) {
-    ReleaseMeganode(n);  // pending, named by no header: its place goes back
+    tree_.ReleaseMeganode(n);  // pending, named by no header: its place goes back
     return Status::Internal("the right half of a meganode does not fit a new one: " + filled.ToString());
   }
   job->right_half = n->store->meganode();
@@ -200,7 +209,7 @@ Status GlobalTree::CopyRightHalfHere(SplitJob* job) {
   return Status::OK();
 }
 
-void GlobalTree::PublishAndCut(SplitJob* job) {
+void SplitCoordinator::PublishAndCut(SplitJob* job) {
   // M's writers below the split key have finished once the exclusive lock is ours.
   Mega* m = job->m;
   Meganode& store = *m->store;
@@ -220,19 +229,19 @@ void GlobalTree::PublishAndCut(SplitJob* job) {
   info.cluster_root = header.view().cluster_root();
   header.BuildMeganodeHeader(store.meganode(), root_slot, root_level, info);
   store.Publish(0, &header, locked);
-  if (!job->remote) SetMeganodeState(*At(job->right_half)->store, 0);  // named by M's header now: no orphan
+  if (!job->remote) SetMeganodeState(*tree_.At(job->right_half)->store, 0);  // named by M's header now: no orphan
 
   // Phase 4.
-  if (split_observer_) split_observer_(job->sep);
+  if (tree_.split_observer_) tree_.split_observer_(job->sep);
   CutNodes(store, root_slot, root_level, job->sep);
   if (job->remote && info.level == 0) {
     // The moved entries' records here are no longer referenced: every node that held them has a new version.
-    for (const btree::NodeEntry& e : job->right) extents_->Free(e.value.ptr);
+    for (const btree::NodeEntry& e : job->right) tree_.extents_->Free(e.value.ptr);
   }
 }
 
-void GlobalTree::EndSplit(const SplitJob& job) {
-  if (write_sink_ != nullptr) write_sink_->SplitMarked(false, job.id, {});
+void SplitCoordinator::EndSplit(const SplitJob& job) {
+  if (tree_.write_sink_ != nullptr) tree_.write_sink_->SplitMarked(false, job.id, {});
   Mega* m = job.m;
   {
     std::unique_lock lock(m->split_mu);
@@ -244,81 +253,19 @@ void GlobalTree::EndSplit(const SplitJob& job) {
   m->splits_ended.notify_all();
 }
 
-Status GlobalTree::NoRoom(Mega* m, int level, const std::string& what) {
-  const int64_t now = std::chrono::steady_clock::now().time_since_epoch().count();
-  if (peers_ != nullptr && now >= relief_failed_until_.load(std::memory_order_relaxed)) {
-    // Half of the meganode (entries and records) moves to a server with room, from the background thread; the
-    // writer retries meanwhile, and finds room here or the key there (or, if no server took it, is told so).
-    if (!m->split_queued.exchange(true)) {
-      Post([this, m, level] {
-        uint64_t seen = 0;
-        {
-          std::shared_lock lock(m->split_mu);
-          seen = m->splits;
-        }
-        m->split_queued.store(false);
-        Status s = Split(m, level, seen, Placement::kRemoteOnly);
-        if (s.ok()) stats_.room_splits.fetch_add(1, std::memory_order_relaxed);
-        if (!s.ok() && !s.IsUnavailable()) {
-          // No server took it: for a while, writers that find no room here are told so at once.
-          relief_failed_until_.store(
-              (std::chrono::steady_clock::now() + std::chrono::milliseconds(100)).time_since_epoch().count(),
-              std::memory_order_relaxed);
-          diag::Warning("could not move part of a full meganode to another server: {}", s.ToString());
-        }
-      });
-    }
-    return Status::Unavailable(what + "; moving part of the meganode to a server with room: retry");
-  }
-  return Status::ResourceExhausted(what + (peers_ == nullptr ? "" : "; no other server has room for it either"));
+void SplitCoordinator::SetClusterRoot(GlobalPtr root) {
+  EditMeganodeHeader(*tree_.At(tree_.first_)->store, [root](NodeImage& h) { h.SetClusterRoot(root); });
 }
 
-bool GlobalTree::WantsRemote() {
-  if (peers_ == nullptr) return false;
-  const bool have = peers_->HavePeers();  // may ask the membership: background thread only
-  peers_hint_.store(have, std::memory_order_relaxed);
-  return have && placed_remotely_.load(std::memory_order_relaxed) < meganodes_in_use();
-}
-
-void GlobalTree::MaybeQueueSplit(Mega* m, int level) {
-  // Writers never ask the membership (the background thread refreshes peers_hint_).
-  if (peers_ == nullptr || !peers_hint_.load(std::memory_order_relaxed) || !m->store->MostlyFull()) return;
-  if (m->split_queued.exchange(true)) return;
-  Post([this, m, level] {
-    if (!WantsRemote()) {
-      m->split_queued.store(false);
-      return;
-    }
-    uint64_t seen = 0;
-    bool full_enough = false;
-    {
-      std::shared_lock lock(m->split_mu);
-      seen = m->splits;
-      full_enough = m->store->MostlyFull() && !m->sealed.load() && !m->splitting;
-    }
-    m->split_queued.store(false);
-    if (!full_enough) return;
-    Status s = Split(m, level, seen, Placement::kRemoteIfWanted);
-    // ResourceExhausted: mostly empty nodes (deleted entries), nothing to split; Unavailable: try again later.
-    if (!s.ok() && !s.IsResourceExhausted() && !s.IsUnavailable()) {
-      diag::Warning("a background meganode split failed: {}", s.ToString());
-    }
-  });
-}
-
-void GlobalTree::SetClusterRoot(GlobalPtr root) {
-  EditMeganodeHeader(*At(first_)->store, [root](NodeImage& h) { h.SetClusterRoot(root); });
-}
-
-Status GlobalTree::SyncBeforePeers() {
-  if (write_sink_ == nullptr) return Status::OK();
-  Status s = write_sink_->Sync();
+Status SplitCoordinator::SyncBeforePeers() {
+  if (tree_.write_sink_ == nullptr) return Status::OK();
+  Status s = tree_.write_sink_->Sync();
   if (!s.ok())
     diag::Warning("could not make this server's writes durable before telling another server: {}", s.ToString());
   return s;
 }
 
-void GlobalTree::UnsealRemote(const RemoteMeganode& meganode, Backoff backoff) {
+void SplitCoordinator::UnsealRemote(const RemoteMeganode& meganode, Backoff backoff) {
   // The split that published it (the left half's header and cut) is durable here before the peer unseals it.
   Status s = SyncBeforePeers();
   if (s.ok()) s = peers_->Unseal(meganode);
@@ -332,8 +279,14 @@ void GlobalTree::UnsealRemote(const RemoteMeganode& meganode, Backoff backoff) {
   Post([=, this] { UnsealRemote(meganode, backoff); }, delay);
 }
 
-void GlobalTree::PostRemoteInsert(GlobalPtr at, int level, const std::string& separator, GlobalPtr child,
-                                  Backoff backoff, std::chrono::milliseconds delay) {
+void SplitCoordinator::UnsealAfterRestart(const std::vector<GlobalPtr>& right_siblings) {
+  for (const GlobalPtr right : right_siblings) {
+    Post([this, right] { UnsealRemote(RemoteMeganode{right, 0}, UnsealBackoff()); });
+  }
+}
+
+void SplitCoordinator::PostRemoteInsert(GlobalPtr at, int level, const std::string& separator, GlobalPtr child,
+                                        Backoff backoff, std::chrono::milliseconds delay) {
   Post(
       [=, this]() mutable {
         stats_.remote_separators.fetch_add(1, std::memory_order_relaxed);
@@ -352,16 +305,16 @@ void GlobalTree::PostRemoteInsert(GlobalPtr at, int level, const std::string& se
       delay);
 }
 
-Status GlobalTree::InsertSeparator(GlobalPtr at, int level, const std::string& separator, GlobalPtr child) {
+Status SplitCoordinator::InsertSeparator(GlobalPtr at, int level, const std::string& separator, GlobalPtr child) {
   CELL_RETURN_IF_ERROR(CheckSeparatorRequest(at, level, separator, child));
-  if (at == first_) at = GlobalPtr();
-  GlobalReader reader(source_.get(), first_, node_region_->id());
+  if (at == tree_.first_) at = GlobalPtr();
+  GlobalReader reader(tree_.source_.get(), tree_.first_, tree_.node_region_->id());
   const LeafValue entry{child, 0, 0};
   for (int attempt = 0; attempt < 10000; ++attempt) {
-    if (at.is_null() && IsLocal(first_)) {
+    if (at.is_null() && tree_.IsLocal(tree_.first_)) {
       CELL_ASSIGN_OR_RETURN(GlobalPtr root, reader.Root());
       TreeReader::Header root_header;
-      CELL_RETURN_IF_ERROR(TreeReader(source_.get(), root).ReadHeader(nullptr, &root_header));
+      CELL_RETURN_IF_ERROR(TreeReader(tree_.source_.get(), root).ReadHeader(nullptr, &root_header));
       if (root_header.level < level - 1) {
         return Status::InvalidArgument(
             fmt::format("a separator for level {}, but the root is at level {}", level, root_header.level));
@@ -381,13 +334,13 @@ Status GlobalTree::InsertSeparator(GlobalPtr at, int level, const std::string& s
     if (!reader.exited()) {
       std::string unused;
       TreeReader::Step step;
-      CELL_RETURN_IF_ERROR(TreeReader(source_.get(), parent).Find(separator, &unused, &step));
+      CELL_RETURN_IF_ERROR(TreeReader(tree_.source_.get(), parent).Find(separator, &unused, &step));
       if (step.kind == TreeReader::Step::Kind::kChild) {
         CELL_RETURN_IF_ERROR(CheckLeftOfSeparator(step.next, separator, child));
       }
     }
     GlobalPtr elsewhere;
-    Status s = Write(
+    Status s = tree_.Write(
         level, separator,
         [&](btree::BLinkTree& tree) {
           std::optional<LeafValue> replaced;
@@ -414,21 +367,21 @@ Status GlobalTree::InsertSeparator(GlobalPtr at, int level, const std::string& s
   return Status::Aborted("could not insert a separator into the parent meganode");
 }
 
-Status GlobalTree::CheckSeparatorRequest(GlobalPtr at, int level, const std::string& separator, GlobalPtr child) {
-  if (level < 1 || level > kMaxMeganodeLevel || separator.empty() || separator.size() > kMaxKeySize) {
+Status SplitCoordinator::CheckSeparatorRequest(GlobalPtr at, int level, const std::string& separator, GlobalPtr child) {
+  if (level < 1 || level > GlobalTree::kMaxMeganodeLevel || separator.empty() || separator.size() > kMaxKeySize) {
     return Status::InvalidArgument(fmt::format("a separator needs a level of 1..{} (not {}) and a key of 1..{} bytes",
-                                               kMaxMeganodeLevel, level, kMaxKeySize));
+                                               GlobalTree::kMaxMeganodeLevel, level, kMaxKeySize));
   }
-  if (!(at.is_null() || at == first_ || IsMeganodeAddress(at))) {
+  if (!(at.is_null() || at == tree_.first_ || tree_.IsMeganodeAddress(at))) {
     return Status::InvalidArgument(
         fmt::format("a separator's walk cannot begin at {}:{}: no meganode's address here", at.region, at.offset));
   }
   if (child.is_null() || !PlausibleMeganode(child))
     return Status::InvalidArgument("a separator needs a child meganode");
-  if (IsLocal(child)) {
+  if (tree_.IsLocal(child)) {
     // The child is here: it must be what a split publishes, a meganode one level down whose range begins at the
     // separator (a child elsewhere is its own server's to vouch for).
-    Mega* c = IsMeganodeAddress(child) ? At(child) : nullptr;
+    Mega* c = tree_.IsMeganodeAddress(child) ? tree_.At(child) : nullptr;
     std::string min;
     if (c != nullptr && c->tree != nullptr) NodeView(c->store->SlotWords(0)).CopyMinKey(&min);
     if (c == nullptr || c->tree == nullptr || c->sealed.load(std::memory_order_acquire) ||
@@ -441,8 +394,8 @@ Status GlobalTree::CheckSeparatorRequest(GlobalPtr at, int level, const std::str
   return Status::OK();
 }
 
-Status GlobalTree::GrowRoot(btree::GlobalReader* reader, GlobalPtr root, int level, const std::string& separator,
-                            GlobalPtr child, bool* grown) {
+Status SplitCoordinator::GrowRoot(btree::GlobalReader* reader, GlobalPtr root, int level, const std::string& separator,
+                                  GlobalPtr child, bool* grown) {
   std::lock_guard lock(root_mu_);
   CELL_ASSIGN_OR_RETURN(GlobalPtr now, reader->Root());
   if (!(now == root)) return Status::OK();  // another thread grew it meanwhile
@@ -450,7 +403,7 @@ Status GlobalTree::GrowRoot(btree::GlobalReader* reader, GlobalPtr root, int lev
   btree::MeganodeInfo info;
   info.level = level;
   info.state = btree::kFlagPending;  // until the first meganode names it
-  CELL_ASSIGN_OR_RETURN(Mega * r, NewMeganode(info));
+  CELL_ASSIGN_OR_RETURN(Mega * r, tree_.NewMeganode(info));
   std::optional<LeafValue> replaced;
   CELL_RETURN_IF_ERROR(r->tree->Put(std::string(1, '\0'), LeafValue{root, 0, 0}, &replaced));
   CELL_RETURN_IF_ERROR(r->tree->Put(separator, LeafValue{child, 0, 0}, &replaced));
@@ -461,11 +414,11 @@ Status GlobalTree::GrowRoot(btree::GlobalReader* reader, GlobalPtr root, int lev
   return Status::OK();
 }
 
-Status GlobalTree::CheckLeftOfSeparator(GlobalPtr left, const std::string& separator, GlobalPtr child) const {
-  for (int hops = 0; hops < 4096 && IsLocal(left); ++hops) {
+Status SplitCoordinator::CheckLeftOfSeparator(GlobalPtr left, const std::string& separator, GlobalPtr child) const {
+  for (int hops = 0; hops < 4096 && tree_.IsLocal(left); ++hops) {
     if (left == child) return Status::OK();  // inserted before: a retried request
     TreeReader::Header h;
-    CELL_RETURN_IF_ERROR(TreeReader(source_.get(), left).ReadHeader(nullptr, &h, /*with_range=*/true));
+    CELL_RETURN_IF_ERROR(TreeReader(tree_.source_.get(), left).ReadHeader(nullptr, &h, /*with_range=*/true));
     if (!h.max.empty() && btree::CompareKeys(h.max, separator) < 0) {
       left = h.right;  // it split again since, at a smaller key: its right siblings lead to the separator
       continue;
