@@ -299,6 +299,7 @@ void VerbsConnection::ProcessBatch(const ibv_wc* wc, int n, Status* end) {
   // A failed completion ends the connection, but what completed before it is delivered first: a server that refuses
   // a connection sends its reason, then disconnects, and the flushed receives come after that reason.
   Status failed;
+  bool violated = false;  // the server broke the protocol: the connection ends, nothing more is sent or delivered
   {
     std::lock_guard lock(mu_);
     for (int i = 0; i < n; ++i) {
@@ -308,12 +309,20 @@ void VerbsConnection::ProcessBatch(const ibv_wc* wc, int n, Status* end) {
         n = i;
         break;
       }
-      if (!TakeCompletionLocked(wc[i], &credit_only[i], &reads_done, end)) return;
+      if (!TakeCompletionLocked(wc[i], &credit_only[i], &reads_done, end)) {
+        violated = true;
+        break;
+      }
     }
-    PumpReadsLocked();
-    if (Status s = link_->FlushLocked(); !s.ok()) BreakLocked(s);
+    if (!violated) {
+      PumpReadsLocked();
+      if (Status s = link_->FlushLocked(); !s.ok()) BreakLocked(s);
+    }
   }
+  // Reads that completed before a violation are done (their bytes landed): their callbacks, taken out of the
+  // pending reads, are the only ones that would ever call them.
   for (ReadCallback& done : reads_done) done(Status::OK());
+  if (violated) return;
   DeliverReplies(wc, n, credit_only, end);
   if (end->ok() && !failed.ok()) *end = failed;
   if (!end->ok()) return;
