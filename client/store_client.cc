@@ -126,7 +126,6 @@ StatusOr<std::unique_ptr<rpc::Connection>> StoreClient::Dial(const membership::S
 
 void StoreClient::ConnectAsync(const membership::ServerInfo& server, Deadline deadline, ConnectDone done) {
   if (closing_.load(std::memory_order_acquire)) return done(Status::Unavailable("the client is closing"));
-  if (std::shared_ptr<rpc::Connection> cached = connections_.Cached(server.id)) return done(cached);
   connections_.GetAsync(
       server.id, [this, server, deadline] { return Dial(server, deadline); }, std::move(done));
 }
@@ -134,7 +133,6 @@ void StoreClient::ConnectAsync(const membership::ServerInfo& server, Deadline de
 StatusOr<std::shared_ptr<rpc::Connection>> StoreClient::ConnectionTo(const membership::ServerInfo& server,
                                                                      Deadline deadline) {
   if (closing_.load(std::memory_order_acquire)) return Status::Unavailable("the client is closing");
-  if (std::shared_ptr<rpc::Connection> cached = connections_.Cached(server.id)) return cached;
   return connections_.Get(server.id, [this, server, deadline] { return Dial(server, deadline); });
 }
 

@@ -18,7 +18,7 @@ std::shared_ptr<Connection> ConnectionCache::Cached(uint64_t server) {
   return it != connections_.end() && it->second->health().ok() ? it->second : nullptr;
 }
 
-void ConnectionCache::GetAsync(uint64_t server, const Dial& dial, Done done) {
+void ConnectionCache::Dialing(uint64_t server, const Dial& dial, Done done) {
   StatusOr<std::shared_ptr<Connection>> ready = Status::Unavailable("closing: no new connections");
   {
     std::lock_guard lock(mu_);
@@ -78,10 +78,10 @@ void ConnectionCache::Connect(uint64_t server, const Dial& dial) {
   for (auto& w : waiters) w(result);
 }
 
-StatusOr<std::shared_ptr<Connection>> ConnectionCache::Get(uint64_t server, const Dial& dial) {
+StatusOr<std::shared_ptr<Connection>> ConnectionCache::Await(uint64_t server, const Dial& dial) {
   std::promise<StatusOr<std::shared_ptr<Connection>>> promise;
   auto future = promise.get_future();
-  GetAsync(server, dial, [&promise](const StatusOr<std::shared_ptr<Connection>>& c) { promise.set_value(c); });
+  Dialing(server, dial, [&promise](const StatusOr<std::shared_ptr<Connection>>& c) { promise.set_value(c); });
   return future.get();
 }
 

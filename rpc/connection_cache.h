@@ -33,13 +33,20 @@ class ConnectionCache {
   ConnectionCache(const ConnectionCache&) = delete;
   ConnectionCache& operator=(const ConnectionCache&) = delete;
 
-  // `server`'s healthy cached connection, or null: the fast path, which builds no Dial.
-  std::shared_ptr<Connection> Cached(uint64_t server);
-  // Calls `done` with `server`'s healthy cached connection, or else once a connection made by `dial` (or by a dial
-  // already under way for that server) is there, or with its error. Unavailable once closed.
-  void GetAsync(uint64_t server, const Dial& dial, Done done);
+  // Calls `done` with `server`'s healthy cached connection, or else once a connection made by `dial` (any callable
+  // a Dial can hold; or by a dial already under way for that server) is there, or with its error. Unavailable once
+  // closed. The cached connection is the fast path: `dial` is not even copied then.
+  template <typename DialFn>
+  void GetAsync(uint64_t server, DialFn&& dial, Done done) {
+    if (std::shared_ptr<Connection> cached = Cached(server)) return done(cached);
+    Dialing(server, Dial(std::forward<DialFn>(dial)), std::move(done));
+  }
   // The same, waiting for it. Not on a connecting thread.
-  StatusOr<std::shared_ptr<Connection>> Get(uint64_t server, const Dial& dial);
+  template <typename DialFn>
+  StatusOr<std::shared_ptr<Connection>> Get(uint64_t server, DialFn&& dial) {
+    if (std::shared_ptr<Connection> cached = Cached(server)) return cached;
+    return Await(server, Dial(std::forward<DialFn>(dial)));
+  }
   // Drops `server`'s connection if it is `failed` (any, if null). Not on `failed`'s own threads (it may release the
   // connection's last reference, and closing it runs its callbacks).
   void Drop(uint64_t server, const Connection* failed);
@@ -54,6 +61,11 @@ class ConnectionCache {
     std::thread thread;
     std::shared_ptr<std::atomic<bool>> finished;
   };
+  // `server`'s healthy cached connection, or null.
+  std::shared_ptr<Connection> Cached(uint64_t server);
+  // GetAsync and Get past the fast path.
+  void Dialing(uint64_t server, const Dial& dial, Done done);
+  StatusOr<std::shared_ptr<Connection>> Await(uint64_t server, const Dial& dial);
   // On the connecting thread: dials, stores the connection (keeping a healthy one stored first), answers the waiters.
   void Connect(uint64_t server, const Dial& dial);
 

@@ -42,7 +42,6 @@ bool ServerPeers::HavePeers() {
 }
 
 StatusOr<std::shared_ptr<rpc::Connection>> ServerPeers::ConnectionTo(const membership::ServerInfo& server) {
-  if (std::shared_ptr<rpc::Connection> cached = connections_.Cached(server.id)) return cached;
   return connections_.Get(server.id, [this, server]() -> StatusOr<std::unique_ptr<rpc::Connection>> {
     rpc::ConnectOptions options;
     options.connect_timeout = timeout_;
