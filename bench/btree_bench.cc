@@ -1,4 +1,5 @@
-// cell-btree-bench: Cell's meganode-local tree against absl::btree_map and std::map, single-threaded, same keys.
+// cell-btree-bench: Cell's tree against absl::btree_map and std::map, single-threaded, same keys. Cell's runs through
+// LocalStore, so through GlobalTree's code (what cell-server runs), in one meganode sized to hold every key.
 //
 // Workload (Cell's shape): keys of 8..64 random printable bytes, values of 8..256 bytes, both uniform. Per round and
 // per structure: insert all keys into an empty structure (insert ops/s), look up random existing keys copying the
@@ -188,7 +189,7 @@ bool RunCell(const Workload& w, Result* r, std::string* shape) {
   }
   // Memory: node slots in use plus extent blocks in use and their allocator control bytes.
   double node_bytes = double(s.meganode().num_slots() - s.meganode().free_slots()) * 1024;
-  double extent_bytes = double(s.extents().bytes_in_use()) * (1 + 1.0 / 32);
+  double extent_bytes = double(s.extent_bytes_used()) * (1 + 1.0 / 32);
   char buf[160];
   std::snprintf(buf, sizeof buf, "{\"height\":%d,\"leaves\":%llu,\"nodes\":%llu,\"node_bytes_per_key\":%.1f}",
                 sh.height, (unsigned long long)sh.leaves, (unsigned long long)sh.nodes, node_bytes / w.keys.size());

@@ -236,11 +236,11 @@ Status TreeReader::ReadRecord(Source* src, const NodeHandle& leaf, const LeafVal
   //    version) and published it without the entry (version + 2; a version never returns to an earlier value once
   //    changed). While the entry is being moved by a node split, the node it is moved from is locked; when a
   //    meganode split moves it to another meganode, its old node is cut (a new version) before any writer of the
-  //    new meganode can free the block (meganode/global_tree.h). Free happens before
-  //    the Allocate that reuses the block (allocator mutex), and that block's writer issues a release fence after
-  //    Allocate, before its stores (LocalStore::Put; the rule in meganode/extent_allocator.h). So if any word loaded
-  //    here came from such a later write, the acquire fence in Validate synchronizes with that release fence, the
-  //    CAS happens before the re-check, and the re-check cannot read the version validated before.
+  //    new meganode can free the block (meganode/global_tree.h). Free happens before the Allocate that reuses the
+  //    block (allocator mutex), and that block's writer issues a release fence after Allocate, before its stores
+  //    (GlobalTree::WriteRecord; the rule in meganode/extent_allocator.h). So if any word loaded here came from such
+  //    a later write, the acquire fence in Validate synchronizes with that release fence, the CAS happens before the
+  //    re-check, and the re-check cannot read the version validated before.
   // If the version did change (perhaps for an unrelated entry), fall back to the checksum, which is proof on its
   // own. Copying sources always use it. (ThreadSanitizer does not model fences; this argument is not checked by it.)
   bool proven = false;

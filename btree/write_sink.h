@@ -1,7 +1,7 @@
 // WriteSink: where writers report each change they make to region memory, just before making it, so that the
 // server can log it (logging/region_log.h) and a restarted server rebuild its regions byte for byte. Two kinds of
-// change, and no other, write a GlobalTree's region memory (meganode::LocalStore, for demos and benchmarks, has no
-// sink):
+// change, and no other, write a GlobalTree's region memory (a tree opened without a sink, as meganode::LocalStore's
+// for demos, benchmarks and tests, reports to no one):
 //   - a node's new image, reported under the node's lock before it is published (NodeStore::Publish), so images
 //     of one slot reach the sink in version order (word 0, even);
 //   - a record's bytes, reported just after they are copied into a freshly allocated extent block (so a checkpoint

@@ -13,8 +13,8 @@
 //   - Free happens before any later Allocate that hands out the same memory (both take mu_); keep that ordering if
 //     this allocator ever goes lock-free or per-thread.
 //   - Whoever writes a block it got from Allocate issues a release fence after Allocate and before its first store
-//     to the block (LocalStore::Put and GlobalTree::WriteRecord are the writers of extent memory). Any new writer of
-//     extent memory must do the same, or in-place reads may accept a torn or reused record.
+//     to the block (GlobalTree::WriteRecord is the writer of extent memory). Any new writer of extent memory must
+//     do the same, or in-place reads may accept a torn or reused record.
 #pragma once
 
 #include <absl/container/btree_set.h>

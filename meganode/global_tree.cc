@@ -100,6 +100,16 @@ GlobalTree::Mega* GlobalTree::At(GlobalPtr meganode) const {
   return i < megas_.size() ? megas_[i].get() : nullptr;
 }
 
+btree::BLinkTree* GlobalTree::LocalTreeOf(GlobalPtr p) {
+  Mega* m = At(p);
+  return m == nullptr ? nullptr : m->tree.get();
+}
+
+Meganode* GlobalTree::MeganodeOf(GlobalPtr p) {
+  Mega* m = At(p);
+  return m == nullptr ? nullptr : m->store.get();
+}
+
 size_t GlobalTree::meganodes_in_use() const {
   std::lock_guard lock(megas_mu_);
   return std::count_if(megas_.begin(), megas_.end(), [](const auto& m) { return m != nullptr; });
@@ -142,7 +152,13 @@ void GlobalTree::ReleaseMeganode(Mega* m) {
 }
 
 void GlobalTree::WriteRecord(GlobalPtr extent, const std::vector<uint64_t>& record) {
-  std::atomic_thread_fence(std::memory_order_release);  // the extent writer's fence (LocalStore::Put explains it)
+  // The block may have held a record that an in-place reader is still copying. This release fence, after Allocate
+  // and before the new bytes are stored, lets such a reader prove its copy by re-checking the leaf version instead
+  // of the checksum (argument in TreeReader::ReadRecord): a reader that loads any of these bytes and then issues an
+  // acquire fence sees every write that happened before this fence, including (through the allocator's mutex, Free
+  // before this Allocate) the lock of the leaf that dropped the old entry. Required of every extent writer; see
+  // extent_allocator.h.
+  std::atomic_thread_fence(std::memory_order_release);
   CopyToShared(regions_.Resolve(extent, record.size() * 8), record.data(), record.size());
   // Reported after the copy (a checkpoint whose lsn is past this report then holds the bytes: it copies after it
   // reads its lsn) and before any node can point to the block (it is fresh: nothing reads it until a leaf does).

@@ -139,8 +139,8 @@ class GlobalTree {
   static StatusOr<std::unique_ptr<GlobalTree>> Open(const GlobalTreeOptions& options);
   ~GlobalTree();
 
-  // As LocalStore: InvalidArgument for keys and values outside the limits; ResourceExhausted when the records or
-  // the meganodes run out (nothing is changed then).
+  // For a tree of one process (LocalStore's): InvalidArgument for keys and values outside the limits;
+  // ResourceExhausted when the records or the meganodes run out (nothing is changed then).
   Status Put(std::string_view key, std::string_view value);
   Status Get(std::string_view key, std::string* value);
   Status Delete(std::string_view key);
@@ -212,6 +212,9 @@ class GlobalTree {
   const Stats& stats() const { return stats_; }
   // What recovery did (all zeros for a tree that was formatted).
   const TreeRecovery& recovery() const { return recovery_; }
+  // The local tree and node store of meganode `p` here (null if none): for LocalStore and tests of one meganode.
+  btree::BLinkTree* LocalTreeOf(GlobalPtr p);
+  Meganode* MeganodeOf(GlobalPtr p);
 
   // Test seam: called by a split after it has published the left half's header and before it cuts the nodes (the
   // window in step 4), with the split key. It runs on the splitting thread, with the split locks held.

@@ -1,9 +1,12 @@
-// LocalStore: a sorted key-value store in one meganode and one extent region of this process's memory.
+// LocalStore: a sorted key-value store in this process's memory: a GlobalTree (meganode/global_tree.h) with room
+// for one meganode by default, no peers, and no write sink (not logged).
 //
-// The building block a Cell server serves from, and what the local benchmark and demo use: keys live in the
-// meganode's B-link tree, each leaf entry pointing to an extent record (key, value, checksum) in the extent region.
-// Thread-safe: any number of threads may read and write at once. Not logged: it has no write sink
-// (btree/write_sink.h); the server's store is GlobalTree, whose writes are.
+// The one front end of Cell's tree is GlobalTree, the tree cell-server runs; LocalStore only opens one and forwards
+// Put/Get/Delete/Scan to it, so what uses it runs the server's code: the local benchmark (cell-btree-bench), the demo
+// (cell-local-demo), and the tests of one meganode's B-link tree, which also reach that meganode's BLinkTree and
+// node store through the accessors below. With `meganodes` = 1 a full meganode cannot split (there is no room for a
+// second one) and refuses inserts with ResourceExhausted, changing nothing; with more, it splits as a server's does.
+// Thread-safe: any number of threads may read and write at once.
 #pragma once
 
 #include <memory>
@@ -12,17 +15,16 @@
 #include <vector>
 
 #include "btree/blink_tree.h"
-#include "btree/node_source.h"
 #include "btree/tree_reader.h"
-#include "cell/limits.h"
-#include "meganode/extent_allocator.h"
+#include "meganode/global_tree.h"
 #include "meganode/meganode.h"
 #include "meganode/region.h"
 
 namespace cell::meganode {
 
 struct LocalStoreOptions {
-  uint64_t meganode_bytes = uint64_t{64} << 20;      // one meganode; its node region is this size too
+  uint64_t meganode_bytes = uint64_t{64} << 20;      // each meganode
+  uint32_t meganodes = 1;                            // room for this many (the node region is meganodes x that size)
   uint64_t extent_region_bytes = uint64_t{1} << 30;  // key-value records
   // Anonymous memory gets transparent huge pages (far fewer TLB misses); kMemfd when regions must be shared.
   RegionBacking backing = RegionBacking::kAnonymous;
@@ -34,31 +36,29 @@ class LocalStore {
  public:
   static StatusOr<std::unique_ptr<LocalStore>> Open(const LocalStoreOptions& options);
 
-  // Inserts or replaces. InvalidArgument for an empty or oversized key or an oversized value; ResourceExhausted
-  // when the meganode or the extent region is full (nothing is changed then).
-  Status Put(std::string_view key, std::string_view value);
-  Status Get(std::string_view key, std::string* value) const;
-  Status Delete(std::string_view key);
+  // GlobalTree's: InvalidArgument for an empty or oversized key or an oversized value; ResourceExhausted when the
+  // meganodes or the extent region are full (nothing is changed then).
+  Status Put(std::string_view key, std::string_view value) { return tree_->Put(key, value); }
+  Status Get(std::string_view key, std::string* value) const { return tree_->Get(key, value); }
+  Status Delete(std::string_view key) { return tree_->Delete(key); }
   // Up to `limit` pairs with start <= key < end (empty end: no bound), in order.
-  Status Scan(std::string_view start, std::string_view end, size_t limit, std::vector<btree::KeyValue>* out) const;
+  Status Scan(std::string_view start, std::string_view end, size_t limit, std::vector<btree::KeyValue>* out) const {
+    return tree_->Scan(start, end, limit, out);
+  }
 
-  btree::BLinkTree& tree() { return *tree_; }
-  Meganode& meganode() { return *meganode_; }
-  ExtentAllocator& extents() { return *extents_; }
-  const RegionSet& regions() const { return regions_; }
-  const Region& node_region() const { return *node_region_; }
-  const Region& extent_region() const { return *extent_region_; }
-  btree::NodeSource& local_source() const { return *source_; }
-  GlobalPtr meganode_ptr() const { return meganode_->meganode(); }
+  // The first meganode (the only one unless `meganodes` > 1 and it has split): its local B-link tree, its node store
+  // and its pointer.
+  btree::BLinkTree& tree() { return *first_tree_; }
+  Meganode& meganode() { return *first_meganode_; }
+  GlobalPtr meganode_ptr() const { return tree_->first_meganode(); }
+  const RegionSet& regions() const { return tree_->regions(); }
+  uint64_t extent_bytes_used() const { return tree_->extent_bytes_used(); }
 
  private:
   LocalStore() = default;
-  std::unique_ptr<Region> node_region_, extent_region_;
-  RegionSet regions_;
-  std::unique_ptr<Meganode> meganode_;
-  std::unique_ptr<ExtentAllocator> extents_;
-  std::unique_ptr<btree::LocalNodeSource> source_;
-  std::unique_ptr<btree::BLinkTree> tree_;
+  std::unique_ptr<GlobalTree> tree_;
+  btree::BLinkTree* first_tree_ = nullptr;
+  Meganode* first_meganode_ = nullptr;
 };
 
 }  // namespace cell::meganode

@@ -1,4 +1,5 @@
-// cell-local-demo: puts, gets, deletes and scans a few keys in a meganode-local store, and prints what happened.
+// cell-local-demo: puts, gets, deletes and scans a few keys in a LocalStore (Cell's tree of meganodes in this process,
+// one meganode), and prints what happened.
 // A first look at Cell's local tree; later issues replace it with a running server and cellctl.
 #include <cstdio>
 #include <string>

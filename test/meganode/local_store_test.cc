@@ -9,13 +9,25 @@
 namespace cell::meganode {
 namespace {
 
-std::unique_ptr<LocalStore> Open(uint64_t meganode_bytes, uint64_t extent_bytes) {
+std::unique_ptr<LocalStore> Open(uint64_t meganode_bytes, uint64_t extent_bytes, uint32_t meganodes = 1) {
   LocalStoreOptions o;
   o.meganode_bytes = meganode_bytes;
+  o.meganodes = meganodes;
   o.extent_region_bytes = extent_bytes;
   auto s = LocalStore::Open(o);
   EXPECT_TRUE(s.ok()) << s.status().ToString();
   return std::move(s).value();
+}
+
+// Puts distinct keys until one is refused (or 100,000 are in); *acked gets those that were stored. The refusal.
+Status FillUntilRefused(LocalStore& s, std::map<std::string, std::string>* acked) {
+  for (int i = 0; i < 100000; ++i) {
+    std::string k = "key" + std::to_string(i * 7919 % 100003);
+    Status st = s.Put(k, "value" + std::to_string(i));
+    if (!st.ok()) return st;
+    (*acked)[k] = "value" + std::to_string(i);
+  }
+  return Status::OK();
 }
 
 TEST(LocalStoreLimits, KeysAndValuesAtTheLimitsWorkAndBeyondThemAreRefusedWithTheLimitNamed) {
@@ -58,29 +70,29 @@ TEST(LocalStoreLimits, KeysAndValuesAtTheLimitsWorkAndBeyondThemAreRefusedWithTh
 TEST(LocalStoreFull, AFullMeganodeRefusesInsertsClearlyAndKeepsEverythingElseWorking) {
   auto s = Open(64 << 10, 64 << 20);  // 64 node slots
   std::map<std::string, std::string> acked;
-  Status st;
-  int i = 0;
-  for (; i < 100000; ++i) {
-    std::string k = "key" + std::to_string(i * 7919 % 100003);
-    st = s->Put(k, "value" + std::to_string(i));
-    if (!st.ok()) break;
-    acked[k] = "value" + std::to_string(i);
-  }
+  Status st = FillUntilRefused(*s, &acked);
   ASSERT_TRUE(st.IsResourceExhausted()) << st.ToString();
-  EXPECT_NE(st.message().find("meganode full"), std::string::npos) << st.message();
-  uint64_t extent_bytes = s->extents().bytes_in_use();
+  // The meganode could not split: there is no room for a second one.
+  EXPECT_NE(st.message().find("all 1 meganodes of node region 1 are in use"), std::string::npos) << st.message();
+  uint64_t extent_bytes = s->extent_bytes_used();
   // More refused inserts change nothing; the refused values' extents are given back.
+  int refused = 0;
   for (int j = 0; j < 200; ++j) {
+    const uint64_t before = s->extent_bytes_used();
     Status again = s->Put("other" + std::to_string(j), std::string(100, 'x'));
-    if (again.ok())
+    if (again.ok()) {
       acked["other" + std::to_string(j)] = std::string(100, 'x');
-    else
+    } else {
       EXPECT_TRUE(again.IsResourceExhausted());
+      EXPECT_EQ(s->extent_bytes_used(), before) << "a refused insert kept its record's extent";
+      ++refused;
+    }
   }
+  EXPECT_GT(refused, 100) << "the meganode was not full";
   btree::BLinkTree::Shape shape;
   ASSERT_TRUE(s->tree().CheckInvariants(&shape).ok());
   EXPECT_EQ(shape.entries, acked.size());
-  EXPECT_GE(s->extents().bytes_in_use(), extent_bytes);
+  EXPECT_GE(s->extent_bytes_used(), extent_bytes);
   std::string v;
   for (auto& [k, want] : acked) {
     ASSERT_TRUE(s->Get(k, &v).ok()) << k;
@@ -94,6 +106,30 @@ TEST(LocalStoreFull, AFullMeganodeRefusesInsertsClearlyAndKeepsEverythingElseWor
   ASSERT_TRUE(s->Delete(first->first).ok());
   ASSERT_TRUE(s->Put(first->first, "back").ok());
   EXPECT_EQ(s->tree().stats().missing_separators.load(), 0u);
+}
+
+// With room for more meganodes, a full one splits (as a server's does) and the store holds more keys.
+TEST(LocalStoreFull, WithRoomForMoreMeganodesAFullOneSplits) {
+  std::map<std::string, std::string> one, four;
+  auto s1 = Open(64 << 10, 64 << 20);
+  ASSERT_TRUE(FillUntilRefused(*s1, &one).IsResourceExhausted());
+  auto s4 = Open(64 << 10, 64 << 20, 4);
+  Status st = FillUntilRefused(*s4, &four);
+  ASSERT_TRUE(st.IsResourceExhausted()) << st.ToString();
+  EXPECT_NE(st.message().find("all 4 meganodes"), std::string::npos) << st.message();
+  EXPECT_GT(four.size(), 2 * one.size());
+  std::string v;
+  for (auto& [k, want] : four) {
+    ASSERT_TRUE(s4->Get(k, &v).ok()) << k;
+    ASSERT_EQ(v, want);
+  }
+  std::vector<btree::KeyValue> out;
+  ASSERT_TRUE(s4->Scan("", "", four.size() + 1, &out).ok());
+  ASSERT_EQ(out.size(), four.size());
+  // The first meganode keeps the left part of the keys only.
+  btree::BLinkTree::Shape shape;
+  ASSERT_TRUE(s4->tree().CheckInvariants(&shape).ok());
+  EXPECT_LT(shape.entries, four.size());
 }
 
 TEST(LocalStoreFull, AFullExtentRegionRefusesWritesAndKeepsOldValues) {
