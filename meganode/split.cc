@@ -122,7 +122,17 @@ Status SplitCoordinator::Split(Mega* m, int level, uint64_t seen_splits, Placeme
     placed_remotely_.fetch_add(1, std::memory_order_relaxed);
     UnsealRemote(job.remote_half, UnsealBackoff());
   }
-  return InsertSeparator(GlobalPtr(), level + 1, job.sep, job.right_half);
+  // The split is done, and its right half reachable by M's right link whether or not the separator gets in above (a
+  // missing separator costs searches a hop, never a key): the writer goes on either way. A root that cannot grow
+  // (no free meganode) is tried again by the next split.
+  if (Status above = InsertSeparator(GlobalPtr(), level + 1, job.sep, job.right_half); !above.ok()) {
+    static diag::RateLimit limit;
+    if (uint64_t dropped; limit.Allow(&dropped)) {
+      diag::Warning("a meganode split at '{}' left its separator out of the parent: {} ({} like it dropped)", job.sep,
+                    above.ToString(), dropped);
+    }
+  }
+  return Status::OK();
 }
 
 Status SplitCoordinator::MarkSplit(SplitJob* job, uint64_t seen_splits, bool* begun) {
@@ -131,6 +141,10 @@ Status SplitCoordinator::MarkSplit(SplitJob* job, uint64_t seen_splits, bool* be
   if (m->splits != seen_splits) return Status::OK();         // split meanwhile by another writer
   if (m->splitting) return GlobalTree::AwaitSplit(m, lock);  // being split by another writer
   if (m->sealed.load()) return Status::Unavailable("a sealed meganode cannot split yet; retry");
+  // A right half kept here needs a free meganode: without one, refuse before copying the entries out.
+  if (!job->try_remote && tree_.meganodes_in_use() == tree_.megas_.size()) {
+    return Status::ResourceExhausted("no free meganode for a split's right half");
+  }
   // Read under the header's node lock: SetClusterRoot may be publishing it (no other writer changes the header
   // while we hold the split lock).
   Meganode& store = *m->store;

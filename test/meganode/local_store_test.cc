@@ -132,6 +132,24 @@ TEST(LocalStoreFull, WithRoomForMoreMeganodesAFullOneSplits) {
   EXPECT_LT(shape.entries, four.size());
 }
 
+// With room for two meganodes, the first split takes the second and leaves no room for a root meganode above the
+// two: the split stands (the right link reaches the new meganode) and writes go on until both are full, instead of
+// the split's writer being refused for want of a root.
+TEST(LocalStoreFull, ASplitThatCannotGrowTheRootStillLetsItsWriterOn) {
+  std::map<std::string, std::string> one, two;
+  auto s1 = Open(64 << 10, 64 << 20);
+  ASSERT_TRUE(FillUntilRefused(*s1, &one).IsResourceExhausted());
+  auto s2 = Open(64 << 10, 64 << 20, 2);
+  Status st = FillUntilRefused(*s2, &two);
+  ASSERT_TRUE(st.IsResourceExhausted()) << st.ToString();
+  EXPECT_GT(two.size(), one.size() * 3 / 2) << "refused at the first split, not when both meganodes were full";
+  std::string v;
+  for (auto& [k, want] : two) {
+    ASSERT_TRUE(s2->Get(k, &v).ok()) << k;
+    ASSERT_EQ(v, want);
+  }
+}
+
 TEST(LocalStoreFull, AFullExtentRegionRefusesWritesAndKeepsOldValues) {
   auto s = Open(1 << 20, 64 << 10);
   std::string big(10000, 'b');
