@@ -47,7 +47,15 @@ void GlobalWatcher(zhandle_t*, int type, int state, const char*, void* context) 
 
 using znode::ParseNumber;
 
-ZooKeeperMembership::ZooKeeperMembership(const ZooKeeperOptions& options) : options_(options) {}
+ZooKeeperMembership::ZooKeeperMembership(const ZooKeeperOptions& options) : options_(options) {
+  TaskScheduler* scheduler = options.scheduler;
+  if (scheduler == nullptr) {
+    own_scheduler_ = std::make_unique<TaskScheduler>(TaskScheduler::AtStop::kDrop, 2);
+    scheduler = own_scheduler_.get();
+  }
+  refresher_ = std::make_unique<TaskScheduler::Lane>(*scheduler);
+  lease_ = std::make_unique<TaskScheduler::Lane>(*scheduler);
+}
 
 StatusOr<std::unique_ptr<ZooKeeperMembership>> ZooKeeperMembership::Open(const ZooKeeperOptions& options) {
   if (options.connect.empty()) return Status::InvalidArgument("--zk needs host:port[,host:port...]");
@@ -96,8 +104,7 @@ StatusOr<std::unique_ptr<ZooKeeperMembership>> ZooKeeperMembership::Open(const Z
     if (rc == ZNONODE) rc = m->Retry([&] { return zoo_create(m->zh_, p.c_str(), "", 0, acl, 0, nullptr, 0); });
     if (rc != ZOK && rc != ZNODEEXISTS) return m->Error(rc, fmt::format("creating {}", p));
   }
-  m->refresher_ = std::thread([raw = m.get()] { raw->RefreshLoop(); });
-  m->lease_ = std::thread([raw = m.get()] { raw->LeaseLoop(); });
+  m->lease_->PostAfter(options.session_timeout / 3, [raw = m.get()] { raw->RenewLease(); });
   return m;
 }
 
@@ -183,13 +190,13 @@ Status ZooKeeperMembership::ServingStatus() {
   return Status::OK();
 }
 
-void ZooKeeperMembership::LeaseLoop() {
-  std::unique_lock lock(lease_mu_);
-  while (!lease_stopping_) {
-    lease_cv_.wait_for(lock, options_.session_timeout / 3);
-    if (lease_stopping_ || registered_ == 0 || expired_) continue;
-    const uint64_t id = registered_;
-    lock.unlock();
+void ZooKeeperMembership::RenewLease() {
+  uint64_t id = 0;
+  {
+    std::lock_guard lock(lease_mu_);
+    if (!expired_) id = registered_;
+  }
+  if (id != 0) {
     // The time is taken before asking: the answer proves the registration was alive at least then.
     const auto asked = std::chrono::steady_clock::now();
     Stat stat{};
@@ -201,29 +208,23 @@ void ZooKeeperMembership::LeaseLoop() {
       rc = zoo_exists(zh_, path.c_str(), 0, &stat);
       session = zoo_client_id(zh_)->client_id;
     }
-    lock.lock();
-    if (registered_ != id) continue;
-    if (rc == ZOK && stat.ephemeralOwner == session) {
+    std::lock_guard lock(lease_mu_);
+    if (registered_ == id && rc == ZOK && stat.ephemeralOwner == session) {
       confirmed_ = asked;
-    } else if (rc == ZNONODE || rc == ZSESSIONEXPIRED || (rc == ZOK && stat.ephemeralOwner != session)) {
+    } else if (registered_ == id &&
+               (rc == ZNONODE || rc == ZSESSIONEXPIRED || (rc == ZOK && stat.ephemeralOwner != session))) {
       expired_ = true;  // the registration is gone: fenced until renewed
     }
   }
+  // (Stopped by the destructor: this is dropped then, and a renewal under way is waited for.)
+  lease_->PostAfter(options_.session_timeout / 3, [this] { RenewLease(); });
 }
 
 ZooKeeperMembership::~ZooKeeperMembership() {
-  {
-    std::lock_guard lock(watch_mu_);
-    stopping_ = true;
-    watch_cv_.notify_all();
-  }
-  {
-    std::lock_guard lock(lease_mu_);
-    lease_stopping_ = true;
-    lease_cv_.notify_all();
-  }
-  if (refresher_.joinable()) refresher_.join();
-  if (lease_.joinable()) lease_.join();
+  // The background tasks end before the session they use: a refresh or renewal under way finishes, and the next is
+  // dropped (as are those the client's event thread posts until the handle is closed).
+  refresher_->Stop();
+  lease_->Stop();
   if (zh_ != nullptr) zookeeper_close(zh_);  // ends the session: this process's ephemeral znodes go with it
 }
 
@@ -461,9 +462,11 @@ void ZooKeeperMembership::Watch(std::function<void(const MembershipEvent&)> watc
       dirty_ = true;
     }
   }
-  std::lock_guard lock(watch_mu_);
-  watchers_.push_back(std::move(watcher));
-  watch_cv_.notify_all();
+  {
+    std::lock_guard lock(watch_mu_);
+    watchers_.push_back(std::move(watcher));
+  }
+  PostRefresh();  // if the baseline could not be read, or a watch fired meanwhile
 }
 
 bool ZooKeeperMembership::ReadState(std::map<uint64_t, ServerInfo>* servers, std::map<uint32_t, RegionEntry>* regions) {
@@ -507,54 +510,63 @@ void ZooKeeperMembership::OnSessionEvent(int state) {
 }
 
 void ZooKeeperMembership::OnWatchFired() {
-  std::lock_guard lock(watch_mu_);
-  dirty_ = true;
-  watch_cv_.notify_all();
+  {
+    std::lock_guard lock(watch_mu_);
+    dirty_ = true;
+  }
+  PostRefresh();
 }
 
-void ZooKeeperMembership::RefreshLoop() {
-  // Runs on its own thread: the ZooKeeper client's event thread must not block in synchronous calls. Watches are
+void ZooKeeperMembership::PostRefresh() {
+  {
+    std::lock_guard lock(watch_mu_);
+    if (!dirty_ || watchers_.empty() || refresh_posted_) return;
+    refresh_posted_ = true;
+  }
+  refresher_->PostAfter(std::chrono::milliseconds(0), [this] { Refresh(/*retry=*/false); });
+}
+
+void ZooKeeperMembership::Refresh(bool retry) {
+  // On a lane, not on the ZooKeeper client's event thread, which must not block in synchronous calls. Watches are
   // one-shot; every read here re-arms them. Changes that come faster than a read are reported as their end state.
   std::unique_lock lock(watch_mu_);
-  while (true) {
-    watch_cv_.wait(lock, [&] { return stopping_ || (dirty_ && !watchers_.empty()); });
-    if (stopping_) return;
-    dirty_ = false;
+  (retry ? retry_posted_ : refresh_posted_) = false;
+  if (!dirty_ || watchers_.empty()) return;
+  dirty_ = false;
+  lock.unlock();
+  std::map<uint64_t, ServerInfo> servers;
+  std::map<uint32_t, RegionEntry> regions;
+  const bool ok = ReadState(&servers, &regions);
+  lock.lock();
+  if (!ok) {
+    // Tried again in 200 ms, or at once when the client connects again (OnSessionEvent posts a refresh then).
+    dirty_ = true;
+    if (retry_posted_) return;
+    retry_posted_ = true;
     lock.unlock();
-    std::map<uint64_t, ServerInfo> servers;
-    std::map<uint32_t, RegionEntry> regions;
-    const bool ok = ReadState(&servers, &regions);
-    lock.lock();
-    if (!ok) {
-      dirty_ = true;  // try again after the next event (a reconnect brings one)
-      lock.unlock();
-      std::unique_lock state(state_mu_);
-      state_cv_.wait_for(state, std::chrono::milliseconds(200), [&] { return state_ == ZOO_CONNECTED_STATE; });
-      state.unlock();
-      lock.lock();
-      continue;
+    refresher_->PostAfter(std::chrono::milliseconds(200), [this] { Refresh(/*retry=*/true); });
+    return;
+  }
+  std::vector<MembershipEvent> events;
+  if (have_baseline_) {
+    for (const auto& [id, info] : servers) {
+      if (!seen_servers_.contains(id)) events.push_back({MembershipEvent::Kind::kServerJoined, id, {}});
     }
-    std::vector<MembershipEvent> events;
-    if (have_baseline_) {
-      for (const auto& [id, info] : servers) {
-        if (!seen_servers_.contains(id)) events.push_back({MembershipEvent::Kind::kServerJoined, id, {}});
-      }
-      for (const auto& [id, info] : seen_servers_) {
-        if (!servers.contains(id)) events.push_back({MembershipEvent::Kind::kServerLeft, id, {}});
-      }
-      for (const auto& [id, e] : regions) {
-        auto it = seen_regions_.find(id);
-        if (it == seen_regions_.end() || !(it->second == e)) {
-          events.push_back({MembershipEvent::Kind::kRegionChanged, 0, e});
-        }
+    for (const auto& [id, info] : seen_servers_) {
+      if (!servers.contains(id)) events.push_back({MembershipEvent::Kind::kServerLeft, id, {}});
+    }
+    for (const auto& [id, e] : regions) {
+      auto it = seen_regions_.find(id);
+      if (it == seen_regions_.end() || !(it->second == e)) {
+        events.push_back({MembershipEvent::Kind::kRegionChanged, 0, e});
       }
     }
-    have_baseline_ = true;
-    seen_servers_ = std::move(servers);
-    seen_regions_ = std::move(regions);
-    for (const auto& e : events) {
-      for (const auto& w : watchers_) w(e);
-    }
+  }
+  have_baseline_ = true;
+  seen_servers_ = std::move(servers);
+  seen_regions_ = std::move(regions);
+  for (const auto& e : events) {
+    for (const auto& w : watchers_) w(e);
   }
 }
 

@@ -9,10 +9,15 @@
 // processes. Entries that do not parse are reported (Corruption, naming the znode), never trusted.
 //
 // Fencing. A server may serve only while ZooKeeper still holds its ephemeral servers/<id>: once its session expires,
-// survivors may take its regions. A lease thread confirms the znode (and that this session owns it) every third of
-// the session timeout; ServingStatus() refuses when the last confirmation is older than two thirds of it (a server
+// survivors may take its regions. A lease renewal task confirms the znode (and that this session owns it) every third
+// of the session timeout; ServingStatus() refuses when the last confirmation is older than two thirds of it (a server
 // cut off from ZooKeeper, or stopped, cannot hear its own expiry, so it stops before the ensemble can expire it), and
 // for good once the session has expired, until Renew() and RegisterServer().
+//
+// Two background tasks, each on a lane of its own (common/task_scheduler.h): the lease renewal, and the refresher that
+// re-reads the table after a watch fires. Both may block on ZooKeeper (up to the operation timeout), each without
+// holding up the other. The lanes are on ZooKeeperOptions::scheduler (a server's), or on a scheduler of this object's
+// own; the destructor stops them before it closes the session.
 //
 // Authentication (ZooKeeperOptions::auth): with a digest identity, the cluster's znodes get the ACL "the creating
 // identity may do anything, anyone may read", so only the cluster's identity can register servers, allocate ids or
@@ -27,9 +32,9 @@
 #include <mutex>
 #include <shared_mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
+#include "common/task_scheduler.h"
 #include "membership/membership.h"
 
 struct _zhandle;
@@ -49,6 +54,9 @@ struct ZooKeeperOptions {
   // Servers create the layout's znodes if missing; a reader (a client) creates nothing, and Open fails with NotFound
   // when the cluster's znodes do not exist (a mistyped path is an error, not an empty cluster).
   bool create_layout = true;
+  // Runs the lease renewal and the refresher, each on a lane of its own; null: a scheduler of the membership's own
+  // (two threads). Not owned; it must outlive the membership.
+  TaskScheduler* scheduler = nullptr;
 };
 
 // Parses a cluster URI "zk://host:port[,host:port...][/root/cluster]" (the form of --membership and --cluster) into
@@ -98,13 +106,22 @@ class ZooKeeperMembership final : public Membership {
   StatusOr<std::vector<std::string>> Children(const std::string& path, bool watch);
   // Reads the live servers and the region table, arming watches on both; false if ZooKeeper could not be read.
   bool ReadState(std::map<uint64_t, ServerInfo>* servers, std::map<uint32_t, RegionEntry>* regions);
-  // Re-reads after every watch event and tells watchers what changed since the last read.
-  void RefreshLoop();
-  void LeaseLoop();
+  // The refresher lane's task, posted when a watch fires (OnWatchFired): re-reads and tells watchers what changed
+  // since the last read; after a failed read, tries again in 200 ms (a `retry`) or when the connection is back,
+  // whichever is first.
+  void Refresh(bool retry);
+  // Posts Refresh to run now, if a read is wanted and watched and none posted so is still to run.
+  void PostRefresh();
+  // The lease lane's task, every third of the session timeout: confirms the registration, or finds it gone.
+  void RenewLease();
   Status Connect();  // a new session; waits until it is connected (and authenticated, with options_.auth)
   const ::ACL_vector* Acl() const;  // for the znodes this object creates
 
   const ZooKeeperOptions options_;
+  std::unique_ptr<TaskScheduler> own_scheduler_;  // without options_.scheduler
+  // Stopped by the destructor before the handle is closed. (Made before the session, whose events post to them.)
+  std::unique_ptr<TaskScheduler::Lane> refresher_;
+  std::unique_ptr<TaskScheduler::Lane> lease_;
   std::shared_mutex handle_mu_;  // shared by every call on zh_; exclusive to replace it (Renew)
   _zhandle* zh_ = nullptr;
 
@@ -113,23 +130,19 @@ class ZooKeeperMembership final : public Membership {
   int state_ = 0;
   bool interrupted_ = false;  // Interrupt(): retries and connects give up at once
 
-  std::mutex lease_mu_;  // guards what follows
-  std::condition_variable lease_cv_;
+  std::mutex lease_mu_;                              // guards what follows
   uint64_t registered_ = 0;                          // the server registered through this object, 0: none
   bool expired_ = false;                             // its session expired: fenced until Renew and RegisterServer
   std::chrono::steady_clock::time_point confirmed_;  // when ZooKeeper last confirmed the registration
-  bool lease_stopping_ = false;
-  std::thread lease_;
 
   std::mutex watch_mu_;  // guards what follows
-  std::condition_variable watch_cv_;
   bool dirty_ = false;
-  bool stopping_ = false;
+  bool refresh_posted_ = false;  // a Refresh posted to run now has not begun yet
+  bool retry_posted_ = false;    // a Refresh posted to retry a failed read has not begun yet
   bool have_baseline_ = false;
   std::vector<std::function<void(const MembershipEvent&)>> watchers_;
   std::map<uint64_t, ServerInfo> seen_servers_;
   std::map<uint32_t, RegionEntry> seen_regions_;
-  std::thread refresher_;
 };
 
 }  // namespace cell::membership

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <shared_mutex>
+#include <thread>
 
 #include "common/backoff.h"
 #include "common/diagnostics.h"
@@ -18,6 +19,9 @@
 namespace cell::server {
 
 namespace {
+constexpr std::chrono::milliseconds kFencingPeriod{200};
+constexpr std::chrono::milliseconds kTakeoverPeriod{250};
+
 bool IsLoopback(const std::string& host) {
   return host == "localhost" || host.rfind("127.", 0) == 0 || host == "::1" || host == "[::1]";
 }
@@ -129,6 +133,7 @@ Status CellServer::OpenZooKeeperMembership(bool keyed) {
     zk.auth = "cell-peer:" + rpc::DeriveSecret(peer_key_, "zookeeper digest");
   }
   zk.session_timeout = config_.zk_session_timeout;
+  zk.scheduler = &scheduler_;  // its lease renewal and refresher
   CELL_ASSIGN_OR_RETURN(membership_, membership::ZooKeeperMembership::Open(zk));
   return Status::OK();
 }
@@ -185,6 +190,7 @@ Status CellServer::OpenStore() {
   StoreConfig store = config_.store;
   store.data_dir = config_.data_dir;
   store.peer_key = peer_key_;
+  store.scheduler = &scheduler_;
   if (store.data_dir.empty()) {
     diag::Warning("server {}: no --data-dir: writes are not logged, and a restart loses the data", config_.id);
   }
@@ -210,9 +216,10 @@ Status CellServer::OpenStore() {
 
 void CellServer::StartLoops() {
   serving_ = true;
-  fencing_ = std::thread([this] { FencingLoop(); });
+  fencing_ = std::make_unique<TaskScheduler::Lane>(scheduler_);
+  fencing_->PostAfter(kFencingPeriod, [this] { Fence(); });
   // Regions this server holds that the table gives to another server are refused from then on (and the server
-  // exits, FencingLoop). The watcher outlives nothing it uses: Stop() detaches it first.
+  // exits, Fence). The watcher outlives nothing it uses: Stop() detaches it first.
   watch_ = std::make_shared<WatchState>();
   watch_->server = this;
   membership_->Watch([watch = watch_](const membership::MembershipEvent& e) {
@@ -220,7 +227,10 @@ void CellServer::StartLoops() {
     std::lock_guard lock(watch->mu);
     if (watch->server != nullptr) watch->server->OnRegionOwner(e.region);
   });
-  if (!config_.data_dir.empty()) takeover_ = std::thread([this] { TakeoverLoop(); });
+  if (!config_.data_dir.empty()) {
+    takeover_ = std::make_unique<TaskScheduler::Lane>(scheduler_);
+    takeover_->PostAfter(kTakeoverPeriod, [this] { TakeOverPass(); });
+  }
 }
 
 void CellServer::OnRegionOwner(const membership::RegionEntry& r) {
@@ -236,33 +246,29 @@ void CellServer::OnRegionOwner(const membership::RegionEntry& r) {
   }
 }
 
-void CellServer::FencingLoop() {
-  Status last = Status::OK();
-  std::unique_lock lock(stop_mu_);
-  while (!stop_cv_.wait_for(lock, std::chrono::milliseconds(200), [&] { return stopping_; })) {
-    if (lost_region_.load()) {
-      // Its regions are another server's now (it was cut off longer than its session): serving on would split the
-      // brain, and letting go of the regions' memory under its listeners is not safe. Its supervisor restarts it,
-      // and it starts with new regions.
-      diag::Error(
-          "server {}: a region it served was given to another server while it was cut off from the membership; "
-          "exiting (restart it: it starts with new regions)",
-          config_.id);
-      std::fflush(nullptr);
-      std::_Exit(2);
-    }
-    lock.unlock();
-    Status now = CheckFencing();
-    if (now.code() != last.code()) {
-      if (now.ok()) {
-        diag::Info("server {}: serving again", config_.id);
-      } else {
-        diag::Warning("server {}: not serving: {}", config_.id, now.ToString());
-      }
-      last = now;
-    }
-    lock.lock();
+void CellServer::Fence() {
+  if (stopping()) return;
+  if (lost_region_.load()) {
+    // Its regions are another server's now (it was cut off longer than its session): serving on would split the
+    // brain, and letting go of the regions' memory under its listeners is not safe. Its supervisor restarts it,
+    // and it starts with new regions.
+    diag::Error(
+        "server {}: a region it served was given to another server while it was cut off from the membership; "
+        "exiting (restart it: it starts with new regions)",
+        config_.id);
+    std::fflush(nullptr);
+    std::_Exit(2);
   }
+  Status now = CheckFencing();
+  if (now.code() != fencing_said_.code()) {
+    if (now.ok()) {
+      diag::Info("server {}: serving again", config_.id);
+    } else {
+      diag::Warning("server {}: not serving: {}", config_.id, now.ToString());
+    }
+    fencing_said_ = now;
+  }
+  fencing_->PostAfter(kFencingPeriod, [this] { Fence(); });
 }
 
 CellServer::~CellServer() { Stop(); }
@@ -336,8 +342,7 @@ void CellServer::Stop() {
   {
     std::lock_guard lock(stop_mu_);
     if (stopped_) return;
-    stopped_ = stopping_ = true;
-    stop_cv_.notify_all();
+    stopped_ = stopping_ = true;  // from here the lanes' tasks do nothing (and post nothing again)
   }
   if (watch_ != nullptr) {
     std::lock_guard lock(watch_->mu);
@@ -353,20 +358,19 @@ void CellServer::Stop() {
     }
     membership_->Interrupt();
   }
-  if (fencing_.joinable()) fencing_.join();
-  if (takeover_.joinable()) takeover_.join();
+  // A check or a takeover under way ends first: its membership calls give up now (Interrupt), and a takeover looks
+  // at stopping() between regions.
+  if (fencing_ != nullptr) fencing_->Stop();
+  if (takeover_ != nullptr) takeover_->Stop();
   for (auto& listener : listeners_) listener->Stop();
 }
 
-void CellServer::TakeoverLoop() {
-  std::unique_lock lock(stop_mu_);
-  while (!stop_cv_.wait_for(lock, std::chrono::milliseconds(250), [&] { return stopping_; })) {
-    lock.unlock();
-    if (serving()) {
-      if (Status s = TakeOver(); !s.ok()) diag::Warning("server {}: taking over regions: {}", config_.id, s.ToString());
-    }
-    lock.lock();
+void CellServer::TakeOverPass() {
+  if (stopping()) return;
+  if (serving()) {
+    if (Status s = TakeOver(); !s.ok()) diag::Warning("server {}: taking over regions: {}", config_.id, s.ToString());
   }
+  takeover_->PostAfter(kTakeoverPeriod, [this] { TakeOverPass(); });
 }
 
 bool CellServer::stopping() {
@@ -435,6 +439,7 @@ Status CellServer::TakeOverRegion(const membership::RegionEntry& r) {
   StoreConfig store = config_.store;
   store.data_dir = config_.data_dir;
   store.peer_key = peer_key_;  // its splits and separators go to other servers too
+  store.scheduler = &scheduler_;
   auto adopted = StoreService::Adopt(store, membership_.get(), config_.id, *mine);
   if (!adopted.ok()) {
     AdoptionFailed(r.region, mine->epoch, adopted.status());

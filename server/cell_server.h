@@ -2,21 +2,25 @@
 //
 // One handler serves the table (embedded mode) and the store's requests (server/store_service.h), which are refused
 // while !serving().
+//
+// Every background timer of the server is a task on a lane of one scheduler (common/task_scheduler.h) the server
+// owns: the fencing check (every 200 ms), the takeover of dead servers' regions (every 250 ms), each StoreService's
+// checkpoints, and with ZooKeeper the membership's lease renewal and table refresher. Each component stops its lanes
+// before it frees what their tasks use; the scheduler outlives them all.
 #pragma once
 
 #include <fmt/format.h>
 
 #include <atomic>
-#include <condition_variable>
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <shared_mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
+#include "common/task_scheduler.h"
 #include "membership/membership.h"
 #include "rpc/transport.h"
 #include "server/store_service.h"
@@ -92,16 +96,19 @@ class CellServer final : public rpc::RpcHandler {
   // Opens the store (StoreService::Open, started again if its regions were taken over meanwhile) and registers its
   // regions with the listeners for one-sided reads.
   Status OpenStore();
-  // Serves, and starts the fencing loop, the table watcher and (with a data directory) the takeover loop.
+  // Serves, and starts the fencing check, the table watcher and (with a data directory) the takeover pass.
   void StartLoops();
   membership::ServerInfo Self() const;
-  // Every 200 ms until Stop: checks ServingStatus; after a session expiry renews the session, registers again,
-  // re-reads the table and claims what it still gives this server again (a compare-and-set) before serving.
-  void FencingLoop();
+  // The fencing lane's task, every 200 ms until Stop: exits if a region this server served is another's now;
+  // otherwise CheckFencing, saying when serving stops or starts again.
+  void Fence();
+  // Checks ServingStatus; after a session expiry renews the session, registers again, re-reads the table and claims
+  // what it still gives this server again (a compare-and-set) before serving.
   Status CheckFencing();
-  // With a data directory: every 250 ms until Stop, takes over the regions of dead servers that fall to this server
-  // (docs/DESIGN.md, "Takeover"), and serves them.
-  void TakeoverLoop();
+  // The takeover lane's task (with a data directory), every 250 ms after the last pass ended until Stop: TakeOver
+  // while serving.
+  void TakeOverPass();
+  // Takes over the regions of dead servers that fall to this server (docs/DESIGN.md, "Takeover"), and serves them.
   Status TakeOver();
   // TakeOver's steps. Whether region `r` (not served here) is this server's to take over now: its owner is dead (or
   // it is this server's own, not served), it has a log, it falls to this server by region id, no failed attempt is
@@ -130,6 +137,16 @@ class CellServer final : public rpc::RpcHandler {
 
   ServerConfig config_;
   rpc::Key peer_key_;  // what this server proves to other servers (empty: no keys)
+  // The server's timers (docs/DESIGN.md, "Timers"). The lanes whose tasks may block for seconds: takeover (recovering
+  // regions from a log), checkpoints (a lane per region pair served: its own and each taken over), lease renewal and
+  // the table refresher (a ZooKeeper call, up to its operation timeout), and fencing itself after a session expiry.
+  // The pool starts a thread whenever all of its threads are running a task, so a due task waits for a thread only
+  // once kSchedulerThreads tasks block at once. 32 leaves fencing a thread while takeover, lease renewal, the
+  // refresher and two lanes per region pair (checkpoints, and a tree's background work should it run here) all
+  // block, with up to 14 region pairs served (13 taken over): far more than one server holds. Threads start only as
+  // needed. Declared before every member whose lanes run on it (the membership, the services): destroyed after them.
+  static constexpr size_t kSchedulerThreads = 32;
+  TaskScheduler scheduler_{TaskScheduler::AtStop::kDrop, kSchedulerThreads};
   std::unique_ptr<membership::Membership> membership_;
   std::unique_ptr<TableService> table_service_;  // embedded only: a ZooKeeper cluster's clients read ZooKeeper
   std::unique_ptr<StoreService> store_;          // set once, while starting (listeners up, and registered)
@@ -137,12 +154,12 @@ class CellServer final : public rpc::RpcHandler {
   mutable std::shared_mutex adopted_mu_;
   std::vector<std::unique_ptr<StoreService>> adopted_;  // regions taken over; guarded by adopted_mu_
   std::atomic<bool> has_adopted_{false};                // adopted_ is not empty (set once, after the first push)
-  std::thread takeover_;
+  std::unique_ptr<TaskScheduler::Lane> takeover_;       // with a data directory; stopped by Stop
   std::shared_ptr<WatchState> watch_;
   std::atomic<bool> lost_region_{false};
-  // Adoptions that failed: when to try each region again, and how often it failed (takeover thread only).
+  // Adoptions that failed: when to try each region again, and how often it failed (takeover lane only).
   std::map<uint32_t, std::pair<std::chrono::steady_clock::time_point, int>> retry_at_;
-  // Servers seen gone (not registered) while they own regions, and since when (takeover thread only).
+  // Servers seen gone (not registered) while they own regions, and since when (takeover lane only).
   std::map<uint64_t, std::chrono::steady_clock::time_point> gone_since_;
   std::vector<std::unique_ptr<rpc::Server>> listeners_;
   std::vector<std::string> uris_;
@@ -163,10 +180,10 @@ class CellServer final : public rpc::RpcHandler {
   std::atomic<bool> registered_{false};  // set once RegisterServer succeeded: only then does Stop unregister
 
   std::mutex stop_mu_;
-  std::condition_variable stop_cv_;
-  bool stopping_ = false;  // guarded by stop_mu_
-  bool stopped_ = false;   // guarded by stop_mu_
-  std::thread fencing_;
+  bool stopping_ = false;                         // guarded by stop_mu_; the lanes' tasks do nothing once it is set
+  bool stopped_ = false;                          // guarded by stop_mu_
+  std::unique_ptr<TaskScheduler::Lane> fencing_;  // stopped by Stop
+  Status fencing_said_ = Status::OK();            // what Fence last reported (fencing lane only)
 };
 
 }  // namespace cell::server

@@ -123,7 +123,7 @@ StatusOr<std::unique_ptr<StoreService>> StoreService::Open(const StoreConfig& co
     CELL_RETURN_IF_ERROR(service->RestartFromOwnLog(config, options, membership, plan.log_epoch));
   }
   CELL_RETURN_IF_ERROR(service->EnterTable(membership, plan.kind == OpenPlan::Case::kFreshStart));
-  if (service->log_ != nullptr) service->StartCheckpointer(config.checkpoint_log_bytes);
+  if (service->log_ != nullptr) service->StartCheckpointer(config);
   return service;
 }
 
@@ -289,7 +289,7 @@ StatusOr<std::unique_ptr<StoreService>> StoreService::Adopt(const StoreConfig& c
   service->epoch_ = published.epoch;
   RemoveOlderLogDirs(config.data_dir, claimed.region, claimed.epoch);
   service->recovery_.records_replayed = 0;  // (the checkpoint above holds them)
-  service->StartCheckpointer(adopted.checkpoint_log_bytes);
+  service->StartCheckpointer(adopted);
   return service;
 }
 

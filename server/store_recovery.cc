@@ -137,46 +137,43 @@ void StoreService::LogRecovery() const {
       t.record_bytes, recovery_.unfinished_splits, t.pending_kept, t.orphans_freed, t.nodes_cut, t.sealed);
 }
 
-void StoreService::StartCheckpointer(uint64_t every_bytes) {
-  checkpointer_ = std::thread([this, every_bytes] { CheckpointLoop(every_bytes); });
+void StoreService::StartCheckpointer(const StoreConfig& config) {
+  TaskScheduler* scheduler = config.scheduler;
+  if (scheduler == nullptr) {
+    own_scheduler_ = std::make_unique<TaskScheduler>(TaskScheduler::AtStop::kDrop);
+    scheduler = own_scheduler_.get();
+  }
+  checkpoint_every_ = config.checkpoint_log_bytes;
+  checkpoint_due_ = recovery_.records_replayed > 0;  // the next restart need not replay the same records again
+  checkpointer_ = std::make_unique<TaskScheduler::Lane>(*scheduler);
+  checkpointer_->PostAfter(checkpoint_due_ ? std::chrono::seconds(0) : std::chrono::seconds(1),
+                           [this] { Checkpoint(); });
 }
 
-void StoreService::CheckpointLoop(uint64_t every_bytes) {
-  uint64_t at_last = 0;
-  int failures = 0;
-  bool due = recovery_.records_replayed > 0;  // the next restart need not replay the same records again
-  std::unique_lock lock(checkpoint_mu_);
-  while (!stopping_) {
-    if (!due) {
-      checkpoint_cv_.wait_for(lock, std::chrono::seconds(1), [&] { return stopping_; });
-      if (stopping_) break;
-      due = log_->appended_bytes() - at_last >= every_bytes;
-      if (!due) continue;
-    }
-    if (lost_.load(std::memory_order_acquire)) break;  // another server's regions now: their directory too
-    lock.unlock();
-    const auto start = std::chrono::steady_clock::now();
-    const uint64_t bytes = log_->appended_bytes();
-    auto lsn = logging::TakeCheckpoint(log_dir_, log_.get(),
-                                       TreeCheckpointRegions(store_->node_region(), store_->extent_region()), env_);
-    if (lsn.ok()) {
-      at_last = bytes;
-      failures = 0;
-      diag::Info("server {}: checkpoint at lsn {} in {:.2f} s", server_id_, *lsn,
-                 std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-    } else {
-      // Backing off (1 s, 2 s, ... 5 min): a full disk or a failed log is not cured by copying the regions again.
-      const auto wait = std::chrono::seconds(std::min(300, 1 << std::min(failures, 9)));
-      ++failures;
-      diag::Warning("server {}: checkpoint failed (the log is kept; trying again in {} s): {}", server_id_,
-                    wait.count(), lsn.status().ToString());
-      lock.lock();
-      checkpoint_cv_.wait_for(lock, wait, [&] { return stopping_; });
-      lock.unlock();
-    }
-    due = false;
-    lock.lock();
+void StoreService::Checkpoint() {
+  const auto next = [this](std::chrono::seconds after) { checkpointer_->PostAfter(after, [this] { Checkpoint(); }); };
+  if (!checkpoint_due_ && log_->appended_bytes() - checkpoint_at_last_ < checkpoint_every_) {
+    return next(std::chrono::seconds(1));
   }
+  checkpoint_due_ = false;
+  if (lost_.load(std::memory_order_acquire)) return;  // another server's regions now: their directory too
+  const auto start = std::chrono::steady_clock::now();
+  const uint64_t bytes = log_->appended_bytes();
+  auto lsn = logging::TakeCheckpoint(log_dir_, log_.get(),
+                                     TreeCheckpointRegions(store_->node_region(), store_->extent_region()), env_);
+  if (lsn.ok()) {
+    checkpoint_at_last_ = bytes;
+    checkpoint_failures_ = 0;
+    diag::Info("server {}: checkpoint at lsn {} in {:.2f} s", server_id_, *lsn,
+               std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    return next(std::chrono::seconds(1));
+  }
+  // Backing off (1 s, 2 s, ... 5 min): a full disk or a failed log is not cured by copying the regions again.
+  const auto wait = std::chrono::seconds(std::min(300, 1 << std::min(checkpoint_failures_, 9)));
+  ++checkpoint_failures_;
+  diag::Warning("server {}: checkpoint failed (the log is kept; trying again in {} s): {}", server_id_, wait.count(),
+                lsn.status().ToString());
+  next(wait);
 }
 
 }  // namespace cell::server

@@ -76,12 +76,9 @@ uint32_t StoreService::RegionOf(uint16_t method, std::string_view request) {
 }
 
 StoreService::~StoreService() {
-  {
-    std::lock_guard lock(checkpoint_mu_);
-    stopping_ = true;
-  }
-  checkpoint_cv_.notify_all();
-  if (checkpointer_.joinable()) checkpointer_.join();
+  // Waits for a checkpoint being taken, and drops the next (Stop, not reset: the running task posts its successor
+  // through checkpointer_).
+  if (checkpointer_ != nullptr) checkpointer_->Stop();
   store_.reset();  // before the log it writes to, and before the lock is released
   logger_.reset();
   log_.reset();

@@ -12,15 +12,13 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
+#include "common/task_scheduler.h"
 #include "logging/region_log.h"
 #include "meganode/global_tree.h"
 #include "membership/membership.h"
@@ -64,6 +62,9 @@ struct StoreConfig {
   uint64_t checkpoint_log_bytes = uint64_t{256} << 20;
   // The file operations of the log and checkpoints (tests inject faults and power losses); null: POSIX. Not owned.
   logging::Env* env = nullptr;
+  // The server's scheduler: the service's checkpoints are taken on a lane of it. Null: on a scheduler of the
+  // service's own (one thread). Not owned; it must outlive the service.
+  TaskScheduler* scheduler = nullptr;
 };
 
 // What a restart recovered (all zeros on a first start).
@@ -202,16 +203,17 @@ class StoreService {
                         logging::RecoverMode mode, const logging::RegionLogOptions& log_options);
   // Logs what a recovery found and repaired.
   void LogRecovery() const;
-  // Starts CheckpointLoop on its thread.
-  void StartCheckpointer(uint64_t every_bytes);
+  // Starts the checkpoints (Checkpoint, on the checkpointer lane of `config`'s scheduler or of the service's own).
+  void StartCheckpointer(const StoreConfig& config);
   // Waits until this thread's writes are durable as the durability option asks (OK at once without a log); with
   // `flush`, on disk whatever the option (a peer's request: another server builds on the answer).
   Status Commit(bool flush = false);
   // The error a write gets when its records could not be made durable.
   Status NotLogged(const Status& s) const;
-  // Takes a checkpoint whenever the log has grown by checkpoint_log_bytes (and once after a recovery that replayed
-  // records), until the service is destroyed.
-  void CheckpointLoop(uint64_t every_bytes);
+  // The checkpointer lane's task, every second until the service is destroyed: takes a checkpoint if the log has
+  // grown by checkpoint_every_ since the last one (or once after a recovery that replayed records), and backs off
+  // after a failure.
+  void Checkpoint();
 
   double search_cpu_us_ = 0;
   std::unique_ptr<ServerPeers> peers_;  // outlives store_ (its background thread calls peers_)
@@ -223,10 +225,14 @@ class StoreService {
   std::unique_ptr<RegionLogger> logger_;     // outlives store_ (its write sink)
   std::unique_ptr<meganode::GlobalTree> store_;
   StoreRecovery recovery_;
-  std::mutex checkpoint_mu_;
-  std::condition_variable checkpoint_cv_;
-  bool stopping_ = false;  // guarded by checkpoint_mu_
-  std::thread checkpointer_;
+  std::unique_ptr<TaskScheduler> own_scheduler_;  // without StoreConfig::scheduler
+  // Checkpoints; stopped (destroyed) before what its tasks use: the log, the tree and their files.
+  std::unique_ptr<TaskScheduler::Lane> checkpointer_;
+  // The checkpointer lane's own (its tasks run one at a time): what Checkpoint keeps from one run to the next.
+  uint64_t checkpoint_every_ = 0;
+  uint64_t checkpoint_at_last_ = 0;  // the log's appended bytes when the last checkpoint began
+  bool checkpoint_due_ = false;      // take one at the next run whatever the log's growth
+  int checkpoint_failures_ = 0;      // in a row
   uint64_t server_id_ = 0;
   uint32_t node_region_ = 0;
   uint32_t extent_region_ = 0;

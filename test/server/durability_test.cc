@@ -250,7 +250,7 @@ TEST_F(Durability, AFlippedBitMidLogKeepsEveryWriteBeforeIt) {
 TEST_F(Durability, AMissingCheckpointFallsBackAndNoneLeftRefusesToStart) {
   Start(logging::Env::Posix(), "sync", 10, /*checkpoint_every=*/256 << 10);
   // Enough writes for several checkpoints (a 256 KiB interval; a put logs a 1 KB leaf or more). Each is taken
-  // within a second of the log passing the interval: wait for two, reading the directory (the checkpoint thread's
+  // within a second of the log passing the interval: wait for two, reading the directory (the checkpointer's
   // own progress, not a timed sleep).
   uint64_t n = 0;
   const auto give_up = std::chrono::steady_clock::now() + 60s;
