@@ -47,7 +47,7 @@ StatusOr<std::unique_ptr<GlobalTree>> GlobalTree::Open(const GlobalTreeOptions& 
       std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
           .count());
   t->next_generation_ = now_us;
-  t->splits_ = std::make_unique<SplitCoordinator>(t.get(), options.peers, now_us);
+  t->splits_ = std::make_unique<SplitCoordinator>(t.get(), options.peers, options.scheduler, now_us);
   if (options.restore) {
     CELL_RETURN_IF_ERROR(options.restore(*t->node_region_, *t->extent_region_));
     t->first_ = options.root ? GlobalPtr{here, 0} : options.first_meganode;
@@ -90,7 +90,9 @@ StatusOr<std::unique_ptr<GlobalTree>> GlobalTree::Open(const GlobalTreeOptions& 
 }
 
 GlobalTree::~GlobalTree() {
-  splits_.reset();  // first: its background tasks use this tree
+  // First, while every member is whole: the coordinator's background tasks use the tree, splits_ included (a reset
+  // would clear splits_ before the running task is waited for).
+  if (splits_ != nullptr) splits_->Stop();
 }
 
 GlobalTree::Mega* GlobalTree::At(GlobalPtr meganode) const {

@@ -30,6 +30,7 @@
 #include "btree/global_reader.h"
 #include "btree/node_source.h"
 #include "btree/write_sink.h"
+#include "common/task_scheduler.h"
 #include "meganode/extent_allocator.h"
 #include "meganode/meganode.h"
 #include "meganode/region.h"
@@ -80,6 +81,9 @@ struct GlobalTreeOptions {
   bool root = true;
   GlobalPtr first_meganode;
   Peers* peers = nullptr;  // null: every meganode stays here
+  // With peers, the background work (remote splits, separators, unseals) runs on a lane of this scheduler (a
+  // server's); null: on a thread of the tree's own. Not owned; it must outlive the tree.
+  TaskScheduler* scheduler = nullptr;
   // Told of every write to the tree's regions, from any thread (btree/write_sink.h); null: no one. Not owned.
   btree::WriteSink* write_sink = nullptr;
   // Recovery: if set, called on the fresh, zeroed regions to fill them (from a checkpoint and the log after it); the

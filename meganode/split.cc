@@ -57,15 +57,21 @@ using btree::NodeImage;
 using btree::NodeView;
 using btree::TreeReader;
 
-SplitCoordinator::SplitCoordinator(GlobalTree* tree, Peers* peers, uint64_t first_split_id)
+SplitCoordinator::SplitCoordinator(GlobalTree* tree, Peers* peers, TaskScheduler* scheduler, uint64_t first_split_id)
     : tree_(*tree), peers_(peers), stats_(tree->stats_), next_split_id_(first_split_id) {
   if (peers_ == nullptr) return;  // no background work
-  background_ = std::make_unique<TaskScheduler>(TaskScheduler::AtStop::kDrop);
+  if (scheduler == nullptr) {
+    own_scheduler_ = std::make_unique<TaskScheduler>(TaskScheduler::AtStop::kDrop);
+    scheduler = own_scheduler_.get();
+  }
+  background_ = std::make_unique<TaskScheduler::Lane>(*scheduler);
   Post([this] { RefreshPeersHint(); }, std::chrono::seconds(1));
 }
 
-SplitCoordinator::~SplitCoordinator() {
-  if (background_ != nullptr) background_->Stop();  // its tasks use the tree and this
+SplitCoordinator::~SplitCoordinator() { Stop(); }
+
+void SplitCoordinator::Stop() {
+  if (background_ != nullptr) background_->Stop();
 }
 
 void SplitCoordinator::Post(std::function<void()> task, std::chrono::milliseconds delay) {

@@ -6,8 +6,9 @@
 // of a filling meganode to another server (MaybeQueueSplit) or, when this server has no room, move one (NoRoom). The
 // protocol's phases and invariants are stated once, at the top of split.cc; placement is placement.cc.
 //
-// Background work (remote splits, separators for parents elsewhere, unseals) runs on one TaskScheduler, and only
-// when there are peers: a tree of one process never leaves its writer's thread. Thread-safe.
+// Background work (remote splits, separators for parents elsewhere, unseals) runs on one serial lane of a
+// TaskScheduler (the server's, or one of its own), and only when there are peers: a tree of one process never leaves
+// its writer's thread. Thread-safe.
 #pragma once
 
 #include <atomic>
@@ -30,10 +31,14 @@ class SplitCoordinator {
  public:
   using Mega = GlobalTree::Mega;
 
-  // Splits the meganodes of `tree` (which outlives this), placing right halves on `peers` (null: all stay here).
-  // `first_split_id` seeds the ids that mark splits in the log (unique across restarts).
-  SplitCoordinator(GlobalTree* tree, Peers* peers, uint64_t first_split_id);
-  ~SplitCoordinator();  // stops the background work (its tasks use the tree)
+  // Splits the meganodes of `tree` (which outlives this), placing right halves on `peers` (null: all stay here), with
+  // the background work on a lane of `scheduler` (null: a thread of its own). `first_split_id` seeds the ids that
+  // mark splits in the log (unique across restarts).
+  SplitCoordinator(GlobalTree* tree, Peers* peers, TaskScheduler* scheduler, uint64_t first_split_id);
+  ~SplitCoordinator();  // Stop()
+  // Stops the background work: pending tasks are dropped, and a running one is waited for. The tree calls it before
+  // any of its members goes (the tasks use them). Idempotent.
+  void Stop();
   SplitCoordinator(const SplitCoordinator&) = delete;
   SplitCoordinator& operator=(const SplitCoordinator&) = delete;
 
@@ -124,7 +129,10 @@ class SplitCoordinator {
   std::atomic<bool> peers_hint_{true};           // HavePeers, as the background thread last saw it
   std::atomic<int64_t> relief_failed_until_{0};  // steady_clock ticks: NoRoom's move found no server until then
   std::mutex root_mu_;                           // one root split at a time
-  std::unique_ptr<TaskScheduler> background_;    // only with peers: remote splits, separators and unseals
+  // Only with peers: the lane of remote splits, separators and unseals (on own_scheduler_ without a server's).
+  // Stopped, never reset, by the destructor: its tasks post again through it.
+  std::unique_ptr<TaskScheduler> own_scheduler_;
+  std::unique_ptr<TaskScheduler::Lane> background_;
 };
 
 }  // namespace cell::meganode

@@ -142,8 +142,8 @@ class CellServer final : public rpc::RpcHandler {
   // the table refresher (a ZooKeeper call, up to its operation timeout), and fencing itself after a session expiry.
   // The pool starts a thread whenever all of its threads are running a task, so a due task waits for a thread only
   // once kSchedulerThreads tasks block at once. 32 leaves fencing a thread while takeover, lease renewal, the
-  // refresher and two lanes per region pair (checkpoints, and a tree's background work should it run here) all
-  // block, with up to 14 region pairs served (13 taken over): far more than one server holds. Threads start only as
+  // refresher and two lanes per region pair (checkpoints, and the tree's background work: remote splits, separators)
+  // all block, with up to 14 region pairs served (13 taken over): far more than one server holds. Threads start only as
   // needed. Declared before every member whose lanes run on it (the membership, the services): destroyed after them.
   static constexpr size_t kSchedulerThreads = 32;
   TaskScheduler scheduler_{TaskScheduler::AtStop::kDrop, kSchedulerThreads};

@@ -21,6 +21,7 @@ meganode::GlobalTreeOptions StoreService::TreeOptions(const StoreConfig& config,
   options.root = root == node_region_;
   options.first_meganode = GlobalPtr{root, 0};
   options.peers = peers_.get();
+  options.scheduler = config.scheduler;  // the tree's background work on a lane of the server's scheduler
   options.meganode_bytes = config.meganode_bytes;
   options.meganodes = config.meganodes;
   options.extent_region_bytes = config.extent_region_bytes;

@@ -62,8 +62,8 @@ struct StoreConfig {
   uint64_t checkpoint_log_bytes = uint64_t{256} << 20;
   // The file operations of the log and checkpoints (tests inject faults and power losses); null: POSIX. Not owned.
   logging::Env* env = nullptr;
-  // The server's scheduler: the service's checkpoints are taken on a lane of it. Null: on a scheduler of the
-  // service's own (one thread). Not owned; it must outlive the service.
+  // The server's scheduler: the service's checkpoints, and its tree's background work, run on lanes of it. Null: on
+  // schedulers of their own (a thread each). Not owned; it must outlive the service.
   TaskScheduler* scheduler = nullptr;
 };
 
