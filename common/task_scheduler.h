@@ -69,8 +69,9 @@ class TaskScheduler::Lane {
   Lane& operator=(const Lane&) = delete;
 
   // Runs `task` at `due` or later, after every task of this lane due before it (and posted before it, if due at the
-  // same time). Once the lane (or its scheduler) is stopped: AtStop::kRunNow runs it at once on the caller's thread;
-  // kDrop drops it.
+  // same time). Once the lane (or its scheduler) is stopped: AtStop::kRunNow runs it at once on the caller's thread
+  // (outside the lane: alongside other such tasks, and alongside the lane's last task while a Stop waits for it);
+  // kDrop drops it. Only the tasks run on the pool are the lane's one at a time.
   void PostAt(Clock::time_point due, std::function<void()> task);
   void PostAfter(Clock::duration delay, std::function<void()> task) { PostAt(Clock::now() + delay, std::move(task)); }
 

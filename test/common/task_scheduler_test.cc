@@ -300,7 +300,8 @@ TEST(TaskSchedulerLane, ALaneOutlivesItsSchedulerStopped) {
 }
 
 // Many lanes on a few threads, posted to from several threads at once, a third of them stopped from another thread
-// and a third from one of their own tasks while the posts go on. Every lane runs one task at a time; a lane never
+// and a third from one of their own tasks while the posts go on. Every lane runs one task at a time on the pool (a
+// task posted to a stopped lane with kRunNow runs on its poster's thread, outside the lane); a lane never
 // stopped runs all its tasks, each poster's in order; no task of a stopped lane runs on the pool once its Stop has
 // returned; with kRunNow every task posted runs exactly once.
 TEST(TaskSchedulerStress, ManyLanesPostsAndStopsAtOnce) {
@@ -327,10 +328,10 @@ TEST(TaskSchedulerStress, ManyLanesPostsAndStopsAtOnce) {
     const Clock::time_point base = Clock::now();
     const auto task = [&](int l, int p, int i) {
       PerLane& lane = lanes[l];
-      if (lane.inside.fetch_add(1) != 0) lane.overlapped = true;
+      if (on_pool && lane.inside.fetch_add(1) != 0) lane.overlapped = true;
       if (on_pool && lane.stop_returned.load()) lane.ran_after_stop = true;
       if (lane.last[p].exchange(i) > i) lane.out_of_order = true;
-      lane.inside.fetch_sub(1);
+      if (on_pool) lane.inside.fetch_sub(1);
       if (stopped_from_inside(l) && p == 0 && i == kPerPoster / 3) lane.lane->Stop();
       if (lane.ran.fetch_add(1) + 1 == kPosters * kPerPoster && l % 3 == 2) never_stopped_done.count_down();
     };
