@@ -75,7 +75,9 @@ void TaskScheduler::Core::Work() {
     }
     const auto head = ready.begin();
     if (!stopping && head->first > Clock::now()) {
-      work.wait_until(lock, head->first);
+      // A copy: wait_until reads its time point again after waking, when the lane may have left `ready` (a Stop).
+      const Clock::time_point due = head->first;
+      work.wait_until(lock, due);
       continue;
     }
     const std::shared_ptr<LaneState> lane = std::move(head->second);
