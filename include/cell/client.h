@@ -16,6 +16,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -23,6 +24,7 @@
 
 #include "cell/selector_options.h"
 #include "cell/status.h"
+#include "cell/transaction.h"
 
 namespace cell {
 
@@ -114,6 +116,18 @@ class Client {
   // Up to `limit` pairs with start <= key < end (empty end: no bound), in key order, appended to *out.
   Status Scan(std::string_view start, std::string_view end, size_t limit,
               std::vector<std::pair<std::string, std::string>>* out);
+
+  // Transactions (cell/transaction.h): serializable across keys and servers, optimistic, validated at Commit.
+  StatusOr<std::unique_ptr<Transaction>> BeginTransaction(const TransactionOptions& options = {});
+  // Atomically, if the key's current value is `expected` (nullopt: the key is absent), sets it to `new_value`
+  // (nullopt: deletes it). OK: swapped. FailedPrecondition: the current value is another (nothing changed; the
+  // message says whether the key was present). As for Put, Unavailable may mean "applied or not".
+  Status CompareAndSwap(std::string_view key, const std::optional<std::string>& expected,
+                        const std::optional<std::string>& new_value);
+  // Applies every put and delete of `batch` atomically (all or none), whichever servers hold the keys. A batch
+  // commits as a transaction that read nothing, so it never aborts for a conflict; InvalidArgument past the
+  // transaction limits (cell/transaction.h).
+  Status Write(const WriteBatch& batch);
 
   struct Stats {
     uint64_t server_searches = 0;  // gets and scans searched by RPC
