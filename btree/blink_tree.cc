@@ -122,45 +122,58 @@ Status BLinkTree::LockCovering(const SearchKey& k, int level, uint32_t slot, boo
   }
 }
 
-Status BLinkTree::Put(std::string_view key, const LeafValue& value, std::optional<LeafValue>* replaced) {
+Status BLinkTree::Update(std::string_view key, absl::FunctionRef<StatusOr<LeafChange>(const LeafValue* current)> decide,
+                         std::optional<LeafValue>* old) {
   CELL_RETURN_IF_ERROR(CheckKeySize(key));
   SearchKey k(key);
   Path path;
   Locked leaf;
   CELL_RETURN_IF_ERROR(LockCovering(k, 0, 0, false, &path, &leaf));
   NodeView v = leaf.image.view();
-  uint32_t i = v.LowerBound(k);
-  if (i < v.size() && v.CompareEntry(i, k) == 0) {
-    *replaced = v.leaf_value(i);
-    leaf.image.SetLeafValue(i, value);
-    Publish(&leaf);
-    return Status::OK();
+  const uint32_t i = v.LowerBound(k);
+  const bool present = i < v.size() && v.CompareEntry(i, k) == 0;
+  if (present) {
+    *old = v.leaf_value(i);
+  } else {
+    old->reset();
   }
-  replaced->reset();
-  if (leaf.image.InsertEntry(i, key, value, 0)) {
-    Publish(&leaf);
-    return Status::OK();
+  StatusOr<LeafChange> change = decide(present ? &**old : nullptr);
+  if (!change.ok() || change->op == LeafChange::Op::kKeep || (change->op == LeafChange::Op::kRemove && !present)) {
+    Unlock(&leaf);
+    return change.status();
   }
-  std::vector<NodeEntry> entries = leaf.image.Entries();
-  entries.insert(entries.begin() + i, NodeEntry{std::string(key), value, 0});
-  return Split(&leaf, std::move(entries), &path, /*continuing=*/false);
+  if (change->op == LeafChange::Op::kRemove) {
+    leaf.image.RemoveEntry(i);
+  } else if (present) {
+    leaf.image.SetLeafValue(i, change->value);
+  } else if (!leaf.image.InsertEntry(i, key, change->value, 0)) {
+    std::vector<NodeEntry> entries = leaf.image.Entries();
+    entries.insert(entries.begin() + i, NodeEntry{std::string(key), change->value, 0});
+    return Split(&leaf, std::move(entries), &path, /*continuing=*/false);
+  }
+  Publish(&leaf);
+  return Status::OK();
+}
+
+Status BLinkTree::Put(std::string_view key, const LeafValue& value, std::optional<LeafValue>* replaced) {
+  return Update(
+      key,
+      [&](const LeafValue*) {
+        return StatusOr<LeafChange>(LeafChange{LeafChange::Op::kSet, value});
+      },
+      replaced);
 }
 
 Status BLinkTree::Delete(std::string_view key, LeafValue* removed) {
-  CELL_RETURN_IF_ERROR(CheckKeySize(key));
-  SearchKey k(key);
-  Path path;
-  Locked leaf;
-  CELL_RETURN_IF_ERROR(LockCovering(k, 0, 0, false, &path, &leaf));
-  NodeView v = leaf.image.view();
-  uint32_t i = v.LowerBound(k);
-  if (i >= v.size() || v.CompareEntry(i, k) != 0) {
-    Unlock(&leaf);
-    return Status::NotFound("key not found");
-  }
-  *removed = v.leaf_value(i);
-  leaf.image.RemoveEntry(i);
-  Publish(&leaf);
+  std::optional<LeafValue> old;
+  CELL_RETURN_IF_ERROR(Update(
+      key,
+      [&](const LeafValue*) {
+        return StatusOr<LeafChange>(LeafChange{LeafChange::Op::kRemove, {}});
+      },
+      &old));
+  if (!old) return Status::NotFound("key not found");
+  *removed = *old;
   return Status::OK();
 }
 

@@ -16,6 +16,8 @@
 // (readers reach the new node by its left sibling's right link) and missing_separators counts it.
 #pragma once
 
+#include <absl/functional/function_ref.h>
+
 #include <atomic>
 #include <optional>
 #include <string>
@@ -50,6 +52,18 @@ class BLinkTree {
   // `local` must read the same memory as `store` (a LocalNodeSource).
   BLinkTree(NodeStore* store, NodeSource* local);
 
+  // What Update does with a key's level-0 entry, decided under its leaf's lock.
+  struct LeafChange {
+    enum class Op { kKeep, kSet, kRemove };
+    Op op = Op::kKeep;
+    LeafValue value;  // kSet: the entry's new value (inserted if the key is absent)
+  };
+  // Locks the leaf covering `key` and calls `decide` with the key's entry (null: absent) while holding the lock; does
+  // what it says and publishes, or, if it returns an error, changes nothing and returns the error. *old: the entry
+  // before (nullopt: absent). `decide` runs exactly once, unless the leaf is full and splitting it fails (then the
+  // error is returned and nothing changed). It must not block: the leaf's readers wait for the lock's holder.
+  Status Update(std::string_view key, absl::FunctionRef<StatusOr<LeafChange>(const LeafValue* current)> decide,
+                std::optional<LeafValue>* old);
   // Inserts key -> value, or replaces the value if the key is present (*replaced then holds the old one).
   Status Put(std::string_view key, const LeafValue& value, std::optional<LeafValue>* replaced);
   // Removes key; *removed holds its value. NotFound if absent.

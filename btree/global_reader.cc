@@ -38,7 +38,7 @@ Status GlobalReader::Restart(GlobalPtr* m) {
   return Status::OK();
 }
 
-Status GlobalReader::Get(std::string_view key, std::string* value, GlobalPtr start) {
+Status GlobalReader::Get(std::string_view key, std::string* value, GlobalPtr start, RecordMeta* meta) {
   exit_ = GlobalPtr();
   GlobalPtr m = start;
   if (m.is_null()) CELL_RETURN_IF_ERROR(Restart(&m));
@@ -47,7 +47,7 @@ Status GlobalReader::Get(std::string_view key, std::string* value, GlobalPtr sta
     ++stats_.meganodes;
     TreeReader reader(source_, m);
     TreeReader::Step s;
-    CELL_RETURN_IF_ERROR(reader.Find(key, value, &s));
+    CELL_RETURN_IF_ERROR(reader.Find(key, value, &s, meta));
     switch (s.kind) {
       case TreeReader::Step::Kind::kFound:
         answered_ = m;
@@ -122,7 +122,7 @@ Status GlobalReader::Locate(std::string_view key, int level, GlobalPtr* meganode
 }
 
 Status GlobalReader::Scan(std::string_view start, std::string_view end, size_t limit, std::vector<KeyValue>* out,
-                          GlobalPtr from_meganode) {
+                          GlobalPtr from_meganode, bool report_locks) {
   const size_t wanted = out->size() + limit;
   // Empty start means the smallest key: the smallest valid key is "\0".
   std::string from = start.empty() ? std::string(1, '\0') : std::string(start);
@@ -141,7 +141,7 @@ Status GlobalReader::Scan(std::string_view start, std::string_view end, size_t l
     hint = m;
     TreeReader reader(source_, m);
     const size_t before = out->size();
-    CELL_RETURN_IF_ERROR(reader.Scan(from, end, wanted - out->size(), out));
+    CELL_RETURN_IF_ERROR(reader.Scan(from, end, wanted - out->size(), out, report_locks));
     std::string next;
     if (reader.beyond_meganode()) {
       next = reader.resume_key();

@@ -42,11 +42,13 @@ class GlobalReader {
 
   // `start`: a meganode to begin at instead of the root (a cached root or path entry; null: the root). Any meganode
   // is a correct start for a key it covers or that lies to its right: an old root still is, after a root split.
-  Status Get(std::string_view key, std::string* value, GlobalPtr start = GlobalPtr());
+  // `meta`: as for TreeReader::Find (without it, a locked key gives Unavailable).
+  Status Get(std::string_view key, std::string* value, GlobalPtr start = GlobalPtr(), RecordMeta* meta = nullptr);
   // Up to `limit` pairs with start <= key < end (empty end: no bound), in key order, across meganodes, beginning at
   // meganode `from_meganode` (null: the root). After an exit, resume_key() is where the scan goes on.
+  // `report_locks`: as for TreeReader::Scan.
   Status Scan(std::string_view start, std::string_view end, size_t limit, std::vector<KeyValue>* out,
-              GlobalPtr from_meganode = GlobalPtr());
+              GlobalPtr from_meganode = GlobalPtr(), bool report_locks = false);
   // The meganode at `level` (0: a leaf meganode) whose range holds `key`, beginning at `start` (null: the root);
   // path[l] is the meganode passed at level l (path must have room for every level; unvisited levels are left null).
   Status Locate(std::string_view key, int level, GlobalPtr* meganode, std::vector<GlobalPtr>* path,

@@ -71,8 +71,8 @@ bool NodeImage::Build(const NodeHeader& h, std::string_view min, std::string_vie
       PlaceKeyWords(heap, key, 1);
     }
     w[kHeaderWords + 2 * i] = RawWordAt(key, 0);
-    w[kHeaderWords + 2 * i + 1] =
-        uint64_t(key.size()) | (uint64_t{blob_words ? heap : 0} << 8) | (uint64_t{aux32} << 32);
+    w[kHeaderWords + 2 * i + 1] = uint64_t(key.size()) | (uint64_t{blob_words ? heap : 0} << 8) |
+                                  (h.level == 0 && e.value.locked ? kAuxLocked : 0) | (uint64_t{aux32} << 32);
   }
   SetHeapWord(heap);
   return true;
@@ -152,7 +152,8 @@ bool NodeImage::InsertEntry(uint32_t i, std::string_view key, const LeafValue& v
   std::memmove(slots + 2 * (i + 1), slots + 2 * i, sizeof(uint64_t) * 2 * (n - i));
   uint32_t aux32 = level == 0 ? value.length : child;
   slots[2 * i] = RawWordAt(key, 0);
-  slots[2 * i + 1] = uint64_t(key.size()) | (uint64_t{blob_words ? heap : 0} << 8) | (uint64_t{aux32} << 32);
+  slots[2 * i + 1] = uint64_t(key.size()) | (uint64_t{blob_words ? heap : 0} << 8) |
+                     (level == 0 && value.locked ? kAuxLocked : 0) | (uint64_t{aux32} << 32);
   SetCount(n + 1);
   return true;
 }
@@ -171,7 +172,7 @@ void NodeImage::SetLeafValue(uint32_t i, const LeafValue& value) {
   w[b] = value.ptr.Pack();
   w[b + 1] = value.checksum;
   uint64_t& aux = w[kHeaderWords + 2 * i + 1];
-  aux = (aux & 0xffffffffull) | (uint64_t{value.length} << 32);
+  aux = (aux & 0xffffull) | (value.locked ? kAuxLocked : 0) | (uint64_t{value.length} << 32);
 }
 
 void NodeImage::Seal(uint64_t version) {

@@ -22,7 +22,9 @@
 // it cuts its nodes, so a reader that meets a cut node (finite max, no right link) re-reads the header and moves.
 //   words 8..          the slot array, two words per entry, sorted by key:
 //            [prefix]  the key's first 8 bytes, zero padded (raw byte order; compared as a big-endian integer)
-//            [aux]     bits 0-7 key length | 8-15 blob word | 32-63 child slot (inner) or record length (level 0)
+//            [aux]     bits 0-7 key length | 8-15 blob word | 16 locked (level 0 of a leaf meganode: the entry
+//                      points to a transaction's lock record, not to a value; record_format.h) | 32-63 child slot
+//                      (inner) or record length (level 0)
 //   ...free...
 //   heap (up to word 127, growing down): fence keys and entry blobs. A blob is, at level 0, two payload words
 //            [GlobalPtr of the target][its 64-bit checksum], then the key's words 1.. (bytes 8..), zero padded.
@@ -76,6 +78,7 @@ inline constexpr size_t kCacheLine = 64;
 inline constexpr uint32_t kHeaderWords = 8;
 inline constexpr uint32_t kMaxEntries = (kNodeWords - kHeaderWords) / 2;  // 60
 inline constexpr uint32_t kLeafPayloadWords = 2;
+inline constexpr uint64_t kAuxLocked = uint64_t{1} << 16;
 
 enum class NodeKind : uint8_t { kFree = 0, kTreeNode = 1, kMeganodeHeader = 2 };
 inline constexpr uint8_t kFlagValid = 1;
@@ -90,8 +93,9 @@ struct LeafValue {
   GlobalPtr ptr;
   uint32_t length = 0;    // record length in bytes (extents); 0 for child meganodes
   uint64_t checksum = 0;  // XXH3-64 of the record (extents); 0 for child meganodes
+  bool locked = false;    // the record is a lock record: a transaction is committing this key
   friend bool operator==(const LeafValue& a, const LeafValue& b) {
-    return a.ptr == b.ptr && a.length == b.length && a.checksum == b.checksum;
+    return a.ptr == b.ptr && a.length == b.length && a.checksum == b.checksum && a.locked == b.locked;
   }
 };
 
@@ -151,7 +155,7 @@ class NodeView {
   uint32_t child_slot(uint32_t i) const { return aux32(i); }
   LeafValue leaf_value(uint32_t i) const {
     uint32_t b = blob_word(i);
-    return LeafValue{GlobalPtr::Unpack(W(b)), aux32(i), W(b + 1)};
+    return LeafValue{GlobalPtr::Unpack(W(b)), aux32(i), W(b + 1), ((W(kHeaderWords + 2 * i + 1) >> 16) & 1) != 0};
   }
 
   // Sign of (entry i's key - k). Not for entry 0 of an inner node (its key is the min fence, not stored).

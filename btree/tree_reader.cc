@@ -5,6 +5,11 @@
 
 namespace cell::btree {
 
+Status LockedKey(std::string_view key) {
+  return Status::Unavailable("key '" + std::string(key.substr(0, 64)) +
+                             "' is locked by a transaction that is committing; retry");
+}
+
 namespace {
 
 // Bounds that turn a livelock or a corrupt tree into an error instead of a hang.
@@ -47,8 +52,8 @@ Status TreeReader::ReadRoot(GlobalPtr* root, int* level) {
 Status TreeReader::Reach(const SearchKey& k, int target, GlobalPtr ptr, int level, Path* path, NodeHandle* h) {
   return local_ ? ReachIn(local_, k, target, ptr, level, path, h) : ReachIn(source_, k, target, ptr, level, path, h);
 }
-Status TreeReader::Find(std::string_view key, std::string* value, Step* step) {
-  return local_ ? FindIn(local_, key, value, step) : FindIn(source_, key, value, step);
+Status TreeReader::Find(std::string_view key, std::string* value, Step* step, RecordMeta* meta) {
+  return local_ ? FindIn(local_, key, value, step, meta) : FindIn(source_, key, value, step, meta);
 }
 Status TreeReader::ReadHeader(const SearchKey* k, Header* out, bool with_range) {
   return local_ ? ReadHeaderIn(local_, k, out, with_range) : ReadHeaderIn(source_, k, out, with_range);
@@ -65,8 +70,10 @@ Status TreeReader::Get(std::string_view key, std::string* value) {
       return Status::FailedPrecondition("key lies outside this meganode");
   }
 }
-Status TreeReader::Scan(std::string_view start, std::string_view end, size_t limit, std::vector<KeyValue>* out) {
-  return local_ ? ScanIn(local_, start, end, limit, out) : ScanIn(source_, start, end, limit, out);
+Status TreeReader::Scan(std::string_view start, std::string_view end, size_t limit, std::vector<KeyValue>* out,
+                        bool report_locks) {
+  return local_ ? ScanIn(local_, start, end, limit, out, report_locks)
+                : ScanIn(source_, start, end, limit, out, report_locks);
 }
 
 template <class Source>
@@ -212,8 +219,8 @@ Status TreeReader::ReachIn(Source* src, const SearchKey& k, int target, GlobalPt
 
 template <class Source>
 Status TreeReader::ReadRecord(Source* src, const NodeHandle& leaf, const LeafValue& entry, std::string_view key,
-                              std::string* value) {
-  if (entry.length < kRecordHeaderBytes || entry.length > kMaxRecordBytes) {
+                              std::string* value, uint64_t* version) {
+  if (entry.length < kRecordHeaderBytesV1 || entry.length > kMaxRecordBytes) {
     return Status::Corruption("leaf entry has an impossible record length");
   }
   // Small records (the common case) are read into the stack, large ones into a per-thread buffer.
@@ -227,7 +234,7 @@ Status TreeReader::ReadRecord(Source* src, const NodeHandle& leaf, const LeafVal
     buffer = heap.data();
   }
   CELL_RETURN_IF_ERROR(src->ReadWords(entry.ptr, words, buffer));
-  std::string_view v;
+  RecordFields v;
   // In place, a record can be proven without its checksum: if the leaf's version is unchanged after the record was
   // copied, the copy is the record the entry describes.
   //  - Not stale: the record was written before the leaf entry naming it was published, so the leaf version this
@@ -248,12 +255,13 @@ Status TreeReader::ReadRecord(Source* src, const NodeHandle& leaf, const LeafVal
   if (!(proven ? CheckRecordFields(buffer, entry, key, &v) : CheckRecord(buffer, entry, key, &v))) {
     return Status::Aborted("record changed while read");
   }
-  value->assign(v.data(), v.size());
+  value->assign(v.value.data(), v.value.size());
+  *version = v.version;
   return Status::OK();
 }
 
 template <class Source>
-Status TreeReader::FindIn(Source* src, std::string_view key, std::string* value, Step* step) {
+Status TreeReader::FindIn(Source* src, std::string_view key, std::string* value, Step* step, RecordMeta* meta) {
   CELL_RETURN_IF_ERROR(CheckKeySize(key));
   SearchKey k(key);
   Path path;
@@ -308,13 +316,24 @@ Status TreeReader::FindIn(Source* src, std::string_view key, std::string* value,
       *step = Step{Step::Kind::kNotFound, GlobalPtr()};
       return Status::OK();
     }
-    Status s = ReadRecord(src, h, entry, key, value);
+    if (entry.locked) {
+      // A transaction is committing the key: its value is not read (the lock record holds the values before and
+      // after). Who asked for meta decides what to do; anyone else retries.
+      if (meta == nullptr) return LockedKey(key);
+      *meta = RecordMeta{0, entry.checksum, true};
+      value->clear();
+      *step = Step{Step::Kind::kFound, GlobalPtr()};
+      return Status::OK();
+    }
+    uint64_t version = 0;
+    Status s = ReadRecord(src, h, entry, key, value, &version);
     if (s.IsAborted()) {
       ++stats_.retries;
       leaf = h.ptr;
       continue;
     }
     CELL_RETURN_IF_ERROR(s);
+    if (meta != nullptr) *meta = RecordMeta{version, entry.checksum, false};
     *step = Step{Step::Kind::kFound, GlobalPtr()};
     return Status::OK();
   }
@@ -323,7 +342,7 @@ Status TreeReader::FindIn(Source* src, std::string_view key, std::string* value,
 
 template <class Source>
 Status TreeReader::ScanIn(Source* src, std::string_view start, std::string_view end, size_t limit,
-                          std::vector<KeyValue>* out) {
+                          std::vector<KeyValue>* out, bool report_locks) {
   if (start.size() > kMaxKeySize || end.size() > kMaxKeySize) {
     return Status::InvalidArgument("scan bound longer than " + std::to_string(kMaxKeySize) + " bytes");
   }
@@ -373,7 +392,9 @@ Status TreeReader::ScanIn(Source* src, std::string_view start, std::string_view 
     }
     bool changed = false;
     for (auto& [key, entry] : batch) {
-      Status s = ReadRecord(src, h, entry, key, &value);
+      uint64_t version = 0;
+      if (entry.locked && !report_locks) return LockedKey(key);
+      Status s = entry.locked ? (value.clear(), Status::OK()) : ReadRecord(src, h, entry, key, &value, &version);
       if (s.IsAborted()) {  // this entry changed since the leaf was read: resume from it
         from = key;
         leaf = h.ptr;
@@ -383,7 +404,7 @@ Status TreeReader::ScanIn(Source* src, std::string_view start, std::string_view 
         break;
       }
       CELL_RETURN_IF_ERROR(s);
-      out->push_back(KeyValue{std::move(key), value});
+      out->push_back(KeyValue{std::move(key), value, version, entry.checksum, entry.locked});  // locked: no value
     }
     if (changed) continue;
     if (done || last_leaf) return Status::OK();

@@ -36,10 +36,25 @@ class Path {
   uint64_t at_[kMaxLevels];  // packed pointers; only levels named in mask_ are meaningful (left uninitialised)
 };
 
+// A pair a scan returns. A locked entry (a transaction is committing the key) comes without its value, and only to a
+// scan that asked to see locks; otherwise the scan stops there with Unavailable.
 struct KeyValue {
   std::string key;
   std::string value;
+  uint64_t version = 0;   // the record's version (record_format.h)
+  uint64_t checksum = 0;  // the record's checksum, as the leaf entry holds it: changes with every write of the key
+  bool locked = false;
 };
+
+// What a search read of a key's entry besides its value (transactions record it, and validate by it).
+struct RecordMeta {
+  uint64_t version = 0;
+  uint64_t checksum = 0;
+  bool locked = false;  // a transaction is committing the key: no value was read
+};
+
+// A scan or get that met a key a transaction is committing, and did not ask to see locks: retry shortly.
+Status LockedKey(std::string_view key);
 
 class TreeReader {
  public:
@@ -62,14 +77,18 @@ class TreeReader {
   // meganode gives kChild, the child meganode whose range holds the key. kRight: the key is at or above this
   // meganode's max (it split, or the pointer that led here is old): continue in `next`. kStale: the key is below
   // this meganode's min, so the pointer that led here is stale: start again from higher up.
-  Status Find(std::string_view key, std::string* value, Step* step);
+  // With `meta`, a locked entry gives kFound with meta->locked set and no value; without it, Unavailable (LockedKey).
+  Status Find(std::string_view key, std::string* value, Step* step, RecordMeta* meta = nullptr);
   // Find, for a tree of one meganode: OK or NotFound; FailedPrecondition if the key lies outside the meganode.
   Status Get(std::string_view key, std::string* value);
   // Up to `limit` pairs with start <= key < end (an empty `end` means no bound), in key order, from this meganode's
   // nodes. A scan that meets a node cut by a meganode split stops there: beyond_meganode() is then true and
   // resume_key() is where the scan goes on (in the meganodes to the right). A meganode not yet split keeps nodes
   // that reach +infinity: the caller continues from the header's max (GlobalReader::Scan).
-  Status Scan(std::string_view start, std::string_view end, size_t limit, std::vector<KeyValue>* out);
+  // A locked entry is returned as such with `report_locks`; otherwise the scan returns Unavailable (LockedKey) there,
+  // keeping the pairs before it in *out.
+  Status Scan(std::string_view start, std::string_view end, size_t limit, std::vector<KeyValue>* out,
+              bool report_locks = false);
   bool beyond_meganode() const { return beyond_; }
   const std::string& resume_key() const { return resume_; }
 
@@ -102,11 +121,12 @@ class TreeReader {
   // The implementations, written once as templates over the source type: instantiated for LocalNodeSource (direct,
   // inlined calls) and for NodeSource (virtual calls, any other source).
   template <class Source>
-  Status FindIn(Source* src, std::string_view key, std::string* value, Step* step);
+  Status FindIn(Source* src, std::string_view key, std::string* value, Step* step, RecordMeta* meta);
   template <class Source>
   Status ReadHeaderIn(Source* src, const SearchKey* k, Header* out, bool with_range = false);
   template <class Source>
-  Status ScanIn(Source* src, std::string_view start, std::string_view end, size_t limit, std::vector<KeyValue>* out);
+  Status ScanIn(Source* src, std::string_view start, std::string_view end, size_t limit, std::vector<KeyValue>* out,
+                bool report_locks);
   template <class Source>
   Status ReachIn(Source* src, const SearchKey& k, int level, GlobalPtr ptr, int ptr_level, Path* path, NodeHandle* h);
   template <class Source>
@@ -115,7 +135,7 @@ class TreeReader {
   // re-reads the leaf).
   template <class Source>
   Status ReadRecord(Source* src, const NodeHandle& leaf, const LeafValue& entry, std::string_view key,
-                    std::string* value);
+                    std::string* value, uint64_t* version);
 
   NodeSource* source_;
   LocalNodeSource* local_;  // source_ itself if it is an in-place source, else nullptr

@@ -4,9 +4,12 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <random>
+#include <thread>
 
 #include "client/remote_table.h"
 #include "client/store_client.h"
+#include "client/transaction.h"
 #include "rpc/key.h"
 #include "rpc/proto/store.pb.h"
 
@@ -106,6 +109,32 @@ Status Client::Scan(std::string_view start, std::string_view end, size_t limit,
   CELL_RETURN_IF_ERROR(impl_->store->Scan(start, end, limit, &pairs));
   for (auto& kv : pairs) out->emplace_back(std::move(kv.key), std::move(kv.value));
   return Status::OK();
+}
+
+StatusOr<std::unique_ptr<Transaction>> Client::BeginTransaction(const TransactionOptions& options) {
+  return client::NewTransaction(*impl_->store, options);
+}
+Status Client::CompareAndSwap(std::string_view key, const std::optional<std::string>& expected,
+                              const std::optional<std::string>& new_value) {
+  return client::CompareAndSwap(*impl_->store, key, expected, new_value);
+}
+Status Client::Write(const WriteBatch& batch) { return client::WriteBatchAtomically(*impl_->store, batch); }
+
+Status RunTransaction(Client& client, const std::function<Status(Transaction&)>& fn, int max_attempts,
+                      const TransactionOptions& options) {
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  auto pause = std::chrono::microseconds(500);
+  Status last = Status::Aborted("the transaction was not run (max_attempts < 1)");
+  for (int attempt = 0; attempt < max_attempts; ++attempt) {
+    CELL_ASSIGN_OR_RETURN(std::unique_ptr<Transaction> txn, client.BeginTransaction(options));
+    last = fn(*txn);
+    if (last.ok()) last = txn->Commit();
+    if (!last.IsAborted()) return last;
+    // A randomized, doubling back-off, so that transactions that conflicted do not meet again at once.
+    std::this_thread::sleep_for(std::chrono::microseconds(rng() % static_cast<uint64_t>(pause.count() + 1)));
+    pause = std::min(pause * 2, std::chrono::microseconds(50000));
+  }
+  return last;
 }
 
 Client::Stats Client::stats() const {

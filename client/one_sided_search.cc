@@ -153,7 +153,8 @@ class StoreClient::ReadRouter {
   size_t samples_taken_ = 0;
 };
 
-Status StoreClient::GetClientSide(std::string_view key, std::string* value, Deadline deadline, uint64_t sample_server) {
+Status StoreClient::GetClientSide(std::string_view key, std::string* value, Deadline deadline, uint64_t sample_server,
+                                  btree::RecordMeta* meta) {
   // Routed to the server of the meganode it begins at (the key's cached leaf, else the root's): a search that
   // begins at a leaf needs no other server, the root's included (down, it may be taken over meanwhile).
   return Run(
@@ -178,7 +179,7 @@ Status StoreClient::GetClientSide(std::string_view key, std::string* value, Dead
             root_meganode_ = start;
           }
         }
-        Status s = reader.Get(key, value, start);
+        Status s = reader.Get(key, value, start, meta);
         if (s.ok() || s.IsNotFound()) router.Report(*selector_, cached ? start.Pack() : 0);
         if ((s.ok() || s.IsNotFound()) && !(cached && reader.answered() == start)) {
           btree::MeganodeRange range;  // one more read, to begin at this leaf meganode next time
@@ -199,48 +200,59 @@ Status StoreClient::Scan(std::string_view start, std::string_view end, size_t li
                          std::vector<btree::KeyValue>* out) {
   if (limit == 0) return Status::OK();
   CELL_RETURN_IF_ERROR(CheckMayWait());
-  const size_t had = out->size();
   // A scan begins at the start key's leaf meganode from the path cache, as a get does (null: the root), so that it
   // needs no meganode above it: those of a failed server, say.
   const GlobalPtr cached = paths_.Lookup(start);
   uint64_t server = 0;
   if (SearchOnServer(measure_ ? cached : GlobalPtr(), /*may_block=*/true, &server)) {
     stats_.server_searches.fetch_add(1, std::memory_order_relaxed);
-    std::string from(start);
-    GlobalPtr at = cached;                    // the meganode the next page begins at (null: the root)
-    const Deadline deadline = NewDeadline();  // one for the whole scan, every page
-    while (out->size() - had < limit) {
-      GlobalPtr began;  // the meganode the page's last attempt began at (a redirect may have moved it)
-      const uint32_t want = static_cast<uint32_t>(std::min<size_t>(limit - (out->size() - had), UINT32_MAX));
-      cell::proto::StoreReply reply;
-      CELL_RETURN_IF_ERROR(RunRequest(
-          StoreMethod::STORE_SCAN, /*idempotent=*/true, /*follow=*/false, at, deadline,
-          [&from, end = std::string(end), want, &began](const Route& route, GlobalPtr begin) {
-            began = begin;
-            cell::proto::ScanRequest request;
-            request.mutable_target()->set_region(route.entry.region);
-            request.mutable_target()->set_epoch(route.entry.epoch);
-            request.set_start(from);
-            request.set_end(end);
-            request.set_limit(want);
-            request.set_meganode(begin.Pack());
-            return request.SerializeAsString();
-          },
-          &reply));
-      for (auto& kv : *reply.mutable_pairs()) {
-        out->push_back({std::move(*kv.mutable_key()), std::move(*kv.mutable_value())});
-      }
-      if (!reply.more()) break;
-      // The page ended (its size, or the range goes on at another server's meganode): go on from `resume`.
-      if (reply.resume().empty() || (reply.pairs_size() == 0 && reply.elsewhere() == 0)) {
-        return Status::Corruption("a scan page asked to go on but did not say where");
-      }
-      from = reply.resume();
-      at = reply.elsewhere() != 0 ? NextFrom(reply) : began;
-    }
-    return Status::OK();
+    return ScanServerSide(start, end, limit, /*with_meta=*/false, cached, NewDeadline(), out);
   }
   stats_.client_searches.fetch_add(1, std::memory_order_relaxed);
+  return ScanClientSide(start, end, limit, /*with_meta=*/false, cached, NewDeadline(), out);
+}
+
+Status StoreClient::ScanServerSide(std::string_view start, std::string_view end, size_t limit, bool with_meta,
+                                   GlobalPtr cached, Deadline deadline, std::vector<btree::KeyValue>* out) {
+  const size_t had = out->size();
+  std::string from(start);
+  GlobalPtr at = cached;  // the meganode the next page begins at (null: the root); one deadline for every page
+  while (out->size() - had < limit) {
+    GlobalPtr began;  // the meganode the page's last attempt began at (a redirect may have moved it)
+    const uint32_t want = static_cast<uint32_t>(std::min<size_t>(limit - (out->size() - had), UINT32_MAX));
+    cell::proto::StoreReply reply;
+    CELL_RETURN_IF_ERROR(RunRequest(
+        StoreMethod::STORE_SCAN, /*idempotent=*/true, /*follow=*/false, at, deadline,
+        [&from, end = std::string(end), want, &began, with_meta](const Route& route, GlobalPtr begin) {
+          began = begin;
+          cell::proto::ScanRequest request;
+          request.mutable_target()->set_region(route.entry.region);
+          request.mutable_target()->set_epoch(route.entry.epoch);
+          request.set_start(from);
+          request.set_end(end);
+          request.set_limit(want);
+          request.set_meganode(begin.Pack());
+          request.set_with_meta(with_meta);
+          return request.SerializeAsString();
+        },
+        &reply));
+    for (auto& kv : *reply.mutable_pairs()) {
+      out->push_back(
+          {std::move(*kv.mutable_key()), std::move(*kv.mutable_value()), kv.version(), kv.checksum(), kv.locked()});
+    }
+    if (!reply.more()) break;
+    // The page ended (its size, or the range goes on at another server's meganode): go on from `resume`.
+    if (reply.resume().empty() || (reply.pairs_size() == 0 && reply.elsewhere() == 0)) {
+      return Status::Corruption("a scan page asked to go on but did not say where");
+    }
+    from = reply.resume();
+    at = reply.elsewhere() != 0 ? NextFrom(reply) : began;
+  }
+  return Status::OK();
+}
+
+Status StoreClient::ScanClientSide(std::string_view start, std::string_view end, size_t limit, bool with_meta,
+                                   GlobalPtr cached, Deadline deadline, std::vector<btree::KeyValue>* out) {
   return Run(
       [&](rpc::Connection& connection, const Route& route, GlobalPtr begin, Deadline d) -> Attempt {
         auto root = Root();
@@ -249,14 +261,55 @@ Status StoreClient::Scan(std::string_view start, std::string_view end, size_t li
         btree::CopyingNodeSource source(router.Fetcher(), nodes_.get());
         btree::GlobalReader reader(&source, GlobalPtr{*root, 0});
         std::vector<btree::KeyValue> pairs;
-        Status s = reader.Scan(start, end, limit, &pairs, begin);
+        Status s = reader.Scan(start, end, limit, &pairs, begin, /*report_locks=*/with_meta);
         if (s.ok()) {
           for (auto& kv : pairs) out->push_back(std::move(kv));
         }
         if (ShouldRetry(s)) return {s, true};
         return {s, false};
       },
-      NewDeadline(), cached);
+      deadline, cached);
+}
+
+Status StoreClient::GetWithMeta(std::string_view key, Side side, std::string* value, btree::RecordMeta* meta,
+                                Deadline deadline) {
+  CELL_RETURN_IF_ERROR(CheckKeyValue(key, {}));
+  CELL_RETURN_IF_ERROR(CheckMayWait());
+  uint64_t server = 0;
+  const bool on_server = side == Side::kServer ||
+                         (side == Side::kSelector &&
+                          SearchOnServer(measure_ ? paths_.Lookup(key) : GlobalPtr(), /*may_block=*/true, &server));
+  *meta = btree::RecordMeta{};
+  if (!on_server) {
+    stats_.client_searches.fetch_add(1, std::memory_order_relaxed);
+    return GetClientSide(key, value, deadline, 0, meta);
+  }
+  stats_.server_searches.fetch_add(1, std::memory_order_relaxed);
+  cell::proto::StoreReply reply;
+  CELL_RETURN_IF_ERROR(RunKeyStep(
+      StoreMethod::STORE_GET, /*idempotent=*/true, key,
+      [](cell::proto::KeyRequest* request) { request->set_with_meta(true); }, deadline, &reply));
+  if (!reply.found()) return Status::NotFound(fmt::format("no key '{}'", key));
+  *value = std::move(*reply.mutable_value());
+  *meta = btree::RecordMeta{reply.version(), reply.checksum(), reply.locked()};
+  return Status::OK();
+}
+
+Status StoreClient::ScanWithMeta(std::string_view start, std::string_view end, size_t limit, Side side,
+                                 std::vector<btree::KeyValue>* out, Deadline deadline) {
+  if (limit == 0) return Status::OK();
+  CELL_RETURN_IF_ERROR(CheckMayWait());
+  const GlobalPtr cached = paths_.Lookup(start);
+  uint64_t server = 0;
+  const bool on_server =
+      side == Side::kServer ||
+      (side == Side::kSelector && SearchOnServer(measure_ ? cached : GlobalPtr(), /*may_block=*/true, &server));
+  if (on_server) {
+    stats_.server_searches.fetch_add(1, std::memory_order_relaxed);
+    return ScanServerSide(start, end, limit, /*with_meta=*/true, cached, deadline, out);
+  }
+  stats_.client_searches.fetch_add(1, std::memory_order_relaxed);
+  return ScanClientSide(start, end, limit, /*with_meta=*/true, cached, deadline, out);
 }
 
 }  // namespace cell::client

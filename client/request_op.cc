@@ -124,13 +124,14 @@ void StoreClient::StartKeyOp(uint16_t method, bool idempotent, std::string_view 
 }
 
 StoreClient::BuildRequest StoreClient::KeyRequestFor(std::string_view key, const std::string_view* value,
-                                                     GlobalPtr cached) {
+                                                     GlobalPtr cached, FillRequest fill) {
   // `cached`: the meganode the path cache gave for the key, where the first attempt begins; any other start (a
   // redirect's) asks for the range of the leaf meganode that answers, so that the next operation on the key begins
   // there.
-  return [key = std::string(key), value = value != nullptr ? std::optional<std::string>(*value) : std::nullopt, cached](
-             const Route& route, GlobalPtr start) {
+  return [key = std::string(key), value = value != nullptr ? std::optional<std::string>(*value) : std::nullopt, cached,
+          fill = std::move(fill)](const Route& route, GlobalPtr start) {
     cell::proto::KeyRequest request;
+    if (fill) fill(&request);
     request.mutable_target()->set_region(route.entry.region);
     request.mutable_target()->set_epoch(route.entry.epoch);
     request.set_key(key);
@@ -243,6 +244,21 @@ Status StoreClient::RunKey(uint16_t method, bool idempotent, std::string_view ke
                            Deadline deadline, cell::proto::StoreReply* reply) {
   const GlobalPtr cached = paths_.Lookup(key);
   return RunRequest(method, idempotent, /*follow=*/true, cached, deadline, KeyRequestFor(key, value, cached), reply);
+}
+
+void StoreClient::StartKeyStep(uint16_t method, bool idempotent, std::string_view key, FillRequest fill,
+                               Deadline deadline, StepDone done) {
+  const GlobalPtr cached = paths_.Lookup(key);
+  StartRequest(method, idempotent, /*follow=*/true, cached, deadline,
+               KeyRequestFor(key, nullptr, cached, std::move(fill)), std::move(done));
+}
+
+Status StoreClient::RunKeyStep(uint16_t method, bool idempotent, std::string_view key, FillRequest fill,
+                               Deadline deadline, cell::proto::StoreReply* reply) {
+  CELL_RETURN_IF_ERROR(CheckMayWait());
+  const GlobalPtr cached = paths_.Lookup(key);
+  return RunRequest(method, idempotent, /*follow=*/true, cached, deadline,
+                    KeyRequestFor(key, nullptr, cached, std::move(fill)), reply);
 }
 
 Status StoreClient::GetServerSide(std::string_view key, std::string* value, Deadline deadline) {

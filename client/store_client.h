@@ -81,6 +81,25 @@ class StoreClient {
   void DeleteAsync(std::string_view key, DoneCallback done);
   Status Scan(std::string_view start, std::string_view end, size_t limit, std::vector<btree::KeyValue>* out);
 
+  // For transactions (client/transaction.cc). `side`: which search reads (kSelector: as the selector decides).
+  enum class Side { kSelector, kServer, kClient };
+  using Deadline = std::chrono::steady_clock::time_point;
+  // A read that also says what a transaction validates by (meta: version, checksum), or that the key is locked by a
+  // committing transaction (meta->locked, OK, no value) instead of waiting for it. OK, NotFound or an error.
+  Status GetWithMeta(std::string_view key, Side side, std::string* value, btree::RecordMeta* meta, Deadline deadline);
+  // A scan whose pairs carry their meta, locked keys included (as pairs with `locked`, no value).
+  Status ScanWithMeta(std::string_view start, std::string_view end, size_t limit, Side side,
+                      std::vector<btree::KeyValue>* out, Deadline deadline);
+  // A conditional write or a transaction's step (STORE_CAS, TXN_*) at `key`'s server, routed as a put is; `fill` sets
+  // the request's fields beyond its target, key and start. `done` runs exactly once, with the reply when OK.
+  using FillRequest = std::function<void(cell::proto::KeyRequest* request)>;
+  using StepDone = std::function<void(const Status& status, cell::proto::StoreReply* reply)>;
+  void StartKeyStep(uint16_t method, bool idempotent, std::string_view key, FillRequest fill, Deadline deadline,
+                    StepDone done);
+  Status RunKeyStep(uint16_t method, bool idempotent, std::string_view key, FillRequest fill, Deadline deadline,
+                    cell::proto::StoreReply* reply);
+  std::chrono::milliseconds timeout() const { return options_.timeout; }
+
   const Stats& stats() const { return stats_; }
   // The leaf meganode the path cache holds for `key` (null if none), where the next operation on it begins: after a
   // Get of the key, the meganode (and so the region and server) holding it then. For tests that sort keys by server.
@@ -94,7 +113,6 @@ class StoreClient {
 
  private:
   using Clock = std::chrono::steady_clock;
-  using Deadline = Clock::time_point;
   // What one attempt against a meganode's server came to.
   struct Attempt {
     Status status;                 // the operation's result when `retry` is false and `next` is null
@@ -162,10 +180,18 @@ class StoreClient {
   Status RunKey(uint16_t method, bool idempotent, std::string_view key, const std::string_view* value,
                 Deadline deadline, cell::proto::StoreReply* reply);
   // `cached`: the key's leaf meganode in the path cache (null: none).
-  static BuildRequest KeyRequestFor(std::string_view key, const std::string_view* value, GlobalPtr cached);
+  static BuildRequest KeyRequestFor(std::string_view key, const std::string_view* value, GlobalPtr cached,
+                                    FillRequest fill = nullptr);
+  // A scan's pages by RPC (with_meta: as ScanWithMeta), from `cached` (the start key's leaf meganode, or null).
+  Status ScanServerSide(std::string_view start, std::string_view end, size_t limit, bool with_meta, GlobalPtr cached,
+                        Deadline deadline, std::vector<btree::KeyValue>* out);
+  Status ScanClientSide(std::string_view start, std::string_view end, size_t limit, bool with_meta, GlobalPtr cached,
+                        Deadline deadline, std::vector<btree::KeyValue>* out);
   Status GetServerSide(std::string_view key, std::string* value, Deadline deadline);
   // `sample_server`: not 0, time the reads from that server for the selector (the server the choice was made for).
-  Status GetClientSide(std::string_view key, std::string* value, Deadline deadline, uint64_t sample_server = 0);
+  // `meta`: as for GetWithMeta (null: a locked key is retried until the deadline).
+  Status GetClientSide(std::string_view key, std::string* value, Deadline deadline, uint64_t sample_server = 0,
+                       btree::RecordMeta* meta = nullptr);
 
   // Runs `task` on the timer thread at `due` (at once, in this thread, if the client is closing: it then fails).
   // Runs `task` on the timer thread at `due`; once closing, at once on this thread (it fails as closing).

@@ -1,17 +1,477 @@
-// Transactions, compare-and-swap and atomic batches (include/cell/transaction.h). Not built yet: every call fails.
+// Transactions at the client: optimistic execution (reads recorded with what validation needs, writes buffered), then
+// the commit that coordinates the servers (docs/DESIGN.md, "Transactions"):
+//   1. prepare: every written key is locked at its server, if it is as the transaction read it (TXN_PREPARE);
+//   2. validate: every other key read, and every range scanned, is read again, unchanged and unlocked;
+//   3. decide: the primary (the first written key) turns committed (TXN_DECIDE): the transaction has committed;
+//   4. apply: every secondary takes its new value (TXN_APPLY, durable), then the primary.
+// A conflict in 1 or 2 rolls the locks back (TXN_APPLY with commit false). A client that goes away leaves its locks
+// to the servers' resolvers, which end them once they expire.
+#include "client/transaction.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <random>
+#include <thread>
+
+#include "btree/key.h"
 #include "cell/client.h"
+#include "client/store_client_internal.h"
+#include "common/key_limits.h"
+#include "rpc/proto/store.pb.h"
 
-namespace cell {
+namespace cell::client {
 
-StatusOr<std::unique_ptr<Transaction>> Client::BeginTransaction(const TransactionOptions&) {
-  return Status::Internal("transactions are not built yet");
-}
-Status Client::CompareAndSwap(std::string_view, const std::optional<std::string>&, const std::optional<std::string>&) {
-  return Status::Internal("compare-and-swap is not built yet");
-}
-Status Client::Write(const WriteBatch&) { return Status::Internal("batches are not built yet"); }
-Status RunTransaction(Client&, const std::function<Status(Transaction&)>&, int, const TransactionOptions&) {
-  return Status::Internal("transactions are not built yet");
+namespace {
+
+using proto::StoreMethod;
+using Side = StoreClient::Side;
+using Deadline = StoreClient::Deadline;
+
+// How long a read waits for a key another transaction is committing before the transaction gives up (Aborted).
+constexpr auto kLockWait = std::chrono::milliseconds(200);
+// A lock expires this long after the transaction's deadline: the servers resolve it only then.
+constexpr auto kLockGrace = std::chrono::seconds(1);
+
+uint64_t WallUs() {
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count());
 }
 
-}  // namespace cell
+uint64_t NewTxid() {
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  uint64_t id = 0;
+  while (id == 0) id = rng();
+  return id;
+}
+
+std::string Quoted(std::string_view key) { return "'" + std::string(key.substr(0, 64)) + "'"; }
+
+bool InRange(std::string_view key, std::string_view start, std::string_view end) {
+  return btree::CompareKeys(key, start) >= 0 && (end.empty() || btree::CompareKeys(key, end) < 0);
+}
+
+// Runs one step per key at once and waits for them all.
+struct StepResult {
+  Status status;
+  proto::StoreReply reply;
+};
+std::vector<StepResult> RunSteps(StoreClient& store, uint16_t method, const std::vector<std::string>& keys,
+                                 const std::function<void(size_t i, proto::KeyRequest*)>& fill, Deadline deadline) {
+  std::vector<StepResult> results(keys.size());
+  std::mutex mu;
+  std::condition_variable cv;
+  size_t left = keys.size();
+  for (size_t i = 0; i < keys.size(); ++i) {
+    store.StartKeyStep(
+        method, /*idempotent=*/true, keys[i], [&fill, i](proto::KeyRequest* r) { fill(i, r); }, deadline,
+        [&, i](const Status& s, proto::StoreReply* reply) {
+          results[i].status = s;
+          if (reply != nullptr) results[i].reply = std::move(*reply);
+          std::lock_guard lock(mu);
+          if (--left == 0) cv.notify_all();
+        });
+  }
+  std::unique_lock lock(mu);
+  cv.wait(lock, [&] { return left == 0; });
+  return results;
+}
+
+class TransactionImpl final : public Transaction {
+ public:
+  TransactionImpl(StoreClient& store, const TransactionOptions& options, Side side)
+      : store_(store),
+        read_only_(options.read_only),
+        side_(side),
+        timeout_(options.timeout.count() > 0 ? options.timeout : store.timeout()),
+        deadline_(std::chrono::steady_clock::now() + timeout_) {}
+  ~TransactionImpl() override {
+    if (state_ == State::kOpen) Rollback();
+  }
+
+  Status Get(std::string_view key, std::string* value) override;
+  Status Scan(std::string_view start, std::string_view end, size_t limit,
+              std::vector<std::pair<std::string, std::string>>* out) override;
+  Status Put(std::string_view key, std::string_view value) override { return Write(key, std::string(value)); }
+  Status Delete(std::string_view key) override { return Write(key, std::nullopt); }
+  Status Commit() override;
+  void CommitAsync(std::function<void(const Status&)> done) override;
+  void Rollback() override {
+    state_ = State::kDone;
+    writes_.clear();
+  }
+  const std::string& conflict_key() const override { return conflict_key_; }
+
+  // A batch: writes only, no reads (Client::Write).
+  Status Write(std::string_view key, std::optional<std::string> value);
+
+ private:
+  enum class State { kOpen, kDone };
+  struct Read {
+    bool found = false;
+    uint64_t checksum = 0;
+  };
+  struct Range {
+    std::string start, end;  // [start, end), end empty: no bound; a scan cut by its limit ends after its last pair
+    std::map<std::string, uint64_t> seen;  // the store's keys in it, with their checksums
+  };
+
+  Status Usable() const {
+    if (state_ != State::kOpen) return Status::FailedPrecondition("the transaction has committed or rolled back");
+    if (std::chrono::steady_clock::now() >= deadline_) {
+      return Status::DeadlineExceeded(fmt::format("the transaction's timeout ({} ms) has passed", timeout_.count()));
+    }
+    return Status::OK();
+  }
+  Status Conflict(std::string_view key, std::string_view why) {
+    conflict_key_ = std::string(key);
+    return Status::Aborted(fmt::format("transaction aborted: key {} {}; run it again", Quoted(key), why));
+  }
+  // A read of the store, waiting a little for a key another transaction is committing.
+  Status ReadStore(std::string_view key, std::string* value, btree::RecordMeta* meta);
+  Status ScanStore(std::string_view start, std::string_view end, size_t limit, std::vector<btree::KeyValue>* out);
+  // Step 2: reads of keys not written, and ranges, unchanged (own locks are the written keys, checked at prepare).
+  Status Validate();
+  // What the transaction read of a key it writes, for its prepare: 0 nothing, 1 absent, 2 the checksum.
+  uint32_t Expectation(const std::string& key, uint64_t* checksum) const;
+  Status CommitWrites();
+  void RollBack(uint64_t txid, const std::vector<std::string>& keys);
+
+  StoreClient& store_;
+  const bool read_only_;
+  const Side side_;
+  const std::chrono::milliseconds timeout_;
+  const Deadline deadline_;
+  State state_ = State::kOpen;
+  std::map<std::string, Read> reads_;
+  std::vector<Range> ranges_;
+  std::map<std::string, std::optional<std::string>> writes_;  // nullopt: delete
+  size_t write_bytes_ = 0;
+  size_t read_count_ = 0;
+  std::string conflict_key_;
+};
+
+Status TransactionImpl::ReadStore(std::string_view key, std::string* value, btree::RecordMeta* meta) {
+  const auto give_up = std::min(deadline_, std::chrono::steady_clock::now() + kLockWait);
+  auto pause = std::chrono::microseconds(200);
+  while (true) {
+    Status s = store_.GetWithMeta(key, side_, value, meta, deadline_);
+    if (!s.ok() || !meta->locked) return s;
+    if (std::chrono::steady_clock::now() + pause >= give_up) return Conflict(key, "is locked by another transaction");
+    std::this_thread::sleep_for(pause);  // a back-off while another transaction commits the key
+    pause = std::min(pause * 2, std::chrono::microseconds(20000));
+  }
+}
+
+Status TransactionImpl::Get(std::string_view key, std::string* value) {
+  CELL_RETURN_IF_ERROR(Usable());
+  CELL_RETURN_IF_ERROR(CheckKeyValue(key, {}));
+  if (auto w = writes_.find(std::string(key)); w != writes_.end()) {
+    if (!w->second) return Status::NotFound(fmt::format("no key {} (this transaction deleted it)", Quoted(key)));
+    *value = *w->second;
+    return Status::OK();
+  }
+  if (++read_count_ > kMaxTransactionReads) {
+    return Status::InvalidArgument(fmt::format("a transaction reads at most {} keys", kMaxTransactionReads));
+  }
+  btree::RecordMeta meta;
+  Status s = ReadStore(key, value, &meta);
+  if (!s.ok() && !s.IsNotFound()) return s;
+  const Read read{s.ok(), s.ok() ? meta.checksum : 0};
+  auto [it, fresh] = reads_.emplace(std::string(key), read);
+  if (!fresh && (it->second.found != read.found || it->second.checksum != read.checksum)) {
+    return Conflict(key, "changed between two reads of it");
+  }
+  return s;
+}
+
+Status TransactionImpl::ScanStore(std::string_view start, std::string_view end, size_t limit,
+                                  std::vector<btree::KeyValue>* out) {
+  const auto give_up = std::min(deadline_, std::chrono::steady_clock::now() + kLockWait);
+  auto pause = std::chrono::microseconds(200);
+  while (true) {
+    out->clear();
+    CELL_RETURN_IF_ERROR(store_.ScanWithMeta(start, end, limit, side_, out, deadline_));
+    const auto locked = std::find_if(out->begin(), out->end(), [](const btree::KeyValue& kv) { return kv.locked; });
+    if (locked == out->end()) return Status::OK();
+    if (std::chrono::steady_clock::now() + pause >= give_up) {
+      return Conflict(locked->key, "is locked by another transaction");
+    }
+    std::this_thread::sleep_for(pause);  // a back-off while another transaction commits the key
+    pause = std::min(pause * 2, std::chrono::microseconds(20000));
+  }
+}
+
+Status TransactionImpl::Scan(std::string_view start, std::string_view end, size_t limit,
+                             std::vector<std::pair<std::string, std::string>>* out) {
+  CELL_RETURN_IF_ERROR(Usable());
+  if (start.size() > kMaxKeySize || end.size() > kMaxKeySize) {
+    return Status::InvalidArgument(fmt::format("scan bounds are at most {} bytes", kMaxKeySize));
+  }
+  if (limit == 0) return Status::OK();
+  // Own deletes may hide store pairs: ask for that many more, so that `limit` pairs remain if the store has them.
+  size_t hidden = 0;
+  for (const auto& [k, v] : writes_) hidden += (!v && InRange(k, start, end)) ? 1 : 0;
+  std::vector<btree::KeyValue> pairs;
+  CELL_RETURN_IF_ERROR(ScanStore(start, end, limit + hidden, &pairs));
+  read_count_ += pairs.size();
+  if (read_count_ > kMaxTransactionReads) {
+    return Status::InvalidArgument(fmt::format("a transaction reads at most {} keys", kMaxTransactionReads));
+  }
+  const bool store_cut = pairs.size() >= limit + hidden;  // the store may hold more of the range
+  // The store's pairs with this transaction's writes over them, in key order.
+  std::map<std::string, std::string> merged;
+  for (auto& kv : pairs) merged.emplace(kv.key, std::move(kv.value));
+  for (const auto& [k, v] : writes_) {
+    if (!InRange(k, start, end)) continue;
+    if (store_cut && !pairs.empty() && btree::CompareKeys(k, pairs.back().key) > 0) continue;  // beyond what was read
+    if (v) {
+      merged[k] = *v;
+    } else {
+      merged.erase(k);
+    }
+  }
+  Range range{std::string(start), std::string(end), {}};
+  if (store_cut && !pairs.empty()) btree::Successor(pairs.back().key, &range.end);
+  size_t n = 0;
+  std::string last;
+  for (auto& [k, v] : merged) {
+    if (n == limit) break;
+    out->emplace_back(k, v);
+    last = k;
+    ++n;
+  }
+  if (n == limit && !last.empty() && btree::Successor(last, &last)) {
+    if (range.end.empty() || btree::CompareKeys(last, range.end) < 0) range.end = last;
+  }
+  for (const auto& kv : pairs) {
+    if (range.end.empty() || btree::CompareKeys(kv.key, range.end) < 0) range.seen.emplace(kv.key, kv.checksum);
+  }
+  ranges_.push_back(std::move(range));
+  return Status::OK();
+}
+
+Status TransactionImpl::Write(std::string_view key, std::optional<std::string> value) {
+  CELL_RETURN_IF_ERROR(Usable());
+  if (read_only_) return Status::FailedPrecondition("a read-only transaction does not write");
+  CELL_RETURN_IF_ERROR(CheckKeyValue(key, value.value_or(std::string())));
+  auto it = writes_.find(std::string(key));
+  const size_t bytes = key.size() + (value ? value->size() : 0);
+  if (it == writes_.end() && writes_.size() >= kMaxTransactionWrites) {
+    return Status::InvalidArgument(fmt::format("a transaction writes at most {} keys", kMaxTransactionWrites));
+  }
+  const size_t before = it == writes_.end() ? 0 : key.size() + (it->second ? it->second->size() : 0);
+  if (write_bytes_ - before + bytes > kMaxTransactionBytes) {
+    return Status::InvalidArgument(
+        fmt::format("a transaction writes at most {} bytes of keys and values", kMaxTransactionBytes));
+  }
+  write_bytes_ = write_bytes_ - before + bytes;
+  writes_[std::string(key)] = std::move(value);
+  return Status::OK();
+}
+
+uint32_t TransactionImpl::Expectation(const std::string& key, uint64_t* checksum) const {
+  if (auto r = reads_.find(key); r != reads_.end()) {
+    *checksum = r->second.checksum;
+    return r->second.found ? 2 : 1;
+  }
+  for (const Range& range : ranges_) {
+    if (!InRange(key, range.start, range.end)) continue;
+    if (auto seen = range.seen.find(key); seen != range.seen.end()) {
+      *checksum = seen->second;
+      return 2;
+    }
+    return 1;
+  }
+  return 0;
+}
+
+Status TransactionImpl::Validate() {
+  for (const auto& [key, read] : reads_) {
+    if (writes_.count(key) != 0) continue;  // checked by its prepare
+    std::string value;
+    btree::RecordMeta meta;
+    Status s = store_.GetWithMeta(key, side_, &value, &meta, deadline_);
+    if (!s.ok() && !s.IsNotFound()) return s;
+    if (s.ok() && meta.locked) return Conflict(key, "is locked by another transaction");
+    if (s.ok() != read.found || (s.ok() && meta.checksum != read.checksum)) {
+      return Conflict(key, "was written since it was read");
+    }
+  }
+  for (const Range& range : ranges_) {
+    size_t own = 0;
+    for (const auto& [k, v] : writes_) own += InRange(k, range.start, range.end) ? 1 : 0;
+    std::vector<btree::KeyValue> now;
+    CELL_RETURN_IF_ERROR(
+        store_.ScanWithMeta(range.start, range.end, range.seen.size() + own + 1, side_, &now, deadline_));
+    size_t matched = 0;
+    for (const btree::KeyValue& kv : now) {
+      if (writes_.count(kv.key) != 0) continue;  // this transaction's own lock: checked by its prepare
+      auto seen = range.seen.find(kv.key);
+      if (seen == range.seen.end()) return Conflict(kv.key, "was inserted into a range this transaction scanned");
+      if (kv.locked) return Conflict(kv.key, "is locked by another transaction");
+      if (kv.checksum != seen->second) return Conflict(kv.key, "was written since it was scanned");
+      ++matched;
+    }
+    size_t expected = 0;
+    for (const auto& [k, c] : range.seen) expected += writes_.count(k) == 0 ? 1 : 0;
+    if (matched != expected) {
+      for (const auto& [k, c] : range.seen) {
+        const bool still = std::any_of(now.begin(), now.end(), [&](const btree::KeyValue& kv) { return kv.key == k; });
+        if (!still && writes_.count(k) == 0) return Conflict(k, "was deleted from a range this transaction scanned");
+      }
+      return Conflict(range.start, "range changed since it was scanned");
+    }
+  }
+  return Status::OK();
+}
+
+void TransactionImpl::RollBack(uint64_t txid, const std::vector<std::string>& keys) {
+  // Best effort: a lock left behind is rolled back by its server's resolver once it expires.
+  RunSteps(
+      store_, StoreMethod::TXN_APPLY, keys,
+      [txid](size_t, proto::KeyRequest* r) {
+        r->mutable_txn()->set_txid(txid);
+        r->mutable_txn()->set_commit(false);
+      },
+      std::chrono::steady_clock::now() + store_.timeout());
+}
+
+Status TransactionImpl::CommitWrites() {
+  const uint64_t txid = NewTxid();
+  std::vector<std::string> keys;
+  for (const auto& [k, v] : writes_) keys.push_back(k);  // in key order: the first is the primary
+  const uint64_t expires =
+      WallUs() + static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
+                                           deadline_ - std::chrono::steady_clock::now() + kLockGrace)
+                                           .count());
+  // 1. Prepare.
+  std::vector<StepResult> prepared = RunSteps(
+      store_, StoreMethod::TXN_PREPARE, keys,
+      [&](size_t i, proto::KeyRequest* r) {
+        proto::TxnStep* t = r->mutable_txn();
+        t->set_txid(txid);
+        uint64_t checksum = 0;
+        t->set_expect(Expectation(keys[i], &checksum));
+        t->set_checksum(checksum);
+        const auto& value = writes_.at(keys[i]);
+        t->set_put(value.has_value());
+        if (value) r->set_value(*value);
+        t->set_primary(keys[0]);
+        t->set_expires_us(expires);
+        if (i == 0) {
+          for (size_t j = 1; j < keys.size(); ++j) t->add_secondaries(keys[j]);
+        }
+      },
+      deadline_);
+  Status failed;
+  for (size_t i = 0; i < keys.size() && failed.ok(); ++i) {
+    if (!prepared[i].status.ok()) {
+      failed = prepared[i].status;
+    } else if (!prepared[i].reply.conflict().empty()) {
+      conflict_key_ = keys[i];
+      failed = Status::Aborted(fmt::format("transaction aborted: {}; run it again", prepared[i].reply.conflict()));
+    }
+  }
+  // 2. Validate.
+  if (failed.ok()) failed = Validate();
+  if (failed.ok() && std::chrono::steady_clock::now() >= deadline_) {
+    failed = Status::DeadlineExceeded(fmt::format("the transaction's timeout ({} ms) has passed", timeout_.count()));
+  }
+  if (!failed.ok()) {
+    RollBack(txid, keys);
+    return failed;
+  }
+  // 3. Decide.
+  proto::StoreReply decided;
+  Status s = store_.RunKeyStep(
+      StoreMethod::TXN_DECIDE, /*idempotent=*/true, keys[0],
+      [txid](proto::KeyRequest* r) { r->mutable_txn()->set_txid(txid); },
+      std::chrono::steady_clock::now() + store_.timeout(), &decided);
+  if (!s.ok()) {
+    return Status::Unavailable(fmt::format(
+        "the transaction's outcome is unknown (it may or may not have committed; its servers will finish it): {}",
+        s.ToString()));
+  }
+  if (!decided.committed()) {
+    RollBack(txid, keys);
+    conflict_key_ = keys[0];
+    return Status::Aborted("transaction aborted: its locks expired before it could commit; run it again");
+  }
+  // 4. Apply: the secondaries (each durable when answered), then the primary. A failure leaves the lock to its
+  // server's resolver, which finishes the commit.
+  const auto apply = [txid](size_t, proto::KeyRequest* r) {
+    r->mutable_txn()->set_txid(txid);
+    r->mutable_txn()->set_commit(true);
+  };
+  const Deadline apply_deadline = std::chrono::steady_clock::now() + store_.timeout();
+  std::vector<std::string> secondaries(keys.begin() + 1, keys.end());
+  bool all = true;
+  for (const StepResult& r : RunSteps(store_, StoreMethod::TXN_APPLY, secondaries, apply, apply_deadline)) {
+    all = all && r.status.ok();
+  }
+  if (all) RunSteps(store_, StoreMethod::TXN_APPLY, {keys[0]}, apply, apply_deadline);
+  return Status::OK();
+}
+
+Status TransactionImpl::Commit() {
+  CELL_RETURN_IF_ERROR(Usable());
+  CELL_RETURN_IF_ERROR(CheckMayWait());
+  state_ = State::kDone;
+  if (!writes_.empty()) return CommitWrites();
+  // Read-only: one read is a consistent state by itself; more are validated.
+  if (reads_.size() + ranges_.size() <= 1 && ranges_.empty()) return Status::OK();
+  return Validate();
+}
+
+void TransactionImpl::CommitAsync(std::function<void(const Status&)> done) {
+  // On a thread of its own: Commit waits for its steps' replies.
+  std::thread([this, done = std::move(done)] { done(Commit()); }).detach();
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Transaction>> NewTransaction(StoreClient& store, const TransactionOptions& options) {
+  Side side = Side::kSelector;
+  if (options.search == "server") {
+    side = Side::kServer;
+  } else if (options.search == "client") {
+    side = Side::kClient;
+  } else if (!options.search.empty() && options.search != "adaptive") {
+    return Status::InvalidArgument(fmt::format(
+        "a transaction's search is \"\", \"server\", \"client\" or \"adaptive\", not \"{}\"", options.search));
+  }
+  if (options.timeout.count() < 0) return Status::InvalidArgument("a transaction's timeout is >= 0");
+  return std::unique_ptr<Transaction>(std::make_unique<TransactionImpl>(store, options, side));
+}
+
+Status CompareAndSwap(StoreClient& store, std::string_view key, const std::optional<std::string>& expected,
+                      const std::optional<std::string>& new_value) {
+  CELL_RETURN_IF_ERROR(CheckKeyValue(key, new_value.value_or(std::string())));
+  CELL_RETURN_IF_ERROR(CheckKeyValue(key, expected.value_or(std::string())));
+  proto::StoreReply reply;
+  CELL_RETURN_IF_ERROR(store.RunKeyStep(
+      StoreMethod::STORE_CAS, /*idempotent=*/false, key,
+      [&](proto::KeyRequest* r) {
+        r->set_expect_absent(!expected.has_value());
+        if (expected) r->set_expected(*expected);
+        r->set_delete_(!new_value.has_value());
+        if (new_value) r->set_value(*new_value);
+      },
+      std::chrono::steady_clock::now() + store.timeout(), &reply));
+  if (!reply.conflict().empty()) return Status::FailedPrecondition(reply.conflict());
+  return Status::OK();
+}
+
+Status WriteBatchAtomically(StoreClient& store, const WriteBatch& batch) {
+  if (batch.empty()) return Status::OK();
+  TransactionImpl txn(store, TransactionOptions{}, Side::kServer);
+  for (const WriteBatch::Op& op : batch.ops()) CELL_RETURN_IF_ERROR(txn.Write(op.key, op.value));
+  return txn.Commit();
+}
+
+}  // namespace cell::client

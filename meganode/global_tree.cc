@@ -47,6 +47,8 @@ StatusOr<std::unique_ptr<GlobalTree>> GlobalTree::Open(const GlobalTreeOptions& 
       std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
           .count());
   t->next_generation_ = now_us;
+  t->clock_.store(now_us);
+  t->peers_ = options.peers;
   t->splits_ = std::make_unique<SplitCoordinator>(t.get(), options.peers, options.scheduler, now_us);
   if (options.restore) {
     CELL_RETURN_IF_ERROR(options.restore(*t->node_region_, *t->extent_region_));
@@ -86,12 +88,14 @@ StatusOr<std::unique_ptr<GlobalTree>> GlobalTree::Open(const GlobalTreeOptions& 
     }
     t->splits_->UnsealAfterRestart(right_elsewhere);
   }
+  if (options.scheduler != nullptr) t->StartResolver(options.scheduler);
   return t;
 }
 
 GlobalTree::~GlobalTree() {
   // First, while every member is whole: the coordinator's background tasks use the tree, splits_ included (a reset
   // would clear splits_ before the running task is waited for).
+  if (resolver_ != nullptr) resolver_->Stop();
   if (splits_ != nullptr) splits_->Stop();
 }
 
@@ -168,8 +172,8 @@ void GlobalTree::WriteRecord(GlobalPtr extent, const std::vector<uint64_t>& reco
 }
 
 Status GlobalTree::Write(int level, std::string_view key, const std::function<Status(btree::BLinkTree&)>& write,
-                         GlobalPtr start, GlobalPtr* elsewhere, btree::MeganodeRange* range,
-                         const std::vector<uint64_t>* record, GlobalPtr* extent) {
+                         GlobalPtr start, GlobalPtr* elsewhere, btree::MeganodeRange* range, size_t record_bytes,
+                         GlobalPtr* extent) {
   btree::SearchKey k(key);
   GlobalReader reader(source_.get(), first_, node_region_->id());
   for (int attempt = 0; attempt < 10000; ++attempt) {
@@ -201,19 +205,18 @@ Status GlobalTree::Write(int level, std::string_view key, const std::function<St
         continue;
       }
       seen_splits = mega->splits;
-      if (record != nullptr && extent->is_null()) {
+      if (record_bytes > 0 && extent->is_null()) {
         // The key's leaf meganode is here: its record goes into this server's extents (kept across attempts).
-        auto allocated = extents_->Allocate(record->size() * 8);
+        auto allocated = extents_->Allocate(record_bytes);
         if (!allocated.ok()) {
           lock.unlock();
           return splits_->NoRoom(mega, level,
                                  fmt::format("extent region {} is full: a record of {} bytes does not fit "
                                              "({} of {} bytes free)",
-                                             extent_region_->id(), extents_->BlockSizeFor(record->size() * 8),
+                                             extent_region_->id(), extents_->BlockSizeFor(record_bytes),
                                              extents_->capacity() - extents_->bytes_in_use(), extents_->capacity()));
         }
         *extent = *allocated;
-        WriteRecord(*extent, *record);
       }
       s = write(*mega->tree);
     }
@@ -266,37 +269,151 @@ Status GlobalTree::Scan(std::string_view start, std::string_view end, size_t lim
   return elsewhere.is_null() ? Status::OK() : Status::Internal("a tree of one process met another server's meganode");
 }
 
+Status GlobalTree::ChangeEntry(std::string_view key, size_t record_bytes, const DecideEntry& decide, GlobalPtr start,
+                               GlobalPtr* elsewhere, btree::MeganodeRange* range, bool free_replaced,
+                               EntryChange* change) {
+  *elsewhere = GlobalPtr();  // (a caller may pass the start's own variable)
+  CELL_RETURN_IF_ERROR(CheckKeySize(key));
+  if (start == first_) start = GlobalPtr();  // the first meganode stands for the root (where a walk starts over)
+  // The record's block is allocated by Write once it has found the key's leaf meganode here (into `extent`): where
+  // the key's meganode is on another server, it is that server's extents that hold it.
+  GlobalPtr extent;
+  EntryChange own;
+  std::optional<LeafValue>& old = (change != nullptr ? *change : own).old;
+  btree::BLinkTree::LeafChange& done = (change != nullptr ? *change : own).done;
+  const auto write = [&](btree::BLinkTree& tree) {
+    return tree.Update(
+        key,
+        [&](const LeafValue* current) -> StatusOr<btree::BLinkTree::LeafChange> {
+          CELL_ASSIGN_OR_RETURN(done, decide(current, extent));
+          return done;
+        },
+        &old);
+  };
+  done = btree::BLinkTree::LeafChange{};
+  Status s = Write(0, key, write, start, elsewhere, range, record_bytes, &extent);
+  if (!s.ok()) done = btree::BLinkTree::LeafChange{};
+  const bool used =
+      s.ok() && elsewhere->is_null() && done.op == btree::BLinkTree::LeafChange::Op::kSet && done.value.ptr == extent;
+  if (!extent.is_null() && !used) CELL_RETURN_IF_ERROR(extents_->Free(extent));
+  if (!s.ok() || !elsewhere->is_null()) return s;
+  // The old record, once no entry points to it.
+  if (free_replaced && old && done.op != btree::BLinkTree::LeafChange::Op::kKeep &&
+      !(done.op == btree::BLinkTree::LeafChange::Op::kSet && done.value.ptr == old->ptr)) {
+    return extents_->Free(old->ptr);
+  }
+  return Status::OK();
+}
+
+LeafValue GlobalTree::PublishRecord(GlobalPtr extent, std::vector<uint64_t>* record, size_t length) {
+  const uint64_t checksum = btree::SetRecordVersion(record, length, NextVersion());
+  WriteRecord(extent, *record);
+  return LeafValue{extent, static_cast<uint32_t>(length), checksum, false};
+}
+
+Status GlobalTree::ReadLocked(const LeafValue& entry, std::string_view key, btree::RecordFields* out) const {
+  const uint64_t* words = regions_.Resolve(entry.ptr, entry.length);
+  if (words == nullptr || !btree::CheckRecordFields(words, entry, key, out)) {
+    return Status::Corruption(fmt::format("the record of key '{}' does not match its leaf entry", key));
+  }
+  return Status::OK();
+}
+
+uint64_t GlobalTree::NextVersion() {
+  const uint64_t now_us = static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count());
+  uint64_t last = clock_.load(std::memory_order_relaxed);
+  uint64_t next;
+  do {
+    next = std::max(last + 1, now_us);
+  } while (!clock_.compare_exchange_weak(last, next, std::memory_order_relaxed));
+  return next;
+}
+
+void GlobalTree::ObserveVersion(uint64_t version) {
+  uint64_t last = clock_.load(std::memory_order_relaxed);
+  while (last < version && !clock_.compare_exchange_weak(last, version, std::memory_order_relaxed)) {
+  }
+}
+
 Status GlobalTree::Put(std::string_view key, std::string_view value, GlobalPtr start, GlobalPtr* elsewhere,
                        btree::MeganodeRange* range) {
-  *elsewhere = GlobalPtr();  // (a caller may pass the start's own variable)
   CELL_RETURN_IF_ERROR(CheckKeyValue(key, value));
-  if (start == first_) start = GlobalPtr();  // the first meganode stands for the root (where a walk starts over)
   thread_local std::vector<uint64_t> record;
-  const uint64_t checksum = btree::EncodeRecord(key, value, &record);
-  const auto length = static_cast<uint32_t>(btree::RecordLength(key.size(), value.size()));
-  // The record is allocated and written by Write once it has found the key's leaf meganode here (into `extent`):
-  // where the key's meganode is on another server, it is that server's extents that hold it.
-  GlobalPtr extent;
-  std::optional<LeafValue> replaced;
-  const auto put = [&](btree::BLinkTree& tree) {
-    return tree.Put(key, LeafValue{extent, length, checksum}, &replaced);
-  };
-  Status s = Write(0, key, put, start, elsewhere, range, &record, &extent);
-  if (!s.ok() || !elsewhere->is_null()) {
-    if (!extent.is_null()) extents_->Free(extent);
-    return s;
-  }
-  if (replaced) return extents_->Free(replaced->ptr);
+  btree::EncodeRecord(key, value, 0, &record);
+  const size_t length = btree::RecordLength(key.size(), value.size());
+  return ChangeEntry(
+      key, record.size() * 8,
+      [&](const LeafValue* current, GlobalPtr extent) -> StatusOr<btree::BLinkTree::LeafChange> {
+        if (current != nullptr && current->locked) return btree::LockedKey(key);
+        return btree::BLinkTree::LeafChange{btree::BLinkTree::LeafChange::Op::kSet,
+                                            PublishRecord(extent, &record, length)};
+      },
+      start, elsewhere, range);
+}
+
+Status GlobalTree::Delete(std::string_view key, GlobalPtr start, GlobalPtr* elsewhere, btree::MeganodeRange* range) {
+  CELL_RETURN_IF_ERROR(CheckKeyValue(key, {}));
+  bool found = false;
+  CELL_RETURN_IF_ERROR(ChangeEntry(
+      key, 0,
+      [&](const LeafValue* current, GlobalPtr) -> StatusOr<btree::BLinkTree::LeafChange> {
+        if (current != nullptr && current->locked) return btree::LockedKey(key);
+        found = current != nullptr;
+        return btree::BLinkTree::LeafChange{btree::BLinkTree::LeafChange::Op::kRemove, {}};
+      },
+      start, elsewhere, range));
+  if (!found && elsewhere->is_null()) return Status::NotFound("key not found");
   return Status::OK();
+}
+
+Status GlobalTree::CompareAndSwap(std::string_view key, const std::optional<std::string_view>& expected,
+                                  const std::optional<std::string_view>& value, GlobalPtr start, GlobalPtr* elsewhere,
+                                  btree::MeganodeRange* range) {
+  CELL_RETURN_IF_ERROR(CheckKeyValue(key, value.value_or(std::string_view())));
+  if (expected) CELL_RETURN_IF_ERROR(CheckKeyValue(key, *expected));
+  thread_local std::vector<uint64_t> record;
+  size_t length = 0;
+  if (value) {
+    btree::EncodeRecord(key, *value, 0, &record);
+    length = btree::RecordLength(key.size(), value->size());
+  }
+  return ChangeEntry(
+      key, value ? record.size() * 8 : 0,
+      [&](const LeafValue* current, GlobalPtr extent) -> StatusOr<btree::BLinkTree::LeafChange> {
+        if (current != nullptr && current->locked) return btree::LockedKey(key);
+        if (current == nullptr && expected) {
+          return Status::FailedPrecondition(fmt::format("key '{}' is absent, not the value expected", key));
+        }
+        if (current != nullptr) {
+          btree::RecordFields now;
+          CELL_RETURN_IF_ERROR(ReadLocked(*current, key, &now));
+          if (!expected) return Status::FailedPrecondition(fmt::format("key '{}' is present, not absent", key));
+          if (now.value != *expected) {
+            return Status::FailedPrecondition(
+                fmt::format("key '{}' holds another value than the one expected ({} bytes)", key, now.value.size()));
+          }
+        }
+        if (!value) return btree::BLinkTree::LeafChange{btree::BLinkTree::LeafChange::Op::kRemove, {}};
+        return btree::BLinkTree::LeafChange{btree::BLinkTree::LeafChange::Op::kSet,
+                                            PublishRecord(extent, &record, length)};
+      },
+      start, elsewhere, range);
 }
 
 Status GlobalTree::Get(std::string_view key, std::string* value, GlobalPtr start, GlobalPtr* elsewhere,
                        btree::MeganodeRange* range) {
+  return Get(key, value, start, elsewhere, range, nullptr);
+}
+
+Status GlobalTree::Get(std::string_view key, std::string* value, GlobalPtr start, GlobalPtr* elsewhere,
+                       btree::MeganodeRange* range, btree::RecordMeta* meta) {
   *elsewhere = GlobalPtr();
   CELL_RETURN_IF_ERROR(CheckKeyValue(key, {}));
   if (start == first_) start = GlobalPtr();  // the first meganode stands for the root
   GlobalReader reader(source_.get(), first_, node_region_->id());
-  Status s = reader.Get(key, value, start);
+  Status s = reader.Get(key, value, start, meta);
   if (!s.ok() && !s.IsNotFound()) return s;
   if (reader.exited()) {
     *elsewhere = reader.exit();
@@ -308,23 +425,17 @@ Status GlobalTree::Get(std::string_view key, std::string* value, GlobalPtr start
   return s;
 }
 
-Status GlobalTree::Delete(std::string_view key, GlobalPtr start, GlobalPtr* elsewhere, btree::MeganodeRange* range) {
-  *elsewhere = GlobalPtr();
-  CELL_RETURN_IF_ERROR(CheckKeyValue(key, {}));
-  if (start == first_) start = GlobalPtr();  // the first meganode stands for the root
-  LeafValue removed;
-  CELL_RETURN_IF_ERROR(Write(
-      0, key, [&](btree::BLinkTree& tree) { return tree.Delete(key, &removed); }, start, elsewhere, range));
-  if (!elsewhere->is_null()) return Status::OK();
-  return extents_->Free(removed.ptr);
+Status GlobalTree::Scan(std::string_view start, std::string_view end, size_t limit, std::vector<btree::KeyValue>* out,
+                        GlobalPtr from_meganode, GlobalPtr* elsewhere, std::string* resume) {
+  return Scan(start, end, limit, out, from_meganode, elsewhere, resume, false);
 }
 
 Status GlobalTree::Scan(std::string_view start, std::string_view end, size_t limit, std::vector<btree::KeyValue>* out,
-                        GlobalPtr from_meganode, GlobalPtr* elsewhere, std::string* resume) {
+                        GlobalPtr from_meganode, GlobalPtr* elsewhere, std::string* resume, bool report_locks) {
   *elsewhere = GlobalPtr();
   if (from_meganode == first_) from_meganode = GlobalPtr();  // the first meganode stands for the root
   GlobalReader reader(source_.get(), first_, node_region_->id());
-  CELL_RETURN_IF_ERROR(reader.Scan(start, end, limit, out, from_meganode));
+  CELL_RETURN_IF_ERROR(reader.Scan(start, end, limit, out, from_meganode, report_locks));
   if (reader.exited()) {
     *elsewhere = reader.exit();
     *resume = reader.resume_key();

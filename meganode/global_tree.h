@@ -22,6 +22,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -34,15 +35,30 @@
 #include "meganode/extent_allocator.h"
 #include "meganode/meganode.h"
 #include "meganode/region.h"
+#include "meganode/txn_lock.h"
 
 namespace cell::meganode {
 
 // An entry moving to a meganode on another server: a leaf entry's key and value, or an internal one's key and child.
 struct MovedEntry {
   std::string key;
-  std::string value;  // leaf meganodes
-  GlobalPtr child;    // internal meganodes
+  std::string value;     // leaf meganodes: the value, or a locked entry's lock (txn_lock.h, encoded)
+  GlobalPtr child;       // internal meganodes
+  uint64_t version = 0;  // leaf meganodes: the record's version (kept, so that transactions' reads stay valid)
+  bool locked = false;   // a transaction is committing the key: `value` is its lock
 };
+
+// A transaction's lock request for one key (GlobalTree::TxnPrepare).
+struct TxnPrepareRequest {
+  std::string key;
+  enum class Expect { kAny, kAbsent, kChecksum };
+  Expect expect = Expect::kAny;  // what the transaction read of the key: nothing, absent, or the entry with checksum
+  uint64_t checksum = 0;
+  TxnLock lock;  // txid, expiry, the put or delete, the primary (and, for it, the secondaries); the rest is set here
+};
+
+// What a transaction's lock on a key says (GlobalTree::TxnStatus).
+enum class TxnOutcome { kNotLocked, kPrepared, kCommitted };
 
 // A meganode created on another server by CreateMeganode: its pointer, and the generation that tells it from a later
 // meganode at the same place (a meganode abandoned by a failed split frees its place).
@@ -56,6 +72,11 @@ struct RemoteMeganode {
 class Peers {
  public:
   virtual ~Peers() = default;
+  // Transactions: the resolver of expired locks asks what a primary key's lock says, and applies a transaction's
+  // outcome to a key, wherever they are (routed by key from the root).
+  // `start`: where the walk begins (the cluster's first meganode).
+  virtual StatusOr<TxnOutcome> TxnStatus(GlobalPtr start, std::string_view key, uint64_t txid) = 0;
+  virtual Status TxnApply(GlobalPtr start, std::string_view key, uint64_t txid, bool commit) = 0;
   // True if there is another live server to place meganodes on.
   virtual bool HavePeers() = 0;
   // Creates on another server a sealed meganode described by `info`, holding `entries` (and, for a leaf meganode,
@@ -101,6 +122,7 @@ struct TreeRecovery {
   uint32_t nodes_cut = 0;      // nodes a crashed split had not cut yet
   uint64_t records = 0;        // records found (their blocks marked in use)
   uint64_t record_bytes = 0;
+  uint32_t txn_locks = 0;  // keys locked by transactions that were committing (the resolver ends them)
 };
 
 // A meganode's split lock: shared by its writers, exclusive for a split. A waiting split holds back new writers (a
@@ -167,6 +189,42 @@ class GlobalTree {
   // from there.
   Status Scan(std::string_view start, std::string_view end, size_t limit, std::vector<btree::KeyValue>* out,
               GlobalPtr from_meganode, GlobalPtr* elsewhere, std::string* resume);
+
+  // Get, with what a transaction records of the key (version, checksum, or that it is locked: then OK and no value).
+  Status Get(std::string_view key, std::string* value, GlobalPtr start, GlobalPtr* elsewhere,
+             btree::MeganodeRange* range, btree::RecordMeta* meta);
+  // Scan; `report_locks` as for btree::GlobalReader::Scan (false: Unavailable at a locked key).
+  Status Scan(std::string_view start, std::string_view end, size_t limit, std::vector<btree::KeyValue>* out,
+              GlobalPtr from_meganode, GlobalPtr* elsewhere, std::string* resume, bool report_locks);
+  // Sets `key` to `value` (nullopt: deletes it) if its value is `expected` (nullopt: absent). FailedPrecondition,
+  // saying what the key holds, if not. Walks as Put does.
+  Status CompareAndSwap(std::string_view key, const std::optional<std::string_view>& expected,
+                        const std::optional<std::string_view>& value, GlobalPtr start, GlobalPtr* elsewhere,
+                        btree::MeganodeRange* range = nullptr);
+
+  // Transactions (transactions.cc; the lock in txn_lock.h; docs/DESIGN.md, "Transactions"). Each walks to its key as
+  // Put does. Plain writes and reads of a locked key give Unavailable (retry) until the lock is gone.
+  // Locks the key for r.lock.txid if it is as the transaction read it and no other transaction holds it: OK (also if
+  // txid holds it already), or Aborted saying which. The lock holds the key's old record and the new value.
+  Status TxnPrepare(const TxnPrepareRequest& r, GlobalPtr start, GlobalPtr* elsewhere,
+                    btree::MeganodeRange* range = nullptr);
+  // The decision, at the primary key: its lock by txid turns committed (*committed true), unless it is not locked
+  // by txid any more (the transaction was aborted: *committed false).
+  Status TxnDecide(std::string_view primary, uint64_t txid, GlobalPtr start, GlobalPtr* elsewhere, bool* committed,
+                   btree::MeganodeRange* range = nullptr);
+  // Ends txid's lock on key: the new value (commit) or the old one, as it was (abort). OK and nothing done if the key
+  // is not locked by txid (applied already).
+  Status TxnApply(std::string_view key, uint64_t txid, bool commit, GlobalPtr start, GlobalPtr* elsewhere,
+                  btree::MeganodeRange* range = nullptr);
+  // What txid's lock on key says.
+  Status TxnStatus(std::string_view key, uint64_t txid, GlobalPtr start, GlobalPtr* elsewhere, TxnOutcome* outcome);
+  // Resolves the locks held here that expired before now_us (wall clock): a prepared primary is aborted, a committed
+  // one finished (its secondaries applied, through peers where they are elsewhere, then itself); a secondary takes
+  // its primary's outcome, or waits while that is undecided. Runs every 100 ms on the tree's scheduler (when it has
+  // one); tests call it. Returns how many locks it ended.
+  size_t ResolveExpiredLocks(uint64_t now_us);
+  // Locks held here now (for tests and stats).
+  size_t txn_locks() const;
 
   // Peers' requests (a split on another server placing its right half here; a separator for a meganode here).
   // None blocks on another server.
@@ -282,14 +340,56 @@ class GlobalTree {
   template <typename Lock>
   static Status AwaitSplit(Mega* m, Lock& lock);
   // Runs `write` on the meganode at `level` (0: leaf meganodes) covering `key`, under its split lock, splitting
-  // meganodes that are full. *elsewhere: as for Put. With `record`, a leaf write's record: before `write` runs it
-  // is allocated and written into this server's extents, its block in *extent (null on the way in; the caller frees
-  // it unless the write used it).
+  // meganodes that are full. *elsewhere: as for Put. With `record_bytes`, a leaf write's record: before `write` runs
+  // a block for it is allocated in this server's extents, in *extent (null on the way in; `write` writes it, under
+  // the leaf's lock; the caller frees it unless the write used it).
   Status Write(int level, std::string_view key, const std::function<Status(btree::BLinkTree&)>& write, GlobalPtr start,
-               GlobalPtr* elsewhere, btree::MeganodeRange* range = nullptr,
-               const std::vector<uint64_t>* record = nullptr, GlobalPtr* extent = nullptr);
+               GlobalPtr* elsewhere, btree::MeganodeRange* range = nullptr, size_t record_bytes = 0,
+               GlobalPtr* extent = nullptr);
   // Gives back the place of a meganode nothing points to (one made for a split that failed): its header freed.
   void ReleaseMeganode(Mega* m);
+  // What becomes of a leaf entry, decided under its leaf's lock (ChangeEntry): current is null if the key is absent;
+  // `extent` is the block of `record_bytes` ChangeEntry allocated (null if none), for a new record (PublishRecord).
+  using DecideEntry =
+      std::function<StatusOr<btree::BLinkTree::LeafChange>(const btree::LeafValue* current, GlobalPtr extent)>;
+  struct EntryChange {
+    std::optional<btree::LeafValue> old;  // the entry before (nullopt: absent)
+    btree::BLinkTree::LeafChange done;    // what `decide` said last
+  };
+  // Changes `key`'s leaf entry as `decide` says, walking as Put does; frees the new block if it went unused and, with
+  // free_replaced, the record the entry no longer points to (a transaction's steps free what they free themselves,
+  // from *change).
+  Status ChangeEntry(std::string_view key, size_t record_bytes, const DecideEntry& decide, GlobalPtr start,
+                     GlobalPtr* elsewhere, btree::MeganodeRange* range, bool free_replaced = true,
+                     EntryChange* change = nullptr);
+  // Under a leaf's lock: rewrites a lock record in place with `lock` (of the same encoded size: only its state
+  // changes) and gives the entry's new value (its checksum changes).
+  btree::LeafValue RewriteLock(const btree::LeafValue& entry, std::string_view key, const TxnLock& lock);
+  // Under a leaf's lock: stamps `record` (EncodeRecord's, of `length` bytes) with the next version, writes it into
+  // `extent` and gives the entry that points to it.
+  btree::LeafValue PublishRecord(GlobalPtr extent, std::vector<uint64_t>* record, size_t length);
+  // Under a leaf's lock: writes a lock record for `key` into `extent` and gives its (locked) entry.
+  btree::LeafValue PublishLock(GlobalPtr extent, std::string_view key, const TxnLock& lock);
+  // Reads the record an entry points to, in place, under its leaf's lock (it cannot change or be freed meanwhile).
+  Status ReadLocked(const btree::LeafValue& entry, std::string_view key, btree::RecordFields* out) const;
+  Status ReadLock(const btree::LeafValue& entry, std::string_view key, TxnLock* lock) const;
+  // The next version: above every version this tree has written or seen (a clock in microseconds that never goes
+  // back; Observe moves it past versions that came from elsewhere).
+  uint64_t NextVersion();
+  void ObserveVersion(uint64_t version);
+  void NoteLock(std::string_view key, uint64_t expires_us);
+  void ForgetLock(std::string_view key);
+  // Resolves one expired lock (ResolveExpiredLocks): true if it ended.
+  bool ResolveLock(const std::string& key, uint64_t now_us);
+  // A locked entry moving to another server (a remote split): its lock's payload gets the old record's contents
+  // (TxnLock::old_inline); the receiver (Fill) makes them records of its own again (AdoptMovedLock).
+  Status InlineLock(std::string_view key, std::string* payload) const;
+  StatusOr<btree::LeafValue> AdoptMovedLock(std::string_view key, std::string_view payload);
+  // The blocks a lock holds besides its record: the old record and the reserved new one (a moved lock's, here).
+  void FreeLockBlocks(const btree::LeafValue& entry, std::string_view key);
+  // ResolveExpiredLocks on a lane of `scheduler`, every 100 ms until the tree is destroyed.
+  void StartResolver(TaskScheduler* scheduler);
+  void ResolveTick();
 
   std::unique_ptr<Region> node_region_, extent_region_;
   GlobalPtr first_;
@@ -309,6 +409,12 @@ class GlobalTree {
   std::function<void(const std::string&)> split_observer_;
   std::function<void(const std::string&, bool)> split_copy_observer_;
   std::function<Status(std::string_view)> fault_;
+
+  std::atomic<uint64_t> clock_{0};  // the last version handed out (NextVersion)
+  Peers* peers_ = nullptr;
+  mutable std::mutex txn_mu_;
+  std::map<std::string, uint64_t> txn_locks_;      // locked keys here -> when they expire (the resolver's worklist)
+  std::unique_ptr<TaskScheduler::Lane> resolver_;  // ResolveExpiredLocks every 100 ms (with a scheduler)
 
   std::unique_ptr<SplitCoordinator> splits_;  // splits, placement, separators and their background work
 };

@@ -116,23 +116,39 @@ Status GlobalTree::Fill(const RemoteMeganode& meganode, const std::vector<MovedE
         (e.child.is_null() || !PlausibleMeganode(e.child) || (IsLocal(e.child) && !IsMeganodeAddress(e.child)))) {
       return Status::InvalidArgument("an internal meganode's entry needs a child meganode pointer");
     }
-    if (leaf) CELL_RETURN_IF_ERROR(CheckKeyValue(e.key, e.value));
+    if (leaf && !e.locked) CELL_RETURN_IF_ERROR(CheckKeyValue(e.key, e.value));
+    if (leaf && e.locked) {
+      TxnLock lock;
+      if (e.value.size() > btree::kMaxLockRecordBytes - btree::kRecordHeaderBytes - kMaxKeySize ||
+          !DecodeTxnLock(e.value, &lock).ok() || !lock.old_inline || lock.txid == 0 ||
+          (lock.old_present && CheckKeyValue(e.key, lock.old_value).ok() == false) ||
+          (lock.put && !CheckKeyValue(e.key, lock.new_value).ok())) {
+        return Status::InvalidArgument(fmt::format("the lock moved with key '{}' is not a transaction's lock", e.key));
+      }
+    }
   }
   for (const MovedEntry& e : entries) {
     LeafValue entry{e.child, 0, 0};
-    if (leaf) {
+    if (leaf && e.locked) {
+      CELL_ASSIGN_OR_RETURN(entry, AdoptMovedLock(e.key, e.value));
+    } else if (leaf) {
+      // The record as it was on the splitting server: same version (or the same lock), so that what transactions
+      // read of it stays valid.
       thread_local std::vector<uint64_t> record;
-      const uint64_t checksum = btree::EncodeRecord(e.key, e.value, &record);
+      const uint64_t checksum = btree::EncodeRecord(e.key, e.value, e.version, &record);
       CELL_ASSIGN_OR_RETURN(GlobalPtr extent, extents_->Allocate(record.size() * 8));
       WriteRecord(extent, record);
       entry = LeafValue{extent, static_cast<uint32_t>(btree::RecordLength(e.key.size(), e.value.size())), checksum};
+      ObserveVersion(e.version);
     }
     std::optional<LeafValue> replaced;
     Status s = m->tree->Put(e.key, entry, &replaced);
     if (!s.ok()) {
+      if (leaf && entry.locked) FreeLockBlocks(entry, e.key);
       if (leaf) extents_->Free(entry.ptr);
       return s;
     }
+    if (replaced && leaf && replaced->locked) FreeLockBlocks(*replaced, e.key);
     if (replaced && leaf) extents_->Free(replaced->ptr);
   }
   return Status::OK();

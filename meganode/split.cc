@@ -199,11 +199,14 @@ Status SplitCoordinator::CopyRightHalfToPeer(SplitJob* job) {
     if (words == nullptr) return Status::Corruption("a leaf entry points outside this server's extents");
     std::vector<uint64_t> copy((v.length + 7) / 8);
     CopyFromShared(copy.data(), words, copy.size());
-    std::string_view value;
-    if (!btree::CheckRecord(copy.data(), v, e.key, &value)) {
+    btree::RecordFields record;
+    if (!btree::CheckRecord(copy.data(), v, e.key, &record)) {
       return Status::Corruption(fmt::format("the record of key '{}' does not match its leaf entry", e.key));
     }
-    e.value = std::string(value);
+    e.value = std::string(record.value);
+    e.version = record.version;
+    e.locked = v.locked;
+    if (e.locked) CELL_RETURN_IF_ERROR(tree_.InlineLock(e.key, &e.value));  // the old record moves inside the lock
   }
   CELL_RETURN_IF_ERROR(SyncBeforePeers());  // the split's mark, before another server holds its right half
   CELL_ASSIGN_OR_RETURN(job->remote_half, peers_->CreateMeganode(job->RightInfo(), moved));
@@ -256,7 +259,10 @@ void SplitCoordinator::PublishAndCut(SplitJob* job) {
   CutNodes(store, root_slot, root_level, job->sep);
   if (job->remote && info.level == 0) {
     // The moved entries' records here are no longer referenced: every node that held them has a new version.
-    for (const btree::NodeEntry& e : job->right) tree_.extents_->Free(e.value.ptr);
+    for (const btree::NodeEntry& e : job->right) {
+      if (e.value.locked) tree_.FreeLockBlocks(e.value, e.key);  // the lock's old record and reserved block
+      tree_.extents_->Free(e.value.ptr);
+    }
   }
 }
 

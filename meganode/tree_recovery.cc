@@ -122,6 +122,29 @@ Status GlobalTree::RestoreMeganode(Meganode& store) {
       CELL_RETURN_IF_ERROR(extents_->MarkUsed(e.value.ptr, (uint64_t{e.value.length} + 7) / 8 * 8));
       ++recovery_.records;
       recovery_.record_bytes += e.value.length;
+      // Versions go on above every one found; locks go back on the resolver's worklist (a transaction that was
+      // committing here is finished or rolled back by it).
+      btree::RecordFields fields;
+      if (!ReadLocked(e.value, e.key, &fields).ok()) {
+        return Status::Corruption(fmt::format("meganode {}:{}: the record of key '{}' does not match its entry",
+                                              store.meganode().region, store.meganode().offset, e.key));
+      }
+      if (e.value.locked) {
+        TxnLock lock;
+        CELL_RETURN_IF_ERROR(DecodeTxnLock(fields.value, &lock));
+        // The lock's other blocks: the key's old record, and the new value's reserved block.
+        if (lock.old_present) {
+          CELL_RETURN_IF_ERROR(extents_->MarkUsed(lock.old.ptr, (uint64_t{lock.old.length} + 7) / 8 * 8));
+        }
+        if (!lock.new_block.is_null()) {
+          CELL_RETURN_IF_ERROR(extents_->MarkUsed(
+              lock.new_block, (btree::RecordLength(e.key.size(), lock.new_value.size()) + 7) / 8 * 8));
+        }
+        NoteLock(e.key, lock.expires_us);
+        ++recovery_.txn_locks;
+      } else {
+        ObserveVersion(fields.version);
+      }
     }
   }
   return Status::OK();

@@ -126,6 +126,8 @@ StatusOr<meganode::RemoteMeganode> ServerPeers::CreateMeganode(const btree::Mega
         e->set_key(entries[i].key);
         e->set_value(entries[i].value);
         e->set_child(entries[i].child.Pack());
+        e->set_version(entries[i].version);
+        e->set_locked(entries[i].locked);
         bytes += entries[i].key.size() + entries[i].value.size() + 16;
       }
       filled = Call(**connection, StoreMethod::MEGA_FILL, fill.SerializeAsString()).status();
@@ -242,6 +244,47 @@ Status ServerPeers::InsertSeparator(GlobalPtr at, int level, const std::string& 
   request.set_separator(separator);
   request.set_child(child.Pack());
   return Call(*connection, StoreMethod::MEGA_INSERT_SEPARATOR, request.SerializeAsString()).status();
+}
+
+}  // namespace cell::server
+
+namespace cell::server {
+
+Status ServerPeers::KeyCall(GlobalPtr start, uint16_t method, std::string_view key, uint64_t txid, bool commit,
+                            proto::StoreReply* reply) {
+  GlobalPtr at = start;
+  for (int hop = 0; hop < 64; ++hop) {
+    CELL_ASSIGN_OR_RETURN(membership::RegionEntry entry, membership_->GetRegion(at.region));
+    CELL_ASSIGN_OR_RETURN(auto connection, OwnerOf(at.region));
+    proto::KeyRequest request;
+    request.mutable_target()->set_region(at.region);
+    request.mutable_target()->set_epoch(entry.epoch);
+    request.set_key(std::string(key));
+    request.set_meganode(at.Pack());
+    request.mutable_txn()->set_txid(txid);
+    request.mutable_txn()->set_commit(commit);
+    CELL_ASSIGN_OR_RETURN(std::string bytes,
+                          rpc::CallSync(*connection, method, request.SerializeAsString(),
+                                        std::chrono::duration_cast<std::chrono::microseconds>(timeout_)));
+    reply->Clear();
+    if (!reply->ParseFromString(bytes)) return Status::Corruption("malformed reply from a peer server");
+    if (reply->has_wrong_owner()) return Status::Unavailable(fmt::format("region {} is moving; retry", at.region));
+    if (reply->elsewhere() == 0) return Status::OK();
+    at = GlobalPtr::Unpack(reply->elsewhere());
+  }
+  return Status::Aborted(fmt::format("a request for key '{}' was sent on more than 64 times", key.substr(0, 64)));
+}
+
+StatusOr<meganode::TxnOutcome> ServerPeers::TxnStatus(GlobalPtr start, std::string_view key, uint64_t txid) {
+  proto::StoreReply reply;
+  CELL_RETURN_IF_ERROR(KeyCall(start, StoreMethod::TXN_STATUS, key, txid, false, &reply));
+  if (reply.txn_outcome() > 2) return Status::Corruption("a peer answered an unknown transaction outcome");
+  return static_cast<meganode::TxnOutcome>(reply.txn_outcome());
+}
+
+Status ServerPeers::TxnApply(GlobalPtr start, std::string_view key, uint64_t txid, bool commit) {
+  proto::StoreReply reply;
+  return KeyCall(start, StoreMethod::TXN_APPLY, key, txid, commit, &reply);
 }
 
 }  // namespace cell::server

@@ -20,6 +20,10 @@
 #include "rpc/connection_cache.h"
 #include "rpc/transport.h"
 
+namespace cell::proto {
+class StoreReply;
+}
+
 namespace cell::server {
 
 class ServerPeers final : public meganode::Peers {
@@ -35,6 +39,8 @@ class ServerPeers final : public meganode::Peers {
   Status Unseal(const meganode::RemoteMeganode& meganode) override;
   void Abandon(const meganode::RemoteMeganode& meganode) override;
   Status InsertSeparator(GlobalPtr at, int level, const std::string& separator, GlobalPtr child) override;
+  StatusOr<meganode::TxnOutcome> TxnStatus(GlobalPtr start, std::string_view key, uint64_t txid) override;
+  Status TxnApply(GlobalPtr start, std::string_view key, uint64_t txid, bool commit) override;
 
   // For tests: `fault`, when set, sees the method of each peer call whose reply has arrived; an error it returns is
   // the call's result instead, as if the reply had been lost after the peer acted (a timeout, a failed connection).
@@ -57,6 +63,9 @@ class ServerPeers final : public meganode::Peers {
   bool TryAbandonCreated(const membership::ServerInfo& server, uint64_t token);
   // Tries the abandons still owed again (from HavePeers, which the tree's background thread calls about once a second).
   void RetryAbandons();
+  // A store request for `key` (TXN_STATUS, TXN_APPLY), walking from `start` to the key's server as a client does.
+  Status KeyCall(GlobalPtr start, uint16_t method, std::string_view key, uint64_t txid, bool commit,
+                 proto::StoreReply* reply);
   // A MEGA_* call; the meganode the reply names.
   StatusOr<meganode::RemoteMeganode> Call(rpc::Connection& connection, uint16_t method, const std::string& request);
 

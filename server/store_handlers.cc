@@ -25,7 +25,19 @@ bool ParseRequest(std::string_view bytes, Request* request, rpc::Responder& resp
   return false;
 }
 
-bool IsWrite(uint16_t method) { return method == StoreMethod::STORE_PUT || method == StoreMethod::STORE_DELETE; }
+bool IsWrite(uint16_t method) {
+  switch (method) {
+    case StoreMethod::STORE_PUT:
+    case StoreMethod::STORE_DELETE:
+    case StoreMethod::STORE_CAS:
+    case StoreMethod::TXN_PREPARE:
+    case StoreMethod::TXN_DECIDE:
+    case StoreMethod::TXN_APPLY:
+      return true;
+    default:
+      return false;
+  }
+}
 
 // Busy, not asleep: the time is the worker's CPU, so requests queue behind it as behind a real search.
 void BurnCpu(double microseconds) {
@@ -38,12 +50,16 @@ Status AnswerGet(meganode::GlobalTree& tree, const proto::KeyRequest& request, G
                  proto::StoreReply* reply, btree::MeganodeRange* range) {
   std::string value;
   GlobalPtr elsewhere;
-  Status s = tree.Get(request.key(), &value, start, &elsewhere, range);
+  btree::RecordMeta meta;
+  Status s = tree.Get(request.key(), &value, start, &elsewhere, range, request.with_meta() ? &meta : nullptr);
   if (!elsewhere.is_null()) {
     reply->set_elsewhere(elsewhere.Pack());
   } else if (s.ok()) {
     reply->set_found(true);
     reply->set_value(std::move(value));
+    reply->set_version(meta.version);
+    reply->set_checksum(meta.checksum);
+    reply->set_locked(meta.locked);
   } else if (!s.IsNotFound()) {
     return s;
   }
@@ -76,6 +92,67 @@ Status AnswerDelete(meganode::GlobalTree& tree, const proto::KeyRequest& request
   return Status::OK();
 }
 
+// A conditional write or a transaction's step: the outcome a client acts on (a conflict) goes in the reply; errors
+// (a locked key: Unavailable, retried) are the RPC's.
+Status AnswerTxn(meganode::GlobalTree& tree, uint16_t method, const proto::KeyRequest& request, GlobalPtr start,
+                 proto::StoreReply* reply, btree::MeganodeRange* range) {
+  GlobalPtr elsewhere;
+  const proto::TxnStep& txn = request.txn();
+  Status s;
+  switch (method) {
+    case StoreMethod::STORE_CAS: {
+      std::optional<std::string_view> expected, value;
+      if (!request.expect_absent()) expected = request.expected();
+      if (!request.delete_()) value = request.value();
+      s = tree.CompareAndSwap(request.key(), expected, value, start, &elsewhere, range);
+      if (s.code() == Status::Code::kFailedPrecondition) {
+        reply->set_conflict(s.message());
+        s = Status::OK();
+      }
+      break;
+    }
+    case StoreMethod::TXN_PREPARE: {
+      if (txn.expect() > 2) return Status::InvalidArgument(fmt::format("unknown expectation {}", txn.expect()));
+      meganode::TxnPrepareRequest r;
+      r.key = request.key();
+      r.expect = static_cast<meganode::TxnPrepareRequest::Expect>(txn.expect());
+      r.checksum = txn.checksum();
+      r.lock.txid = txn.txid();
+      r.lock.expires_us = txn.expires_us();
+      r.lock.put = txn.put();
+      if (txn.put()) r.lock.new_value = request.value();
+      r.lock.primary = txn.primary();
+      r.lock.secondaries.assign(txn.secondaries().begin(), txn.secondaries().end());
+      s = tree.TxnPrepare(r, start, &elsewhere, range);
+      if (s.IsAborted()) {
+        reply->set_conflict(s.message());
+        s = Status::OK();
+      }
+      break;
+    }
+    case StoreMethod::TXN_DECIDE: {
+      bool committed = false;
+      s = tree.TxnDecide(request.key(), txn.txid(), start, &elsewhere, &committed, range);
+      reply->set_committed(committed);
+      break;
+    }
+    case StoreMethod::TXN_APPLY:
+      s = tree.TxnApply(request.key(), txn.txid(), txn.commit(), start, &elsewhere, range);
+      break;
+    case StoreMethod::TXN_STATUS: {
+      meganode::TxnOutcome outcome = meganode::TxnOutcome::kNotLocked;
+      s = tree.TxnStatus(request.key(), txn.txid(), start, &elsewhere, &outcome);
+      reply->set_txn_outcome(static_cast<uint32_t>(outcome));
+      break;
+    }
+    default:
+      return Status::InvalidArgument(fmt::format("unknown store method {}", method));
+  }
+  if (!s.ok()) return s;
+  if (!elsewhere.is_null()) reply->set_elsewhere(elsewhere.Pack());
+  return Status::OK();
+}
+
 Status AnswerScan(meganode::GlobalTree& tree, const proto::ScanRequest& request, GlobalPtr start,
                   proto::StoreReply* reply) {
   if (request.limit() == 0) return Status::InvalidArgument("a scan needs a limit > 0");
@@ -90,12 +167,18 @@ Status AnswerScan(meganode::GlobalTree& tree, const proto::ScanRequest& request,
     std::vector<btree::KeyValue> batch;
     const size_t want = std::min<size_t>(kScanBatch, limit - pairs);
     std::string resume;
-    CELL_RETURN_IF_ERROR(tree.Scan(from, request.end(), want, &batch, start, &elsewhere, &resume));
+    CELL_RETURN_IF_ERROR(
+        tree.Scan(from, request.end(), want, &batch, start, &elsewhere, &resume, /*report_locks=*/request.with_meta()));
     for (auto& kv : batch) {
       bytes += kv.key.size() + kv.value.size();
       proto::KeyValue* out = reply->add_pairs();
       out->set_key(std::move(kv.key));
       out->set_value(std::move(kv.value));
+      if (request.with_meta()) {
+        out->set_version(kv.version);
+        out->set_checksum(kv.checksum);
+        out->set_locked(kv.locked);
+      }
       ++pairs;
     }
     if (!elsewhere.is_null()) {  // the rest of the range begins on another server
@@ -239,6 +322,12 @@ Status StoreService::Answer(const StoreRequest& r, proto::StoreReply* reply, btr
       return AnswerDelete(*store_, r.key_request, r.start, reply, range);
     case StoreMethod::STORE_SCAN:
       return AnswerScan(*store_, r.scan_request, r.start, reply);
+    case StoreMethod::STORE_CAS:
+    case StoreMethod::TXN_PREPARE:
+    case StoreMethod::TXN_DECIDE:
+    case StoreMethod::TXN_APPLY:
+    case StoreMethod::TXN_STATUS:
+      return AnswerTxn(*store_, r.method, r.key_request, r.start, reply, range);
     default:
       return Status::InvalidArgument(fmt::format("unknown store method {}", r.method));
   }
@@ -246,6 +335,11 @@ Status StoreService::Answer(const StoreRequest& r, proto::StoreReply* reply, btr
 
 void StoreService::SendUnderLease(uint16_t method, std::string reply, const std::function<Status()>* lease,
                                   rpc::Responder responder) {
+  if (logger_ != nullptr && method == StoreMethod::TXN_APPLY) {
+    // Durable before it is answered, whatever the durability: the transaction's primary is released only after every
+    // secondary's apply is durable (a lost one would read as "aborted" after a crash).
+    if (Status s = Commit(/*flush=*/true); !s.ok()) return responder.Fail(NotLogged(s));
+  }
   if (logger_ != nullptr && IsWrite(method)) {
     // Acknowledged only once durable (sync), or at once (async: on disk within the flush interval). The reply waits
     // for the fdatasync on the log's committer thread; this worker goes on to its next request (group commit).
@@ -292,6 +386,8 @@ void StoreService::HandlePeer(uint16_t method, std::string_view request, rpc::Re
         entries[i].key = fill.entries(i).key();
         entries[i].value = fill.entries(i).value();
         entries[i].child = GlobalPtr::Unpack(fill.entries(i).child());
+        entries[i].version = fill.entries(i).version();
+        entries[i].locked = fill.entries(i).locked();
       }
       s = store_->Fill(meganode::RemoteMeganode{GlobalPtr::Unpack(fill.meganode()), fill.generation()}, entries);
       break;

@@ -456,6 +456,22 @@ class InProcessPeers final : public Peers {
     CELL_ASSIGN_OR_RETURN(GlobalTree * other, Other());
     return other->InsertSeparator(at, level, separator, child);
   }
+  StatusOr<TxnOutcome> TxnStatus(GlobalPtr start, std::string_view key, uint64_t txid) override {
+    std::shared_lock lock(*gate_);
+    CELL_ASSIGN_OR_RETURN(GlobalTree * other, Other());
+    TxnOutcome outcome;
+    GlobalPtr elsewhere;
+    CELL_RETURN_IF_ERROR(other->TxnStatus(key, txid, start, &elsewhere, &outcome));
+    if (!elsewhere.is_null()) return Status::Unavailable("the key went on elsewhere");
+    return outcome;
+  }
+  Status TxnApply(GlobalPtr start, std::string_view key, uint64_t txid, bool commit) override {
+    std::shared_lock lock(*gate_);
+    CELL_ASSIGN_OR_RETURN(GlobalTree * other, Other());
+    GlobalPtr elsewhere;
+    CELL_RETURN_IF_ERROR(other->TxnApply(key, txid, commit, start, &elsewhere));
+    return elsewhere.is_null() ? Status::OK() : Status::Unavailable("the key went on elsewhere");
+  }
 
  private:
   StatusOr<GlobalTree*> Other() {

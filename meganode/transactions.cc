@@ -1,0 +1,345 @@
+// A transaction's steps at the key's server: lock, decide, apply, and the resolver that ends the locks of
+// transactions whose client went away (txn_lock.h; the protocol in docs/DESIGN.md, "Transactions"). Every step is one
+// change of the key's leaf entry under its leaf's lock (ChangeEntry), so it is logged, checkpointed and recovered like
+// any write, and serialized with every other write of the key.
+#include <fmt/format.h>
+
+#include <chrono>
+
+#include "btree/record_format.h"
+#include "common/diagnostics.h"
+#include "common/key_limits.h"
+#include "meganode/global_tree.h"
+
+namespace cell::meganode {
+
+using btree::LeafValue;
+using Change = btree::BLinkTree::LeafChange;
+
+namespace {
+constexpr auto kResolveEvery = std::chrono::milliseconds(100);
+
+uint64_t NowUs() {
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count());
+}
+
+std::string Quoted(std::string_view key) { return "'" + std::string(key.substr(0, 64)) + "'"; }
+}  // namespace
+
+LeafValue GlobalTree::PublishLock(GlobalPtr extent, std::string_view key, const TxnLock& lock) {
+  thread_local std::vector<uint64_t> record;
+  const std::string payload = EncodeTxnLock(lock);
+  const uint64_t checksum = btree::EncodeLockRecord(key, payload, &record);
+  WriteRecord(extent, record);
+  return LeafValue{extent, static_cast<uint32_t>(btree::RecordLength(key.size(), payload.size())), checksum, true};
+}
+
+Status GlobalTree::ReadLock(const LeafValue& entry, std::string_view key, TxnLock* lock) const {
+  btree::RecordFields fields;
+  CELL_RETURN_IF_ERROR(ReadLocked(entry, key, &fields));
+  return DecodeTxnLock(fields.value, lock);
+}
+
+void GlobalTree::NoteLock(std::string_view key, uint64_t expires_us) {
+  std::lock_guard lock(txn_mu_);
+  txn_locks_[std::string(key)] = expires_us;
+}
+
+void GlobalTree::ForgetLock(std::string_view key) {
+  std::lock_guard lock(txn_mu_);
+  txn_locks_.erase(std::string(key));
+}
+
+size_t GlobalTree::txn_locks() const {
+  std::lock_guard lock(txn_mu_);
+  return txn_locks_.size();
+}
+
+LeafValue GlobalTree::RewriteLock(const LeafValue& entry, std::string_view key, const TxnLock& lock) {
+  thread_local std::vector<uint64_t> record;
+  const std::string payload = EncodeTxnLock(lock);
+  const uint64_t checksum = btree::EncodeLockRecord(key, payload, &record);
+  // In place: no reader reads a lock record but under its leaf's lock (readers stop at the locked entry), and the
+  // leaf is locked now; the log sees the bytes, then the leaf with the new checksum.
+  WriteRecord(entry.ptr, record);
+  return LeafValue{entry.ptr, entry.length, checksum, true};
+}
+
+Status GlobalTree::TxnPrepare(const TxnPrepareRequest& r, GlobalPtr start, GlobalPtr* elsewhere,
+                              btree::MeganodeRange* range) {
+  const std::string& key = r.key;
+  CELL_RETURN_IF_ERROR(CheckKeyValue(key, r.lock.put ? r.lock.new_value : std::string()));
+  if (r.lock.txid == 0) return Status::InvalidArgument("a transaction's id is nonzero");
+  CELL_RETURN_IF_ERROR(CheckKeySize(r.lock.primary));
+  size_t secondary_bytes = 0;
+  for (const std::string& k : r.lock.secondaries) {
+    CELL_RETURN_IF_ERROR(CheckKeySize(k));
+    secondary_bytes += k.size() + 4;
+  }
+  const size_t lock_bytes =
+      btree::RecordLength(key.size(), 64 + r.lock.new_value.size() + r.lock.primary.size() + secondary_bytes);
+  if (lock_bytes > btree::kMaxLockRecordBytes) {
+    return Status::InvalidArgument(fmt::format("a transaction's lock on key {} would take {} bytes (at most {})",
+                                               Quoted(key), lock_bytes, btree::kMaxLockRecordBytes));
+  }
+  // The new record's block, reserved now (applying a decided commit must not need memory); given back unless used.
+  GlobalPtr reserved;
+  const size_t new_bytes = WordsFor(btree::RecordLength(key.size(), r.lock.new_value.size())) * 8;
+  if (r.lock.put) {
+    auto block = extents_->Allocate(new_bytes);
+    if (!block.ok()) {
+      return Status::ResourceExhausted(fmt::format("extent region {} is full: no room for key {}'s new value ({})",
+                                                   extent_region_->id(), Quoted(key), block.status().message()));
+    }
+    reserved = *block;
+  }
+  EntryChange change;
+  bool fresh = false;  // the lock was taken now (not held already)
+  Status s = ChangeEntry(
+      key, lock_bytes,
+      [&](const LeafValue* current, GlobalPtr extent) -> StatusOr<Change> {
+        fresh = false;
+        if (current != nullptr && current->locked) {
+          TxnLock held;
+          CELL_RETURN_IF_ERROR(ReadLock(*current, key, &held));
+          if (held.txid == r.lock.txid) return Change{};  // a retried request: held already
+          return Status::Aborted(fmt::format("key {} is locked by another transaction", Quoted(key)));
+        }
+        if (r.expect == TxnPrepareRequest::Expect::kAbsent && current != nullptr) {
+          return Status::Aborted(fmt::format("key {} was written since it was read (absent then)", Quoted(key)));
+        }
+        if (r.expect == TxnPrepareRequest::Expect::kChecksum &&
+            (current == nullptr || current->checksum != r.checksum)) {
+          return Status::Aborted(
+              fmt::format("key {} was {} since it was read", Quoted(key), current == nullptr ? "deleted" : "written"));
+        }
+        TxnLock lock = r.lock;
+        lock.state = TxnState::kPrepared;
+        lock.old_present = current != nullptr;
+        if (current != nullptr) lock.old = *current;
+        lock.new_block = reserved;
+        lock.old_inline = false;
+        fresh = true;
+        return Change{Change::Op::kSet, PublishLock(extent, key, lock)};
+      },
+      start, elsewhere, range, /*free_replaced=*/false, &change);
+  if (!s.ok() || !elsewhere->is_null() || !fresh) {
+    if (!reserved.is_null()) CELL_RETURN_IF_ERROR(extents_->Free(reserved));
+    return s;
+  }
+  NoteLock(key, r.lock.expires_us);
+  return Status::OK();
+}
+
+Status GlobalTree::TxnDecide(std::string_view primary, uint64_t txid, GlobalPtr start, GlobalPtr* elsewhere,
+                             bool* committed, btree::MeganodeRange* range) {
+  *committed = false;
+  return ChangeEntry(
+      primary, 0,
+      [&](const LeafValue* current, GlobalPtr) -> StatusOr<Change> {
+        *committed = false;
+        if (current == nullptr || !current->locked) return Change{};
+        TxnLock lock;
+        CELL_RETURN_IF_ERROR(ReadLock(*current, primary, &lock));
+        if (lock.txid != txid) return Change{};  // aborted (by the resolver) and released: not ours any more
+        *committed = true;
+        if (lock.state == TxnState::kCommitted) return Change{};
+        lock.state = TxnState::kCommitted;
+        return Change{Change::Op::kSet, RewriteLock(*current, primary, lock)};
+      },
+      start, elsewhere, range, /*free_replaced=*/false);
+}
+
+Status GlobalTree::TxnApply(std::string_view key, uint64_t txid, bool commit, GlobalPtr start, GlobalPtr* elsewhere,
+                            btree::MeganodeRange* range) {
+  CELL_RETURN_IF_ERROR(CheckKeySize(key));
+  TxnLock lock;
+  bool applied = false;
+  EntryChange change;
+  Status s = ChangeEntry(
+      key, 0,
+      [&](const LeafValue* current, GlobalPtr) -> StatusOr<Change> {
+        applied = false;
+        if (current == nullptr || !current->locked) return Change{};
+        CELL_RETURN_IF_ERROR(ReadLock(*current, key, &lock));
+        if (lock.txid != txid) return Change{};
+        applied = true;
+        if (!commit) {
+          if (!lock.old_present) return Change{Change::Op::kRemove, {}};
+          return Change{Change::Op::kSet, lock.old};
+        }
+        if (!lock.put) return Change{Change::Op::kRemove, {}};
+        thread_local std::vector<uint64_t> record;
+        btree::EncodeRecord(key, lock.new_value, 0, &record);
+        return Change{Change::Op::kSet,
+                      PublishRecord(lock.new_block, &record, btree::RecordLength(key.size(), lock.new_value.size()))};
+      },
+      start, elsewhere, range, /*free_replaced=*/false, &change);
+  if (!s.ok() || !elsewhere->is_null() || !applied) return s;
+  ForgetLock(key);
+  // The lock record, and whichever of the old record and the reserved block the key no longer needs.
+  CELL_RETURN_IF_ERROR(extents_->Free(change.old->ptr));
+  if (commit && lock.old_present) CELL_RETURN_IF_ERROR(extents_->Free(lock.old.ptr));
+  if (!commit && !lock.new_block.is_null()) CELL_RETURN_IF_ERROR(extents_->Free(lock.new_block));
+  return Status::OK();
+}
+
+Status GlobalTree::TxnStatus(std::string_view key, uint64_t txid, GlobalPtr start, GlobalPtr* elsewhere,
+                             TxnOutcome* outcome) {
+  *outcome = TxnOutcome::kNotLocked;
+  return ChangeEntry(
+      key, 0,
+      [&](const LeafValue* current, GlobalPtr) -> StatusOr<Change> {
+        *outcome = TxnOutcome::kNotLocked;
+        if (current == nullptr || !current->locked) return Change{};
+        TxnLock lock;
+        CELL_RETURN_IF_ERROR(ReadLock(*current, key, &lock));
+        if (lock.txid == txid) {
+          *outcome = lock.state == TxnState::kCommitted ? TxnOutcome::kCommitted : TxnOutcome::kPrepared;
+        }
+        return Change{};
+      },
+      start, elsewhere, nullptr, /*free_replaced=*/false);
+}
+
+size_t GlobalTree::ResolveExpiredLocks(uint64_t now_us) {
+  std::vector<std::string> expired;
+  {
+    std::lock_guard lock(txn_mu_);
+    for (const auto& [key, expires] : txn_locks_) {
+      if (expires <= now_us) expired.push_back(key);
+    }
+  }
+  size_t ended = 0;
+  for (const std::string& key : expired) ended += ResolveLock(key, now_us) ? 1 : 0;
+  return ended;
+}
+
+bool GlobalTree::ResolveLock(const std::string& key, uint64_t now_us) {
+  // What the lock says now (it may have been applied, or moved away with its meganode, since it was listed).
+  TxnLock lock;
+  bool held = false;
+  GlobalPtr elsewhere;
+  Status s = ChangeEntry(
+      key, 0,
+      [&](const LeafValue* current, GlobalPtr) -> StatusOr<Change> {
+        held = current != nullptr && current->locked;
+        if (held) CELL_RETURN_IF_ERROR(ReadLock(*current, key, &lock));
+        return Change{};
+      },
+      GlobalPtr(), &elsewhere, nullptr, /*free_replaced=*/false);
+  if (s.ok() && (!held || !elsewhere.is_null())) {
+    ForgetLock(key);  // gone, or no longer this server's
+    return false;
+  }
+  if (!s.ok() || lock.expires_us > now_us) return false;
+  // The outcome: a primary's own state, or (for a secondary) what its primary's lock says.
+  TxnOutcome outcome = lock.state == TxnState::kCommitted ? TxnOutcome::kCommitted : TxnOutcome::kPrepared;
+  if (lock.primary != key) {
+    GlobalPtr at;
+    Status asked = TxnStatus(lock.primary, lock.txid, GlobalPtr(), &at, &outcome);
+    if (asked.ok() && !at.is_null()) {
+      if (peers_ == nullptr) return false;
+      auto remote = peers_->TxnStatus(at, lock.primary, lock.txid);
+      if (!remote.ok()) return false;  // try again next round
+      outcome = *remote;
+    } else if (!asked.ok()) {
+      return false;
+    }
+    if (outcome == TxnOutcome::kPrepared) return false;  // undecided: the primary's server will abort it first
+  }
+  const bool commit = outcome == TxnOutcome::kCommitted;
+  if (lock.primary == key && commit) {
+    // A decided commit whose client went away: apply it to every secondary before releasing the primary.
+    for (const std::string& k : lock.secondaries) {
+      GlobalPtr at;
+      Status applied = TxnApply(k, lock.txid, true, GlobalPtr(), &at);
+      if (applied.ok() && !at.is_null()) {
+        applied = peers_ == nullptr ? Status::Unavailable("no peers") : peers_->TxnApply(at, k, lock.txid, true);
+      }
+      if (!applied.ok()) {
+        diag::Warning("transaction {:x}: applying its commit to key {} failed, retrying: {}", lock.txid, Quoted(k),
+                      applied.ToString());
+        return false;
+      }
+    }
+    if (write_sink_ != nullptr && !write_sink_->Sync().ok()) return false;  // the secondaries, durable here first
+  }
+  GlobalPtr at;
+  Status applied = TxnApply(key, lock.txid, commit, GlobalPtr(), &at);
+  if (!applied.ok() || !at.is_null()) return false;
+  diag::Info("transaction {:x}: its lock on key {} expired; {} by its server", lock.txid, Quoted(key),
+             commit ? "committed" : "rolled back");
+  return true;
+}
+
+Status GlobalTree::InlineLock(std::string_view key, std::string* payload) const {
+  TxnLock lock;
+  CELL_RETURN_IF_ERROR(DecodeTxnLock(*payload, &lock));
+  if (lock.old_present) {
+    btree::RecordFields old;
+    CELL_RETURN_IF_ERROR(ReadLocked(lock.old, key, &old));
+    lock.old_version = old.version;
+    lock.old_value = std::string(old.value);
+  }
+  lock.old_inline = true;
+  *payload = EncodeTxnLock(lock);
+  return Status::OK();
+}
+
+StatusOr<LeafValue> GlobalTree::AdoptMovedLock(std::string_view key, std::string_view payload) {
+  TxnLock lock;
+  CELL_RETURN_IF_ERROR(DecodeTxnLock(payload, &lock));
+  thread_local std::vector<uint64_t> record;
+  GlobalPtr old_block, new_block, lock_block;
+  Status s = [&]() -> Status {
+    if (lock.old_present) {
+      const uint64_t checksum = btree::EncodeRecord(key, lock.old_value, lock.old_version, &record);
+      CELL_ASSIGN_OR_RETURN(old_block, extents_->Allocate(record.size() * 8));
+      WriteRecord(old_block, record);
+      lock.old = LeafValue{old_block, static_cast<uint32_t>(btree::RecordLength(key.size(), lock.old_value.size())),
+                           checksum, false};
+      ObserveVersion(lock.old_version);
+    }
+    if (lock.put) {
+      CELL_ASSIGN_OR_RETURN(new_block,
+                            extents_->Allocate(WordsFor(btree::RecordLength(key.size(), lock.new_value.size())) * 8));
+    }
+    lock.new_block = new_block;
+    lock.old_inline = false;
+    lock.old_value.clear();
+    lock.old_version = 0;
+    const std::string encoded = EncodeTxnLock(lock);
+    CELL_ASSIGN_OR_RETURN(lock_block, extents_->Allocate(btree::RecordLength(key.size(), encoded.size())));
+    return Status::OK();
+  }();
+  if (!s.ok()) {
+    for (GlobalPtr p : {old_block, new_block}) {
+      if (!p.is_null()) extents_->Free(p);
+    }
+    return s;
+  }
+  NoteLock(key, lock.expires_us);
+  return PublishLock(lock_block, key, lock);
+}
+
+void GlobalTree::FreeLockBlocks(const LeafValue& entry, std::string_view key) {
+  TxnLock lock;
+  if (!ReadLock(entry, key, &lock).ok()) return;
+  if (lock.old_present && !lock.old_inline) extents_->Free(lock.old.ptr);
+  if (!lock.new_block.is_null() && !lock.old_inline) extents_->Free(lock.new_block);
+}
+
+void GlobalTree::StartResolver(TaskScheduler* scheduler) {
+  resolver_ = std::make_unique<TaskScheduler::Lane>(*scheduler);
+  resolver_->PostAfter(kResolveEvery, [this] { ResolveTick(); });
+}
+
+void GlobalTree::ResolveTick() {
+  ResolveExpiredLocks(NowUs());
+  resolver_->PostAfter(kResolveEvery, [this] { ResolveTick(); });
+}
+
+}  // namespace cell::meganode

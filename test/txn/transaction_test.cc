@@ -1,0 +1,317 @@
+// Transactions, compare-and-swap and atomic batches against three real cell-server processes sharing a real
+// ZooKeeper, with meganodes small enough (16 KiB) that the keys spread over all three servers through meganode splits
+// while the transactions run (docs/DESIGN.md, "Transactions").
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <random>
+#include <set>
+#include <thread>
+
+#include "cell/client.h"
+#include "test/membership/zk_harness.h"
+#include "test/server/server_harness.h"
+#include "test/test_util.h"
+
+namespace cell {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::RunningServer;
+using testing::ShmPath;
+using testing::StartServer;
+
+class Transactions : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto& zk = testing::ZooKeeperHarness::Shared();
+    ASSERT_FALSE(zk.connect().empty()) << zk.error();
+    name_ = fmt::format("{}-{}", ::testing::UnitTest::GetInstance()->current_test_info()->name(), getpid());
+    cluster_ = fmt::format("zk://{}/cell/{}", zk.connect(), name_);
+    std::vector<std::thread> starting;
+    servers_.resize(3);
+    for (int i = 0; i < 3; ++i) {
+      starting.emplace_back([this, i] {
+        std::vector<std::string> args = {"--listen=tcp://127.0.0.1:0",
+                                         "--listen=shm://" + ShmPath(fmt::format("{}-{}", name_, i + 1)),
+                                         "--membership=" + cluster_,
+                                         fmt::format("--id={}", i + 1),
+                                         "--workers=2",
+                                         "--region-size=64MiB",
+                                         "--meganode-size=16KiB",
+                                         "--meganodes=4096"};
+        for (const std::string& a : testing::ServerKeyArgs()) args.push_back(a);
+        servers_[i] = StartServer(args);
+      });
+    }
+    for (auto& t : starting) t.join();
+    for (const auto& s : servers_) ASSERT_FALSE(s.ready.empty()) << "a server did not start";
+  }
+
+  std::unique_ptr<Client> Open(const std::string& search = "server", std::chrono::milliseconds timeout = 20s) {
+    ClientOptions options;
+    options.cluster = cluster_;
+    options.search = search;
+    options.timeout = timeout;
+    options.key_file = testing::ClientKeyFile();
+    auto client = Client::Open(options);
+    EXPECT_TRUE(client.ok()) << client.status().ToString();
+    return client.ok() ? std::move(*client) : nullptr;
+  }
+
+  // How many servers hold meganodes.
+  int ServersWithMeganodes(Client& client) {
+    auto stats = client.StoreStats();
+    EXPECT_TRUE(stats.ok()) << stats.status().ToString();
+    int n = 0;
+    for (const auto& s : stats.ok() ? *stats : std::vector<Client::ServerStats>{}) n += s.meganodes > 0 ? 1 : 0;
+    return n;
+  }
+
+  std::string name_, cluster_;
+  std::vector<RunningServer> servers_;
+};
+
+std::string Account(int i) { return fmt::format("acct{:06d}", i); }
+
+TEST_F(Transactions, ACommittedTransactionsWritesAreVisibleTogetherAndItReadsItsOwnWrites) {
+  auto client = Open();
+  ASSERT_NE(client, nullptr);
+  ASSERT_TRUE(client->Put("a", "1").ok());
+  auto txn = client->BeginTransaction();
+  ASSERT_TRUE(txn.ok()) << txn.status().ToString();
+  std::string v;
+  ASSERT_TRUE((*txn)->Get("a", &v).ok());
+  EXPECT_EQ(v, "1");
+  ASSERT_TRUE((*txn)->Put("a", "2").ok());
+  ASSERT_TRUE((*txn)->Put("b", "3").ok());
+  ASSERT_TRUE((*txn)->Delete("c").ok());
+  ASSERT_TRUE((*txn)->Get("a", &v).ok());
+  EXPECT_EQ(v, "2");  // its own write
+  std::vector<std::pair<std::string, std::string>> pairs;
+  ASSERT_TRUE((*txn)->Scan("a", "z", 10, &pairs).ok());
+  ASSERT_EQ(pairs.size(), 2u);
+  EXPECT_EQ(pairs[1], std::make_pair(std::string("b"), std::string("3")));
+  // Not visible before Commit.
+  EXPECT_TRUE(client->Get("b", &v).IsNotFound());
+  ASSERT_TRUE((*txn)->Commit().ok());
+  ASSERT_TRUE(client->Get("a", &v).ok());
+  EXPECT_EQ(v, "2");
+  ASSERT_TRUE(client->Get("b", &v).ok());
+  EXPECT_EQ(v, "3");
+  // Used after Commit: refused, nothing applied.
+  EXPECT_EQ((*txn)->Put("d", "4").code(), Status::Code::kFailedPrecondition);
+  EXPECT_EQ((*txn)->Commit().code(), Status::Code::kFailedPrecondition);
+  EXPECT_TRUE(client->Get("d", &v).IsNotFound());
+}
+
+TEST_F(Transactions, AConflictAbortsNamingTheKeyAndAppliesNothing) {
+  auto client = Open();
+  ASSERT_NE(client, nullptr);
+  ASSERT_TRUE(client->Put("x", "0").ok());
+  ASSERT_TRUE(client->Put("y", "0").ok());
+  // Write skew: each reads both and writes one; the second to commit must abort.
+  auto t1 = client->BeginTransaction();
+  auto t2 = client->BeginTransaction();
+  ASSERT_TRUE(t1.ok() && t2.ok());
+  std::string v;
+  for (auto* t : {&*t1, &*t2}) {
+    ASSERT_TRUE((*t)->Get("x", &v).ok());
+    ASSERT_TRUE((*t)->Get("y", &v).ok());
+  }
+  ASSERT_TRUE((*t1)->Put("x", "1").ok());
+  ASSERT_TRUE((*t2)->Put("y", "1").ok());
+  ASSERT_TRUE((*t1)->Commit().ok());
+  Status s = (*t2)->Commit();
+  EXPECT_TRUE(s.IsAborted()) << s.ToString();
+  EXPECT_EQ((*t2)->conflict_key(), "x");
+  ASSERT_TRUE(client->Get("y", &v).ok());
+  EXPECT_EQ(v, "0");  // nothing of t2 applied
+  // A phantom: t3 scans an empty range, t4 inserts into it, t3 writes elsewhere and must abort.
+  auto t3 = client->BeginTransaction();
+  ASSERT_TRUE(t3.ok());
+  std::vector<std::pair<std::string, std::string>> pairs;
+  ASSERT_TRUE((*t3)->Scan("p", "q", 100, &pairs).ok());
+  EXPECT_TRUE(pairs.empty());
+  ASSERT_TRUE(client->Put("pa", "new").ok());
+  ASSERT_TRUE((*t3)->Put("z", "t3").ok());
+  s = (*t3)->Commit();
+  EXPECT_TRUE(s.IsAborted()) << s.ToString();
+  EXPECT_EQ((*t3)->conflict_key(), "pa");
+  EXPECT_TRUE(client->Get("z", &v).IsNotFound());
+}
+
+TEST_F(Transactions, BadInputGetsClearErrorsAndAppliesNothing) {
+  auto client = Open();
+  ASSERT_NE(client, nullptr);
+  auto txn = client->BeginTransaction();
+  ASSERT_TRUE(txn.ok());
+  EXPECT_TRUE((*txn)->Put(std::string(300, 'k'), "v").IsInvalidArgument());
+  EXPECT_TRUE((*txn)->Put("k", std::string((1 << 20) + 1, 'v')).IsInvalidArgument());
+  for (size_t i = 0; i < kMaxTransactionWrites; ++i) ASSERT_TRUE((*txn)->Put(fmt::format("k{}", i), "v").ok());
+  EXPECT_TRUE((*txn)->Put("one-too-many", "v").IsInvalidArgument());
+  (*txn)->Rollback();
+  std::string v;
+  EXPECT_TRUE(client->Get("k0", &v).IsNotFound());
+  // A commit after the timeout: DeadlineExceeded, nothing applied.
+  TransactionOptions quick;
+  quick.timeout = 50ms;
+  auto late = client->BeginTransaction(quick);
+  ASSERT_TRUE(late.ok());
+  ASSERT_TRUE((*late)->Put("late", "v").ok());
+  std::this_thread::sleep_for(100ms);  // past its timeout (the point of the test, not synchronisation)
+  EXPECT_TRUE((*late)->Commit().IsDeadlineExceeded());
+  EXPECT_TRUE(client->Get("late", &v).IsNotFound());
+  TransactionOptions read_only;
+  read_only.read_only = true;
+  auto ro = client->BeginTransaction(read_only);
+  ASSERT_TRUE(ro.ok());
+  EXPECT_EQ((*ro)->Put("a", "b").code(), Status::Code::kFailedPrecondition);
+  read_only.search = "sideways";
+  EXPECT_TRUE(client->BeginTransaction(read_only).status().IsInvalidArgument());
+}
+
+TEST_F(Transactions, CompareAndSwapIncrementsLoseNoUpdate) {
+  auto client = Open();
+  ASSERT_NE(client, nullptr);
+  ASSERT_TRUE(client->CompareAndSwap("counter", std::nullopt, "0").ok());
+  EXPECT_EQ(client->CompareAndSwap("counter", std::nullopt, "0").code(), Status::Code::kFailedPrecondition);
+  std::atomic<int> successes{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 100; ++i) {
+        std::string v;
+        ASSERT_TRUE(client->Get("counter", &v).ok());
+        Status s = client->CompareAndSwap("counter", v, std::to_string(std::stoi(v) + 1));
+        if (s.ok()) {
+          successes.fetch_add(1);
+        } else {
+          ASSERT_EQ(s.code(), Status::Code::kFailedPrecondition) << s.ToString();
+        }
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  std::string v;
+  ASSERT_TRUE(client->Get("counter", &v).ok());
+  EXPECT_EQ(std::stoi(v), successes.load());
+  EXPECT_GT(successes.load(), 0);
+  ASSERT_TRUE(client->CompareAndSwap("counter", v, std::nullopt).ok());  // a conditional delete
+  EXPECT_TRUE(client->Get("counter", &v).IsNotFound());
+}
+
+// Transfers between accounts spread over three servers, with audits (a scan of every account in a transaction)
+// running alongside: every audit and the end see the same total.
+TEST_F(Transactions, BankTransfersKeepTheTotalInEveryAuditWhileMeganodesSplit) {
+  constexpr int kAccounts = 400, kInitial = 1000;
+  auto loader = Open();
+  ASSERT_NE(loader, nullptr);
+  for (int i = 0; i < kAccounts; ++i) ASSERT_TRUE(loader->Put(Account(i), std::to_string(kInitial)).ok());
+  std::atomic<bool> stop{false};
+  std::atomic<int> transfers{0}, audits{0}, bad_audits{0};
+  std::vector<std::thread> threads;
+  const char* searches[] = {"server", "client", "server", "client"};
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      auto client = Open(searches[t]);
+      ASSERT_NE(client, nullptr);
+      std::mt19937_64 rng(t);
+      while (!stop.load()) {
+        const int from = static_cast<int>(rng() % kAccounts), to = static_cast<int>(rng() % kAccounts);
+        if (from == to) continue;
+        const int amount = 1 + static_cast<int>(rng() % 10);
+        Status s = RunTransaction(
+            *client,
+            [&](Transaction& txn) -> Status {
+              std::string a, b;
+              CELL_RETURN_IF_ERROR(txn.Get(Account(from), &a));
+              CELL_RETURN_IF_ERROR(txn.Get(Account(to), &b));
+              CELL_RETURN_IF_ERROR(txn.Put(Account(from), std::to_string(std::stoi(a) - amount)));
+              return txn.Put(Account(to), std::to_string(std::stoi(b) + amount));
+            },
+            50);
+        ASSERT_TRUE(s.ok() || s.IsAborted()) << s.ToString();
+        if (s.ok()) transfers.fetch_add(1);
+      }
+    });
+  }
+  threads.emplace_back([&] {
+    auto client = Open("client");
+    ASSERT_NE(client, nullptr);
+    while (!stop.load()) {
+      int64_t total = 0;
+      Status s = RunTransaction(
+          *client,
+          [&](Transaction& txn) -> Status {
+            total = 0;
+            std::vector<std::pair<std::string, std::string>> pairs;
+            CELL_RETURN_IF_ERROR(txn.Scan(Account(0), Account(kAccounts), kAccounts + 1, &pairs));
+            if (pairs.size() != kAccounts) return Status::Internal(fmt::format("{} accounts", pairs.size()));
+            for (const auto& [k, v] : pairs) total += std::stoll(v);
+            return Status::OK();
+          },
+          50);
+      ASSERT_TRUE(s.ok() || s.IsAborted()) << s.ToString();
+      if (s.ok()) {
+        audits.fetch_add(1);
+        if (total != int64_t{kAccounts} * kInitial) bad_audits.fetch_add(1);
+      }
+    }
+  });
+  std::this_thread::sleep_for(std::chrono::seconds(testing::StressScale() * 5));  // the run's length
+  stop.store(true);
+  for (auto& t : threads) t.join();
+  int64_t total = 0;
+  std::vector<std::pair<std::string, std::string>> pairs;
+  ASSERT_TRUE(loader->Scan(Account(0), Account(kAccounts), kAccounts + 1, &pairs).ok());
+  ASSERT_EQ(pairs.size(), size_t{kAccounts});
+  for (const auto& [k, v] : pairs) total += std::stoll(v);
+  fmt::print("{} transfers, {} audits ({} bad)\n", transfers.load(), audits.load(), bad_audits.load());
+  EXPECT_EQ(total, int64_t{kAccounts} * kInitial);
+  EXPECT_EQ(bad_audits.load(), 0);
+  EXPECT_GT(transfers.load(), 0);
+  EXPECT_GT(audits.load(), 0);
+}
+
+// A batch over keys of all three servers, observed by concurrent scans: all of it or none of it.
+TEST_F(Transactions, ABatchAcrossServersIsSeenWholeOrNotAtAll) {
+  auto client = Open();
+  ASSERT_NE(client, nullptr);
+  // Enough keys that the tree spreads over the three servers.
+  std::string filler(200, 'f');
+  for (int i = 0; i < 3000; ++i) ASSERT_TRUE(client->Put(fmt::format("fill{:05d}", i), filler).ok());
+  ASSERT_EQ(ServersWithMeganodes(*client), 3);
+  constexpr int kKeys = 30;
+  std::atomic<bool> stop{false};
+  std::atomic<int> torn{0}, scans{0};
+  std::thread reader([&] {
+    auto c = Open("client");
+    ASSERT_NE(c, nullptr);
+    while (!stop.load()) {
+      std::vector<std::pair<std::string, std::string>> pairs;
+      Status s = c->Scan("batch", "batci", 1000, &pairs);
+      ASSERT_TRUE(s.ok()) << s.ToString();
+      std::set<std::string> generations;
+      for (const auto& [k, v] : pairs) generations.insert(v);
+      if (!pairs.empty() && (pairs.size() != kKeys || generations.size() != 1)) torn.fetch_add(1);
+      scans.fetch_add(1);
+    }
+  });
+  for (int g = 0; g < 40; ++g) {
+    WriteBatch batch;
+    // Keys spread over the key space (and so over servers): each batch key is a neighbour of some filler.
+    for (int i = 0; i < kKeys; ++i) batch.Put(fmt::format("batch{:03d}", i * 97 % 1000), fmt::format("gen{}", g));
+    ASSERT_TRUE(client->Write(batch).ok());
+  }
+  stop.store(true);
+  reader.join();
+  EXPECT_EQ(torn.load(), 0);
+  EXPECT_GT(scans.load(), 0);
+}
+
+}  // namespace
+}  // namespace cell
