@@ -1,5 +1,6 @@
 // cell-bench: the harness researchers run against a Cell cluster, through the public client (include/cell/client.h),
-// or against Redis (--store=redis, through hiredis), so that both run the same workload in one harness.
+// or against Redis (--store=redis, through hiredis) or PostgreSQL (--store=postgres, through libpq), so that each
+// runs the same workload in one harness.
 //
 // A load phase puts N keys; a run phase drives a workload (bench/workload.h: YCSB a..f or mix:<x>; uniform, Zipfian
 // or latest keys) for a fixed time from T client threads, either
@@ -18,6 +19,22 @@
 //              [--transport=shm] [--threads=1] [--inflight=16] [--duration=3] [--rate=0] [--spike=S:D:F] [--csv=FILE]
 //              [--shape=cell|fixed] [--key-bytes=16] [--value-bytes=100] [--no-load]
 //   cell-bench --store=redis [--redis=127.0.0.1:6379 | --redis=unix:/path] [the same workload, loop and output flags]
+//   cell-bench --store=postgres [--postgres=CONNINFO] [--durability=sync|async|off] [the same flags]
+//
+// Transactional workloads (bench/txn_workload.h; closed loop only, synchronous, one transaction at a time per thread):
+//   --workload=bank [--audit-fraction=0.05] [--audit-span=100] [--initial-balance=1000]   SmallBank-like transfers
+//                                                         and audits, the total checked at the end ("invariant_ok")
+//   --workload=txn-mix [--txn-ops=4] [--txn-read-fraction=0.5]                   transactions of random gets and puts
+// Their summary has "transactions_per_s", "abort_rate", "p50_us", "p99_us" (committed transactions, retries
+// included) and "checker":"not run".
+//
+// PostgreSQL (bench/postgres_store.h): a table kv(k bytea primary key, v bytea), prepared statements, transactions
+// at SERIALIZABLE retried on SQLSTATE 40001/40P01. Without --postgres the harness starts a PostgreSQL of its own
+// (bench/private_postgres.h: initdb in a temporary directory, a Unix socket there only, as the `postgres` user when
+// run as root) with --durability's settings (sync: fsync and synchronous_commit on; async: synchronous_commit off;
+// off: fsync, synchronous_commit and full_page_writes off), and stops it and removes it at the end. For Cell,
+// --durability is only recorded in the summary (the servers' own --durability decides), and likewise for an external
+// PostgreSQL, whose actual settings the summary records ("postgres":{...}).
 //
 // The store sits behind bench/store.h: Cell's (bench/cell_store.h) wraps one cell::Client; Redis's
 // (bench/redis_store.h) gives each thread its own pipelined connection: GET and SET, and for scans (YCSB e) a sorted
@@ -26,6 +43,8 @@
 // session that fails in the run (a lost connection, no reply within 10 s) stops it: a message, exit status 1, no
 // summary.
 // bench/cell_vs_redis.sh runs it (gets only, fixed shapes) against a pinned server, with Redis in the same run.
+#include <fmt/format.h>
+
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <atomic>
@@ -34,6 +53,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <random>
@@ -42,11 +62,11 @@
 #include <utility>
 #include <vector>
 
-#include "bench/cell_store.h"
 #include "bench/hogs.h"
-#include "bench/redis_store.h"
+#include "bench/open_store.h"
 #include "bench/series.h"
 #include "bench/store.h"
+#include "bench/txn_workload.h"
 #include "bench/workload.h"
 #include "cell/client.h"
 
@@ -165,12 +185,46 @@ struct Errors {
   }
 };
 
+// Puts pair_of(0 .. keys - 1) through `loader`: in transactions of 100 when `batched` (PostgreSQL, where each single
+// put would be a commit of its own), else 64 asynchronous puts (inserts) in flight. The seconds it took, or -1 after
+// a message.
+double Load(cell::bench::StoreSession& loader, bool batched, uint64_t keys,
+            const std::function<std::pair<std::string, std::string>(uint64_t)>& pair_of) {
+  const auto start = Clock::now();
+  if (batched) {
+    if (cell::Status s = cell::bench::LoadInTransactions(loader, keys, pair_of); !s.ok()) {
+      std::fprintf(stderr, "cell-bench: %s\n", s.ToString().c_str());
+      return -1;
+    }
+  } else {
+    Window window(64, loader);
+    Errors failed;
+    for (uint64_t i = 0; i < keys && loader.status().ok(); ++i) {
+      window.Acquire();
+      const auto [key, value] = pair_of(i);
+      loader.Put(key, value, /*insert=*/true, [&](const cell::Status& s) {
+        if (!s.ok()) failed.Add(s.ToString());
+        window.Release();
+      });
+    }
+    window.Drain();
+    if (failed.count.load() > 0) {
+      std::fprintf(stderr, "cell-bench: %llu puts failed, the first: %s\n",
+                   static_cast<unsigned long long>(failed.count.load()), failed.first.c_str());
+      return -1;
+    }
+  }
+  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  std::fprintf(stderr, "loaded %llu keys in %.2f s\n", static_cast<unsigned long long>(keys), seconds);
+  return seconds;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{
-      "cell-bench: a workload against a running Cell cluster or Redis; a time series to CSV, a JSON summary "
-      "last. With --store=redis, the Cell-only fields (server_fraction, retries, node_cache_*, "
+      "cell-bench: a workload against a running Cell cluster, Redis or PostgreSQL; a time series to CSV, a JSON "
+      "summary last. With --store=redis or postgres, the Cell-only fields (server_fraction, retries, node_cache_*, "
       "explorations, load_steps, estimates; the CSV's server_fraction and retries) are 0, search is \"none\""};
   cell::ClientOptions options;
   std::string store_kind = "cell", redis_address = "127.0.0.1:6379";
@@ -180,23 +234,60 @@ int main(int argc, char** argv) {
   int threads = 1, depth = 16, interval_ms = 100;
   double seconds = 3, rate = 0, theta = 0.99;
   bool no_load = false;
+  std::string postgres_conninfo, postgres_bin, durability = "sync";
+  cell::bench::TxnBenchOptions txn;
   app.add_option("--store", store_kind,
-                 "what to measure: cell (a Cell cluster, --cluster) or redis (a redis-server, --redis; GET/SET, scans "
-                 "by a sorted set of the keys; use a Redis of the bench's own)")
+                 "what to measure: cell (a Cell cluster, --cluster), redis (a redis-server, --redis; GET/SET, scans "
+                 "by a sorted set of the keys; use a Redis of the bench's own) or postgres (--postgres, or a "
+                 "PostgreSQL the bench starts)")
       ->capture_default_str()
-      ->check(CLI::IsMember({"cell", "redis"}));
+      ->check(CLI::IsMember({"cell", "redis", "postgres"}));
   app.add_option("--cluster", options.cluster,
                  "cell: the cluster URI (zk://... or an embedded server's tcp://...); required");
   app.add_option("--key-file", options.key_file, "cell: the cluster's client key, for servers with keys")
       ->envname("CELL_KEY_FILE");
   auto* redis_option = app.add_option("--redis", redis_address, "redis: HOST:PORT, [IPV6]:PORT or unix:/path/to/socket")
                            ->capture_default_str();
+  auto* postgres_option =
+      app.add_option("--postgres", postgres_conninfo,
+                     "postgres: a server's libpq connection string (\"host=... dbname=...\" or postgresql://...; use a "
+                     "database of the bench's own). Without it the bench starts a private server for the run");
+  app.add_option("--postgres-bin", postgres_bin,
+                 "postgres, private server: the directory of initdb and postgres (default: the newest "
+                 "/usr/lib/postgresql/<version>/bin, else PATH)");
+  app.add_option("--durability", durability,
+                 "sync, async or off: configures the private PostgreSQL (sync: fsync and synchronous_commit on; async: "
+                 "synchronous_commit off; off: fsync off too); recorded in the summary for every store (Cell's "
+                 "servers' own --durability decides theirs)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"sync", "async", "off"}));
   app.add_option("--search", options.search, "cell: adaptive, server, client, dex or fixed:<fraction server-side>")
       ->capture_default_str();
   app.add_option("--transport", transport, "cell: tcp, shm or verbs")->capture_default_str();
   app.add_option("--keys", keys, "keys loaded (and read: a workload's inserts add more)")->capture_default_str();
-  app.add_option("--workload", workload_name, "YCSB a, b, c, d, e, f, or mix:<read fraction> (reads and updates)")
+  app.add_option("--workload", workload_name,
+                 "YCSB a, b, c, d, e, f, mix:<read fraction> (reads and updates), or the transactional bank or "
+                 "txn-mix (bench/txn_workload.h)")
       ->capture_default_str();
+  app.add_option("--audit-fraction", txn.audit_fraction, "bank: the fraction of transactions that are audits")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
+  app.add_option("--audit-span", txn.audit_span,
+                 "bank: accounts an audit scans (consecutive, from a random one; all of them: checked against the "
+                 "total)")
+      ->capture_default_str()
+      ->check(CLI::Range(uint64_t{1}, uint64_t{10000}));
+  app.add_option("--initial-balance", txn.initial_balance, "bank: every account's balance at the load")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
+  app.add_option("--txn-ops", txn.txn_ops, "txn-mix: gets and puts per transaction")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000));
+  app.add_option("--txn-read-fraction", txn.txn_read_fraction,
+                 "txn-mix: the fraction of a transaction's operations "
+                 "that are gets")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
   app.add_option("--distribution", distribution_name, "uniform, zipfian or latest (default: the workload's)");
   app.add_option("--theta", theta, "Zipfian skew")->capture_default_str()->check(CLI::Range(0.01, 0.999));
   app.add_option("--shape", shape, "cell (keys 8..64 bytes, values 8..256) or fixed (--key-bytes, --value-bytes)")
@@ -204,10 +295,11 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"cell", "fixed"}));
   app.add_option("--key-bytes", key_bytes, "fixed shape")->capture_default_str()->check(CLI::Range(8, 255));
   app.add_option("--value-bytes", value_bytes, "fixed shape")->capture_default_str()->check(CLI::Range(0, 1 << 20));
-  app.add_option("--threads", threads, "client threads (redis: a connection each)")
+  app.add_option("--threads", threads, "client threads (redis, postgres: a connection each)")
       ->capture_default_str()
       ->check(CLI::Range(1, 256));
-  app.add_option("--inflight,--depth", depth, "operations in flight per thread (closed loop; the cap, open loop)")
+  app.add_option("--inflight,--depth", depth,
+                 "operations in flight per thread (closed loop; the cap, open loop; transactional workloads: 1)")
       ->capture_default_str()
       ->check(CLI::Range(1, 4096));
   app.add_option("--duration,--seconds", seconds, "the run phase, seconds")
@@ -277,21 +369,37 @@ int main(int argc, char** argv) {
     }
     windows.emplace_back(from, to);
   }
-  const bool redis = store_kind == "redis";
-  if (!redis && options.cluster.empty()) {
+  const bool redis = store_kind == "redis", postgres = store_kind == "postgres";
+  if (store_kind == "cell" && options.cluster.empty()) {
     std::fprintf(stderr, "cell-bench: --cluster is required with --store=cell\n");
     return 2;
   }
-  if (redis && !options.cluster.empty()) {
-    std::fprintf(stderr, "cell-bench: --cluster is for --store=cell; with --store=redis, Redis is at --redis\n");
+  if (store_kind != "cell" && !options.cluster.empty()) {
+    std::fprintf(stderr, "cell-bench: --cluster is for --store=cell; Redis is at --redis, PostgreSQL at --postgres\n");
     return 2;
   }
   if (!redis && redis_option->count() > 0) {
     std::fprintf(stderr, "cell-bench: --redis is for --store=redis\n");
     return 2;
   }
+  if (!postgres && postgres_option->count() > 0) {
+    std::fprintf(stderr, "cell-bench: --postgres is for --store=postgres\n");
+    return 2;
+  }
+  const bool transactional = cell::bench::IsTxnWorkload(workload_name);
+  if (transactional && rate > 0) {
+    std::fprintf(stderr, "cell-bench: --workload=%s runs a closed loop only (no --rate)\n", workload_name.c_str());
+    return 2;
+  }
+  if (workload_name == "bank" && keys < 2) {
+    std::fprintf(stderr, "cell-bench: --workload=bank needs at least 2 accounts (--keys)\n");
+    return 2;
+  }
 
-  auto workload = cell::bench::ParseWorkload(workload_name);
+  cell::bench::Workload transactions;  // a name and a key distribution; its operations are bench/txn_workload.h's
+  transactions.name = workload_name;
+  auto workload =
+      transactional ? cell::StatusOr<cell::bench::Workload>(transactions) : cell::bench::ParseWorkload(workload_name);
   if (!workload.ok()) {
     std::fprintf(stderr, "cell-bench: %s\n", workload.status().ToString().c_str());
     return 2;
@@ -340,28 +448,26 @@ int main(int argc, char** argv) {
   keys = std::max<uint64_t>(keys, 1);
   Shapes shapes{shape == "cell", key_bytes, value_bytes, keys * 2};
 
-  std::unique_ptr<cell::bench::Store> store;
-  std::string search_name = options.search, transport_name = transport;  // for the summary
-  if (redis) {
-    auto opened = cell::bench::RedisStore::Open(redis_address, {.timeout = std::chrono::milliseconds(10000)});
-    if (!opened.ok()) {
-      std::fprintf(stderr, "cell-bench: %s\n", opened.status().message().c_str());
-      return opened.status().IsInvalidArgument() ? 2 : 1;
-    }
-    search_name = "none";
-    transport_name = (*opened)->address().host.empty() ? "unix" : "tcp";
-    store = std::move(*opened);
-  } else {
-    options.transports = {transport};
-    options.timeout = std::chrono::milliseconds(10000);
-    auto opened = cell::Client::Open(options);
-    if (!opened.ok()) {
-      std::fprintf(stderr, "cell-bench: %s\n", opened.status().ToString().c_str());
-      return 1;
-    }
-    store = std::make_unique<cell::bench::CellStore>(std::move(*opened));
+  cell::bench::StoreConfig store_config;
+  store_config.kind = store_kind;
+  store_config.client = options;
+  store_config.transport = transport;
+  store_config.redis_address = redis_address;
+  store_config.postgres_conninfo = postgres_conninfo;
+  store_config.postgres_bin = postgres_bin;
+  store_config.durability = durability;
+  store_config.threads = threads;
+  auto opened_or = cell::bench::OpenStore(store_config);
+  if (!opened_or.ok()) {
+    const cell::Status& s = opened_or.status();  // Redis's and PostgreSQL's messages say what failed
+    std::fprintf(stderr, "cell-bench: %s\n", store_kind == "cell" ? s.ToString().c_str() : s.message().c_str());
+    return s.IsInvalidArgument() ? 2 : 1;
   }
-  // One session per thread, connected before the clock starts (Redis: a connection each).
+  const cell::bench::OpenedStore opened = std::move(*opened_or);  // before the sessions: they go first
+  cell::bench::Store* const store = opened.store.get();
+  const std::string& search_name = opened.search;
+  const std::string& transport_name = opened.transport;
+  // One session per thread, connected before the clock starts (Redis, PostgreSQL: a connection each).
   const auto new_session = [&]() -> std::unique_ptr<cell::bench::StoreSession> {
     auto session = store->NewSession();
     if (!session.ok()) {
@@ -371,29 +477,18 @@ int main(int argc, char** argv) {
     return std::move(*session);
   };
 
+  const cell::bench::Bank bank(keys, txn.initial_balance);
   double load_seconds = 0;
   if (!no_load) {
-    const auto start = Clock::now();
     const std::unique_ptr<cell::bench::StoreSession> loader = new_session();
     if (loader == nullptr) return 1;
-    Window window(64, *loader);
-    Errors failed;
-    for (uint64_t i = 0; i < keys && loader->status().ok(); ++i) {
-      window.Acquire();
-      const std::string key = shapes.Key(i);
-      loader->Put(key, shapes.Value(key, 0), /*insert=*/true, [&](const cell::Status& s) {
-        if (!s.ok()) failed.Add(s.ToString());
-        window.Release();
-      });
-    }
-    window.Drain();
-    if (failed.count.load() > 0) {
-      std::fprintf(stderr, "cell-bench: %llu puts failed, the first: %s\n",
-                   static_cast<unsigned long long>(failed.count.load()), failed.first.c_str());
-      return 1;
-    }
-    load_seconds = std::chrono::duration<double>(Clock::now() - start).count();
-    std::fprintf(stderr, "loaded %llu keys in %.2f s\n", static_cast<unsigned long long>(keys), load_seconds);
+    load_seconds = Load(*loader, postgres, keys, [&](uint64_t i) {
+      if (workload_name == "bank") return std::make_pair(bank.Key(i), bank.InitialValue());
+      std::string key = shapes.Key(i);
+      std::string value = shapes.Value(key, 0);
+      return std::make_pair(std::move(key), std::move(value));
+    });
+    if (load_seconds < 0) return 1;
   }
 
   const cell::bench::KeyChooser chooser(keys, workload->distribution, theta);
@@ -408,6 +503,26 @@ int main(int argc, char** argv) {
   for (int t = 0; t < threads; ++t) {
     sessions.push_back(new_session());
     if (sessions.back() == nullptr) return 1;
+  }
+  if (transactional) {
+    txn.workload = workload_name;
+    txn.keys = keys;
+    txn.distribution = workload->distribution;
+    txn.theta = theta;
+    txn.threads = threads;
+    txn.seconds = seconds;
+    txn.interval_ms = interval_ms;
+    txn.seed = seed;
+    txn.windows = windows;
+    txn.key_of = [&shapes](uint64_t i) { return shapes.Key(i); };
+    txn.value_of = [&shapes](const std::string& key, uint64_t version) { return shapes.Value(key, version); };
+    txn.belongs = [&shapes](std::string_view value, std::string_view key) { return shapes.Belongs(value, key); };
+    const std::string head = fmt::format(
+        "\"bench\":\"cell\",\"store\":\"{}\",\"workload\":\"{}\",\"search\":\"{}\",\"transport\":\"{}\","
+        "\"durability\":\"{}\"{},\"shape\":\"{}\",\"keys\":{},\"threads\":{},\"seconds\":{:.2f},\"load_s\":{:.2f}",
+        store_kind, workload_name, search_name, transport_name, durability, opened.postgres_json, shape, keys, threads,
+        seconds, load_seconds);
+    return cell::bench::RunTxnBench(txn, *store, sessions, hogs, csv.is_open() ? &csv : nullptr, head);
   }
   Errors session_failures;  // a session that failed (Redis: a lost connection) stops the run
   std::atomic<bool> aborted{false};
@@ -596,23 +711,7 @@ int main(int argc, char** argv) {
   }
 
   // The windows' exact summaries: the samples of the intervals that ended within each (before `all` is sorted).
-  std::string window_json;
-  for (const auto& [from, to] : windows) {
-    std::vector<float> part;
-    size_t begin = 0;
-    for (const auto& [t, end_index] : interval_ends) {
-      if (t > from + 1e-9 && t <= to + 1e-9) part.insert(part.end(), all.begin() + begin, all.begin() + end_index);
-      begin = end_index;
-    }
-    const cell::bench::LatencySummary w = cell::bench::Summarize(&part);
-    char one[256];
-    std::snprintf(one, sizeof(one),
-                  "%s{\"from_s\":%.3f,\"to_s\":%.3f,\"ops\":%llu,\"p50_us\":%.1f,\"p90_us\":%.1f,\"p99_us\":%.1f,"
-                  "\"max_us\":%.1f}",
-                  window_json.empty() ? "" : ",", from, to, static_cast<unsigned long long>(w.count), w.p50_us,
-                  w.p90_us, w.p99_us, w.max_us);
-    window_json += one;
-  }
+  const std::string window_json = cell::bench::WindowsJson(all, interval_ends, windows);
   const cell::bench::LatencySummary total = cell::bench::Summarize(&all);
   const double server = static_cast<double>(after.server_searches - before.server_searches);
   const double client_side = static_cast<double>(after.client_searches - before.client_searches);
@@ -632,7 +731,7 @@ int main(int argc, char** argv) {
   }
   std::printf(
       "{\"bench\":\"cell\",\"store\":\"%s\",\"workload\":\"%s\",\"search\":\"%s\",\"transport\":\"%s\","
-      "\"shape\":\"%s\","
+      "\"durability\":\"%s\"%s,\"shape\":\"%s\","
       "\"keys\":%llu,\"key_bytes\":%zu,\"value_bytes\":%zu,\"threads\":%d,\"depth\":%d,\"rate\":%.0f,"
       "\"seconds\":%.2f,\"load_s\":%.2f,\"ops\":%llu,\"gets\":%llu,\"updates\":%llu,\"inserts\":%llu,"
       "\"scans\":%llu,\"rmws\":%llu,\"ops_per_s\":%.0f,\"p50_us\":%.1f,\"p90_us\":%.1f,\"p99_us\":%.1f,"
@@ -640,13 +739,13 @@ int main(int argc, char** argv) {
       "\"explorations\":%llu,\"load_steps\":%llu,\"estimates\":[%s],\"not_found\":%llu,\"unissued\":%llu,\"inserts_"
       "over_key_space\":%llu,"
       "\"windows\":[%s],\"drain_s\":%.2f,\"errors\":%llu}\n",
-      store_kind.c_str(), workload->name.c_str(), search_name.c_str(), transport_name.c_str(), shape.c_str(),
-      static_cast<unsigned long long>(keys), key_bytes, value_bytes, threads, depth, rate, seconds, load_seconds,
-      static_cast<unsigned long long>(total.count), static_cast<unsigned long long>(by_kind[0].load()),
-      static_cast<unsigned long long>(by_kind[1].load()), static_cast<unsigned long long>(by_kind[2].load()),
-      static_cast<unsigned long long>(by_kind[3].load()), static_cast<unsigned long long>(by_kind[4].load()),
-      completed_in_time / seconds, total.p50_us, total.p90_us, total.p99_us,
-      server + client_side > 0 ? server / (server + client_side) : 0.0,
+      store_kind.c_str(), workload->name.c_str(), search_name.c_str(), transport_name.c_str(), durability.c_str(),
+      opened.postgres_json.c_str(), shape.c_str(), static_cast<unsigned long long>(keys), key_bytes, value_bytes,
+      threads, depth, rate, seconds, load_seconds, static_cast<unsigned long long>(total.count),
+      static_cast<unsigned long long>(by_kind[0].load()), static_cast<unsigned long long>(by_kind[1].load()),
+      static_cast<unsigned long long>(by_kind[2].load()), static_cast<unsigned long long>(by_kind[3].load()),
+      static_cast<unsigned long long>(by_kind[4].load()), completed_in_time / seconds, total.p50_us, total.p90_us,
+      total.p99_us, server + client_side > 0 ? server / (server + client_side) : 0.0,
       static_cast<unsigned long long>(after.retries - before.retries),
       static_cast<unsigned long long>(after.node_cache_hits - before.node_cache_hits),
       static_cast<unsigned long long>(after.node_cache_misses - before.node_cache_misses),

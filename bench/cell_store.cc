@@ -3,9 +3,25 @@
 
 #include <thread>
 
+#include "cell/transaction.h"
+
 namespace cell::bench {
 
 namespace {
+
+// A transaction's operations, forwarded.
+class CellTxnOps final : public TxnOps {
+ public:
+  explicit CellTxnOps(Transaction& txn) : txn_(txn) {}
+  Status Get(std::string_view key, std::string* value) override { return txn_.Get(key, value); }
+  Status Put(std::string_view key, std::string_view value) override { return txn_.Put(key, value); }
+  Status Scan(std::string_view start, size_t limit, std::vector<std::pair<std::string, std::string>>* out) override {
+    return txn_.Scan(start, "", limit, out);
+  }
+
+ private:
+  Transaction& txn_;
+};
 
 // Thread-safe like the client it wraps: callbacks run on the client's threads and may start operations from there.
 class CellSession final : public StoreSession {
@@ -26,6 +42,18 @@ class CellSession final : public StoreSession {
   void Progress() override {}
   void WaitUntil(Clock::time_point until) override { std::this_thread::sleep_until(until); }
   Status status() const override { return Status::OK(); }
+
+  Status RunTransaction(const TxnBody& body, int* attempts) override {
+    *attempts = 0;
+    return cell::RunTransaction(
+        client_,
+        [&](Transaction& txn) {
+          ++*attempts;
+          CellTxnOps ops(txn);
+          return body(ops);
+        },
+        kTransactionAttempts);
+  }
 
  private:
   Client& client_;

@@ -1,5 +1,6 @@
 // cell-bench's Cell store (bench/store.h): every thread's session goes through one shared cell::Client, and its
-// operations complete on the client's own threads (GetAsync, PutAsync; scans are synchronous).
+// operations complete on the client's own threads (GetAsync, PutAsync; scans are synchronous). Transactions are
+// cell::RunTransaction's (include/cell/transaction.h): it retries Aborted with a back-off of its own.
 #pragma once
 
 #include <memory>

@@ -15,6 +15,7 @@
 #include <charconv>
 #include <cstring>
 #include <deque>
+#include <map>
 #include <thread>
 #include <vector>
 
@@ -155,6 +156,27 @@ class RedisSession final : public StoreSession {
   }
 
   Status status() const override { return failed_; }
+
+  Status RunTransaction(const TxnBody& body, int* attempts) override;
+
+  // Sends the commands at once and waits for all their replies, in order (operations started before them complete
+  // first). An error reply is returned like any other, for the caller to look at; only the session's failure fails
+  // the call.
+  StatusOr<std::vector<ReplyPtr>> Pipeline(const std::vector<std::vector<std::string_view>>& commands) {
+    if (!failed_.ok()) return failed_;
+    if (commands.empty()) return std::vector<ReplyPtr>();
+    std::vector<Kept> kept(commands.size());  // sized once: the pending entries point into it
+    for (size_t i = 0; i < commands.size(); ++i) {
+      if (!Append(commands[i].data(), commands[i].size())) return failed_;  // Fail completed the entries pushed
+      pending_.push_back({Pending::kKept, commands[i][0], nullptr, nullptr, &kept[i]});
+    }
+    Flush();
+    while (!kept.back().done) AwaitCompletion();  // in order: the last one done, all are
+    if (!failed_.ok()) return failed_;
+    std::vector<ReplyPtr> replies;
+    for (Kept& k : kept) replies.push_back(std::move(k.reply));
+    return replies;
+  }
 
   // Sends one command and waits for its reply (operations started before it complete first); an error reply is
   // FailedPrecondition.
@@ -340,6 +362,162 @@ class RedisSession final : public StoreSession {
   std::vector<const char*> argv_;  // Append's scratch, kept to save allocations
   std::vector<size_t> lengths_;
 };
+
+// One attempt of a transaction (see redis_store.h): reads WATCH what they read first, writes wait in a map (so reads
+// and scans see them) until Commit sends MULTI, SET and ZADD for each, EXEC.
+class RedisTxnOps final : public TxnOps {
+ public:
+  explicit RedisTxnOps(RedisSession& session) : session_(session) {}
+
+  Status Get(std::string_view key, std::string* value) override {
+    if (const auto it = writes_.find(key); it != writes_.end()) {
+      *value = it->second;
+      return Status::OK();
+    }
+    auto replies = session_.Pipeline({{"WATCH", key}, {"GET", key}});
+    if (!replies.ok()) return replies.status();
+    watched_ = true;
+    if (Status s = Check("WATCH", *(*replies)[0], REDIS_REPLY_STATUS); !s.ok()) return s;
+    const redisReply& r = *(*replies)[1];
+    if (r.type == REDIS_REPLY_NIL) return Status::NotFound("redis GET: no such key");
+    if (Status s = Check("GET", r, REDIS_REPLY_STRING); !s.ok()) return s;
+    value->assign(r.str, r.len);
+    return Status::OK();
+  }
+
+  Status Put(std::string_view key, std::string_view value) override {
+    writes_.insert_or_assign(std::string(key), std::string(value));
+    return Status::OK();
+  }
+
+  // The index is watched before it is read, and each key before its value: a key inserted into the range, or a
+  // value changed, before EXEC makes EXEC fail (no phantoms).
+  Status Scan(std::string_view start, size_t limit, std::vector<std::pair<std::string, std::string>>* out) override {
+    if (limit == 0) return Status::OK();
+    std::string from = "[";
+    from.append(start);
+    const std::string count = std::to_string(limit);
+    auto index = session_.Pipeline(
+        {{"WATCH", RedisStore::kKeySet}, {"ZRANGEBYLEX", RedisStore::kKeySet, from, "+", "LIMIT", "0", count}});
+    if (!index.ok()) return index.status();
+    watched_ = true;
+    if (Status s = Check("WATCH", *(*index)[0], REDIS_REPLY_STATUS); !s.ok()) return s;
+    const redisReply& k = *(*index)[1];
+    if (Status s = Check("ZRANGEBYLEX", k, REDIS_REPLY_ARRAY); !s.ok()) return s;
+    std::vector<std::pair<std::string, std::string>> stored;
+    if (k.elements > 0) {
+      std::vector<std::string_view> watch = {"WATCH"}, mget = {"MGET"};
+      for (size_t i = 0; i < k.elements; ++i) {
+        if (Status s = Check("ZRANGEBYLEX", *k.element[i], REDIS_REPLY_STRING); !s.ok()) return s;
+        watch.push_back(Text(k.element[i]));
+        mget.push_back(Text(k.element[i]));
+      }
+      auto values = session_.Pipeline({watch, mget});
+      if (!values.ok()) return values.status();
+      if (Status s = Check("WATCH", *(*values)[0], REDIS_REPLY_STATUS); !s.ok()) return s;
+      const redisReply& v = *(*values)[1];
+      if (Status s = Check("MGET", v, REDIS_REPLY_ARRAY); !s.ok()) return s;
+      if (v.elements != k.elements) return Status::Corruption("redis MGET: not one value per key");
+      for (size_t i = 0; i < v.elements; ++i) {
+        if (v.element[i]->type == REDIS_REPLY_NIL) {
+          return Status::Corruption(
+              fmt::format("redis scan: key '{}' is in {} but has no value", mget[i + 1], RedisStore::kKeySet));
+        }
+        if (Status s = Check("MGET", *v.element[i], REDIS_REPLY_STRING); !s.ok()) return s;
+        stored.emplace_back(mget[i + 1], Text(v.element[i]));
+      }
+    }
+    MergeOwnWrites(start, limit, std::move(stored), out);
+    return Status::OK();
+  }
+
+  // MULTI, the writes, EXEC: OK, Aborted if a watched key changed (EXEC answered nil), or the error.
+  Status Commit() {
+    if (writes_.empty() && !watched_) return Status::OK();
+    std::vector<std::vector<std::string_view>> commands = {{"MULTI"}};
+    for (const auto& [key, value] : writes_) {
+      commands.push_back({"SET", key, value});
+      commands.push_back({"ZADD", RedisStore::kKeySet, "0", key});  // a key already there: no change, no conflict
+    }
+    commands.push_back({"EXEC"});
+    auto replies = session_.Pipeline(commands);
+    if (!replies.ok()) return replies.status();
+    watched_ = false;  // EXEC unwatches, whatever its outcome
+    const redisReply& exec = *replies->back();
+    if (exec.type == REDIS_REPLY_NIL) return Status::Aborted("redis EXEC: a watched key changed (nil reply)");
+    for (size_t i = 0; i + 1 < replies->size(); ++i) {
+      if (Status s = Check(commands[i][0], *(*replies)[i], REDIS_REPLY_STATUS); !s.ok()) return s;
+    }
+    if (Status s = Check("EXEC", exec, REDIS_REPLY_ARRAY); !s.ok()) return s;
+    for (size_t i = 0; i < exec.elements; ++i) {
+      if (exec.element[i]->type == REDIS_REPLY_ERROR) {
+        return Status::FailedPrecondition(fmt::format("redis EXEC: {}", Text(exec.element[i])));
+      }
+    }
+    return Status::OK();
+  }
+
+  // Drops the writes and the watches (nothing was sent but reads).
+  void Rollback() {
+    writes_.clear();
+    if (!watched_) return;
+    watched_ = false;
+    const std::string_view unwatch[] = {"UNWATCH"};
+    (void)session_.Command(unwatch, 1);  // a failed session fails the next operation anyway
+  }
+
+ private:
+  static Status Check(std::string_view command, const redisReply& r, int want) {
+    if (r.type == REDIS_REPLY_ERROR) return Status::FailedPrecondition(fmt::format("redis {}: {}", command, Text(&r)));
+    if (r.type != want) {
+      return Status::Corruption(
+          fmt::format("redis {} answered with a reply of type {}, not {}", command, r.type, want));
+    }
+    return Status::OK();
+  }
+
+  // `stored` (in key order, at most `limit`) overlaid with this transaction's writes in the range it covers: from
+  // `start` to its last key, or to the end if it came short of the limit; then cut to `limit`.
+  void MergeOwnWrites(std::string_view start, size_t limit, std::vector<std::pair<std::string, std::string>> stored,
+                      std::vector<std::pair<std::string, std::string>>* out) const {
+    const bool to_end = stored.size() < limit;
+    auto w = writes_.lower_bound(start);
+    const auto w_end = to_end ? writes_.end() : writes_.upper_bound(stored.back().first);
+    size_t added = 0;
+    for (auto it = stored.begin(); added < limit && (it != stored.end() || w != w_end);) {
+      if (w == w_end || (it != stored.end() && it->first < w->first)) {
+        out->push_back(std::move(*it++));
+      } else {
+        if (it != stored.end() && it->first == w->first) ++it;  // replaced by this transaction's write
+        out->emplace_back(w->first, w->second);
+        ++w;
+      }
+      ++added;
+    }
+  }
+
+  RedisSession& session_;
+  std::map<std::string, std::string, std::less<>> writes_;
+  bool watched_ = false;
+};
+
+Status RedisSession::RunTransaction(const TxnBody& body, int* attempts) {
+  *attempts = 0;
+  Status s = failed_;
+  for (int attempt = 1; attempt <= kTransactionAttempts && failed_.ok(); ++attempt) {
+    ++*attempts;
+    RedisTxnOps txn(*this);
+    s = body(txn);
+    if (s.ok()) {
+      s = txn.Commit();
+    } else {
+      txn.Rollback();
+    }
+    if (!s.IsAborted()) return s;
+    if (attempt < kTransactionAttempts) std::this_thread::sleep_for(ConflictBackoff(attempt));
+  }
+  return failed_.ok() ? s : failed_;
+}
 
 StatusOr<std::unique_ptr<RedisSession>> Connect(const RedisAddress& address, std::chrono::milliseconds timeout) {
   const std::string name = address.ToString();

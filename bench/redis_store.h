@@ -3,6 +3,13 @@
 //   get    GET key                                   (nil: NotFound)
 //   put    SET key value; an insert (and every put of the load) also ZADD cell-bench:keys 0 key, so scans find it
 //   scan   ZRANGEBYLEX cell-bench:keys [start + LIMIT 0 n, then MGET of the keys it named
+//   transaction (RunTransaction)
+//          a get: WATCH key, GET key; a scan: WATCH cell-bench:keys, ZRANGEBYLEX, then WATCH and MGET of its keys;
+//          puts wait in the session until the commit: MULTI, SET key value and ZADD cell-bench:keys 0 key for each,
+//          EXEC. EXEC answers nil when a watched key changed since its WATCH: a conflict, run again. Every read
+//          follows its WATCH, so what a transaction that commits read was still current at its EXEC: serializable,
+//          and scans see no phantoms (the index is watched). A ZADD of a key already in the set changes nothing and
+//          disturbs no WATCH, so updates do not conflict with scans.
 // Every member of the set has score 0, so the set is ordered by the keys' bytes (memcmp), the order Cell keeps. An
 // insert's SET goes before its ZADD on the same connection, and Redis runs one connection's commands in order, so a
 // key a scan finds in the set always has its value.

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace cell::bench {
@@ -39,9 +40,17 @@ struct IntervalRow {
   uint64_t retries = 0;
   double target_rate = 0;  // open loop: the arrival rate asked for (0: closed loop)
   int hogs = 0;            // CPU hog processes running at the end of the interval
+  uint64_t aborts = 0;     // transactional workloads: attempts that conflicted, of the transactions ended in it
 };
 
 std::string CsvHeader();
 std::string CsvRow(const IntervalRow& row);
+
+// The exact summaries of parts of a run, for the JSON summary's "windows": for each (from_s, to_s), the samples of
+// the intervals that ended within it, as {"from_s":..,"to_s":..,"ops":..,"p50_us":..,"p90_us":..,"p99_us":..,
+// "max_us":..}, joined by commas. `all` holds the run's samples in the order of its intervals (not yet reordered by
+// Summarize); `interval_ends` each interval's end (s from the start) and where its samples end in `all`.
+std::string WindowsJson(const std::vector<float>& all, const std::vector<std::pair<double, size_t>>& interval_ends,
+                        const std::vector<std::pair<double, double>>& windows);
 
 }  // namespace cell::bench

@@ -19,6 +19,10 @@ packages=(
   qemu-system-x86 busybox-static kmod cpio rdmacm-utils ibverbs-utils
   # Peer baseline for bench/peers/redis-baseline.sh.
   redis-server redis-tools libhiredis-dev
+  # cell-bench --store=postgres, the transactional workloads' SQL peer: libpq to build against, and the server that
+  # bench/private_postgres.h starts (initdb, postgres in /usr/lib/postgresql/15/bin; the package's postgresql-common
+  # also creates the `postgres` user it runs as when the bench runs as root). Its own cluster is not used.
+  postgresql-15 libpq-dev
   # Plots of the bench harness (bench/plot.sh).
   gnuplot-nox
 )

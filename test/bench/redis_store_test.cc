@@ -1,6 +1,7 @@
 // cell-bench's Redis store against a real redis-server of the test's own (on a Unix socket in a temporary directory,
-// or a free loopback port; nothing saved): puts and gets, scans in key order, not-found, error replies, and the
-// failures a run must report rather than hang on (a dead port, a server that dies with operations pending).
+// or a free loopback port; nothing saved): puts and gets, scans in key order, not-found, error replies, the failures
+// a run must report rather than hang on (a dead port, a server that dies with operations pending), and transactions
+// (WATCH, MULTI, EXEC): their own writes, conflicts retried, phantoms in a scanned range, the bank's total.
 #include "bench/redis_store.h"
 
 #include <arpa/inet.h>
@@ -25,6 +26,9 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "bench/txn_workload.h"
+#include "test/bench/bank_stress.h"
 
 namespace cell::bench {
 namespace {
@@ -382,6 +386,137 @@ TEST_F(RedisStoreTest, AServerThatDiesFailsPendingAndLaterOperations) {
   ASSERT_FALSE(again.ok());
   EXPECT_NE(again.status().message().find("cannot connect to redis at " + server_->address()), std::string::npos)
       << again.status().ToString();
+}
+
+// A put on `session`, waited for.
+Status PutNow(StoreSession& session, std::string_view key, std::string_view value, bool insert) {
+  Status result = Status::Internal("no reply");
+  int done = 0;
+  session.Put(key, value, insert, [&](const Status& s) { result = s, ++done; });
+  AwaitCount(session, done, 1);
+  return result;
+}
+std::string GetNow(StoreSession& session, std::string_view key) {
+  std::string result = "no reply";
+  int done = 0;
+  session.Get(key,
+              [&](const Status& s, std::string_view v) { result = s.ok() ? std::string(v) : s.ToString(), ++done; });
+  AwaitCount(session, done, 1);
+  return result;
+}
+
+TEST_F(RedisStoreTest, ATransactionSeesItsOwnWritesAndCommitsThemTogether) {
+  Load(20);
+  int attempts = 0;
+  std::vector<std::pair<std::string, std::string>> seen;
+  const Status s = session_->RunTransaction(
+      [&](TxnOps& txn) -> Status {
+        std::string v;
+        CELL_RETURN_IF_ERROR(txn.Get(KeyOf(5), &v));
+        if (v != ValueOf(KeyOf(5))) return Status::Internal("read " + v);
+        CELL_RETURN_IF_ERROR(txn.Put(KeyOf(5), "new"));
+        CELL_RETURN_IF_ERROR(txn.Put(KeyOf(5) + "x", "inserted"));
+        CELL_RETURN_IF_ERROR(txn.Get(KeyOf(5), &v));
+        if (v != "new") return Status::Internal("its own write is not seen: " + v);
+        seen.clear();
+        return txn.Scan(KeyOf(5), 3, &seen);
+      },
+      &attempts);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(attempts, 1);
+  ASSERT_EQ(seen.size(), 3u);
+  EXPECT_EQ(seen[0], std::make_pair(KeyOf(5), std::string("new")));
+  EXPECT_EQ(seen[1], std::make_pair(KeyOf(5) + "x", std::string("inserted")));
+  EXPECT_EQ(seen[2], std::make_pair(KeyOf(6), ValueOf(KeyOf(6))));
+  // Committed: another connection sees both writes, and the new key is in the scan index.
+  auto other = store_->NewSession();
+  ASSERT_TRUE(other.ok()) << other.status().ToString();
+  EXPECT_EQ(GetNow(**other, KeyOf(5)), "new");
+  std::vector<std::pair<std::string, std::string>> pairs;
+  ASSERT_TRUE((*other)->Scan(KeyOf(5), 2, &pairs).ok());
+  ASSERT_EQ(pairs.size(), 2u);
+  EXPECT_EQ(pairs[1], std::make_pair(KeyOf(5) + "x", std::string("inserted")));
+}
+
+TEST_F(RedisStoreTest, AFailedTransactionWritesNothingAndLeavesNoWatchBehind) {
+  Load(5);
+  int attempts = 0;
+  Status s = session_->RunTransaction(
+      [&](TxnOps& txn) -> Status {
+        std::string v;
+        CELL_RETURN_IF_ERROR(txn.Get(KeyOf(1), &v));
+        CELL_RETURN_IF_ERROR(txn.Put(KeyOf(1), "never"));
+        return Status::FailedPrecondition("the body gives up");
+      },
+      &attempts);
+  EXPECT_EQ(s.message(), "the body gives up");
+  EXPECT_EQ(attempts, 1) << "only a conflict is run again";
+  // Another connection changes the key the failed transaction watched: the next transaction here, on other keys,
+  // must not be failed by that old watch.
+  auto other = store_->NewSession();
+  ASSERT_TRUE(other.ok()) << other.status().ToString();
+  ASSERT_TRUE(PutNow(**other, KeyOf(1), "other's", /*insert=*/false).ok());
+  s = session_->RunTransaction(
+      [&](TxnOps& txn) -> Status {
+        std::string v;
+        CELL_RETURN_IF_ERROR(txn.Get(KeyOf(2), &v));
+        return txn.Put(KeyOf(2), v + "!");
+      },
+      &attempts);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(attempts, 1);
+  EXPECT_EQ(GetNow(*session_, KeyOf(1)), "other's");
+  EXPECT_EQ(GetNow(*session_, KeyOf(2)), ValueOf(KeyOf(2)) + "!");
+}
+
+TEST_F(RedisStoreTest, AnInsertIntoAScannedRangeIsAConflictAndAnUpdateOfAnotherKeyIsNot) {
+  Load(20);
+  auto other = store_->NewSession();
+  ASSERT_TRUE(other.ok()) << other.status().ToString();
+  // While the transaction runs (after its scan of keys 0..9), another connection updates key 15 (its ZADD finds the
+  // key in the index already) and, in the first attempt only, inserts a key between 5 and 6.
+  int attempts = 0;
+  std::vector<size_t> scanned;
+  const Status s = session_->RunTransaction(
+      [&](TxnOps& txn) -> Status {
+        std::vector<std::pair<std::string, std::string>> pairs;
+        CELL_RETURN_IF_ERROR(txn.Scan(KeyOf(0), 10, &pairs));
+        scanned.push_back(pairs.size());
+        CELL_RETURN_IF_ERROR(PutNow(**other, KeyOf(15), "updated", /*insert=*/true));
+        if (scanned.size() == 1) CELL_RETURN_IF_ERROR(PutNow(**other, KeyOf(5) + "5", "phantom", /*insert=*/true));
+        return txn.Put(KeyOf(19), "written");
+      },
+      &attempts);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(attempts, 2) << "the insert must fail the first EXEC, and the update of key 15 the second must not";
+  EXPECT_EQ(GetNow(*session_, KeyOf(19)), "written");
+}
+
+TEST_F(RedisStoreTest, TwoTransfersThatReadBeforeEitherWritesConflictAndBothCommit) {
+  const Bank bank(4);
+  ASSERT_TRUE(LoadInTransactions(*session_, bank.accounts(), [&](uint64_t i) {
+                return std::make_pair(bank.Key(i), bank.InitialValue());
+              }).ok());
+  const ForcedConflictResult r = RunForcedConflict(*store_, bank);
+  ASSERT_TRUE(r.first.ok()) << r.first.ToString();
+  ASSERT_TRUE(r.second.ok()) << r.second.ToString();
+  EXPECT_GE(r.attempts[0] + r.attempts[1], 3) << "the second EXEC must have found a watched key changed";
+  EXPECT_EQ(r.a, "998");
+  EXPECT_EQ(r.b, "1002");
+}
+
+TEST_F(RedisStoreTest, ConcurrentTransfersAndAuditsKeepTheTotal) {
+  const Bank bank(20);
+  ASSERT_TRUE(LoadInTransactions(*session_, bank.accounts(), [&](uint64_t i) {
+                return std::make_pair(bank.Key(i), bank.InitialValue());
+              }).ok());
+  const BankStressResult r = RunBankStress(*store_, bank, 300);
+  for (const std::string& e : r.errors) ADD_FAILURE() << e;
+  ASSERT_TRUE(r.final_total.has_value());
+  EXPECT_EQ(*r.final_total, bank.expected_total());
+  EXPECT_EQ(r.committed, 4u * 300);
+  EXPECT_GT(r.audits, 0u);
+  EXPECT_GT(r.aborts, 0u) << "two threads on the same two accounts never conflicted";
 }
 
 TEST(RedisStore, AStoreAtADeadPortReportsAnError) {

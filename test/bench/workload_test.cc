@@ -198,8 +198,9 @@ TEST(Series, ACsvRowHasAFieldForEveryColumn) {
   row.retries = 3;
   row.target_rate = 5000;
   row.hogs = 2;
+  row.aborts = 7;
   const std::string csv = CsvRow(row);
-  EXPECT_EQ(csv, "1.500,0.100,250,2500,10.0,20.0,30.5,40.0,0.250,3,5000,2");
+  EXPECT_EQ(csv, "1.500,0.100,250,2500,10.0,20.0,30.5,40.0,0.250,3,5000,2,7");
   const std::string header = CsvHeader();
   EXPECT_EQ(std::count(csv.begin(), csv.end(), ','), std::count(header.begin(), header.end(), ','));
 }
