@@ -180,7 +180,9 @@ StatusOr<std::vector<Client::ServerStats>> Client::StoreStats() {
                    .node_bytes_used = s.node_bytes_used(),
                    .node_bytes_free = s.node_bytes_free(),
                    .held_writes = s.held_writes(),
-                   .room_splits = s.room_splits()});
+                   .room_splits = s.room_splits(),
+                   .txn_locks = s.txn_locks(),
+                   .txn_resolved = s.txn_resolved()});
   }
   std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.server < b.server; });
   return out;

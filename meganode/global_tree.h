@@ -160,6 +160,7 @@ class GlobalTree {
     std::atomic<uint64_t> remote_separators{0};  // attempts to send a separator to a parent meganode elsewhere
     std::atomic<uint64_t> held_writes{0};  // writes that met a split of their meganode's right half (waited or retried)
     std::atomic<uint64_t> room_splits{0};  // remote splits made because this server had no room (NoRoom)
+    std::atomic<uint64_t> txn_resolved{0};  // expired transaction locks the resolver ended
   };
 
   static StatusOr<std::unique_ptr<GlobalTree>> Open(const GlobalTreeOptions& options);

@@ -214,6 +214,7 @@ size_t GlobalTree::ResolveExpiredLocks(uint64_t now_us) {
   }
   size_t ended = 0;
   for (const std::string& key : expired) ended += ResolveLock(key, now_us) ? 1 : 0;
+  stats_.txn_resolved.fetch_add(ended, std::memory_order_relaxed);
   return ended;
 }
 

@@ -274,6 +274,8 @@ std::string StoreService::Stats() const {
   stats.set_node_bytes_free(store_->node_bytes_capacity() - store_->node_bytes_used());
   stats.set_extent_bytes_free(store_->extent_bytes_capacity() - store_->extent_bytes_used());
   stats.set_room_splits(store_->stats().room_splits.load());
+  stats.set_txn_locks(store_->txn_locks());
+  stats.set_txn_resolved(store_->stats().txn_resolved.load());
   return stats.SerializeAsString();
 }
 
