@@ -21,6 +21,7 @@
 #include "cell/client.h"
 #include "client/store_client_internal.h"
 #include "common/key_limits.h"
+#include "common/txn_check.h"
 #include "rpc/proto/store.pb.h"
 
 namespace cell::client {
@@ -139,6 +140,10 @@ class TransactionImpl final : public Transaction {
   // What the transaction read of a key it writes, for its prepare: 0 nothing, 1 absent, 2 the checksum.
   uint32_t Expectation(const std::string& key, uint64_t* checksum) const;
   Status CommitWrites();
+  // Whether every key seems to be on one server (by the path cache); then CommitHere tries that server, which commits
+  // it in one step or says *not_here (nothing done).
+  bool OneServer();
+  Status CommitHere(uint64_t txid, uint64_t expires, const std::vector<std::string>& keys, bool* not_here);
   void RollBack(uint64_t txid, const std::vector<std::string>& keys);
 
   StoreClient& store_;
@@ -308,24 +313,8 @@ Status TransactionImpl::Validate() {
     std::vector<btree::KeyValue> now;
     CELL_RETURN_IF_ERROR(
         store_.ScanWithMeta(range.start, range.end, range.seen.size() + own + 1, side_, &now, deadline_));
-    size_t matched = 0;
-    for (const btree::KeyValue& kv : now) {
-      if (writes_.count(kv.key) != 0) continue;  // this transaction's own lock: checked by its prepare
-      auto seen = range.seen.find(kv.key);
-      if (seen == range.seen.end()) return Conflict(kv.key, "was inserted into a range this transaction scanned");
-      if (kv.locked) return Conflict(kv.key, "is locked by another transaction");
-      if (kv.checksum != seen->second) return Conflict(kv.key, "was written since it was scanned");
-      ++matched;
-    }
-    size_t expected = 0;
-    for (const auto& [k, c] : range.seen) expected += writes_.count(k) == 0 ? 1 : 0;
-    if (matched != expected) {
-      for (const auto& [k, c] : range.seen) {
-        const bool still = std::any_of(now.begin(), now.end(), [&](const btree::KeyValue& kv) { return kv.key == k; });
-        if (!still && writes_.count(k) == 0) return Conflict(k, "was deleted from a range this transaction scanned");
-      }
-      return Conflict(range.start, "range changed since it was scanned");
-    }
+    const auto changed = RangeChanged(range.seen, now, [this](const std::string& k) { return writes_.count(k) != 0; });
+    if (changed) return Conflict(changed->key, changed->why);
   }
   return Status::OK();
 }
@@ -349,6 +338,12 @@ Status TransactionImpl::CommitWrites() {
       WallUs() + static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
                                            deadline_ - std::chrono::steady_clock::now() + kLockGrace)
                                            .count());
+  // All on one server (as far as the path cache knows): its server commits it in one step.
+  if (OneServer()) {
+    bool not_here = false;
+    Status s = CommitHere(txid, expires, keys, &not_here);
+    if (!not_here) return s;
+  }
   // 1. Prepare.
   std::vector<StepResult> prepared = RunSteps(
       store_, StoreMethod::TXN_PREPARE, keys,
@@ -416,6 +411,83 @@ Status TransactionImpl::CommitWrites() {
   }
   if (all) RunSteps(store_, StoreMethod::TXN_APPLY, {keys[0]}, apply, apply_deadline);
   return Status::OK();
+}
+
+bool TransactionImpl::OneServer() {
+  uint32_t region = 0;
+  const auto same = [&](std::string_view key) {
+    const GlobalPtr leaf = store_.CachedLeaf(key);
+    if (leaf.is_null()) return true;  // not known: the server will say
+    if (region == 0) region = leaf.region;
+    return leaf.region == region;
+  };
+  for (const auto& [k, v] : writes_) {
+    if (!same(k)) return false;
+  }
+  for (const auto& [k, r] : reads_) {
+    if (!same(k)) return false;
+  }
+  for (const Range& range : ranges_) {
+    if (!same(range.start)) return false;
+  }
+  return true;
+}
+
+Status TransactionImpl::CommitHere(uint64_t txid, uint64_t expires, const std::vector<std::string>& keys,
+                                   bool* not_here) {
+  proto::StoreReply reply;
+  Status s = store_.RunKeyStep(
+      StoreMethod::TXN_COMMIT_HERE, /*idempotent=*/false, keys[0],
+      [&](proto::KeyRequest* r) {
+        proto::TxnCommit* c = r->mutable_commit();
+        c->set_txid(txid);
+        c->set_expires_us(expires);
+        for (const auto& [k, v] : writes_) {
+          proto::TxnCommit::Write* w = c->add_writes();
+          w->set_key(k);
+          w->set_meganode(store_.CachedLeaf(k).Pack());
+          uint64_t checksum = 0;
+          w->set_expect(Expectation(k, &checksum));
+          w->set_checksum(checksum);
+          w->set_put(v.has_value());
+          if (v) w->set_value(*v);
+        }
+        for (const auto& [k, read] : reads_) {
+          if (writes_.count(k) != 0) continue;
+          proto::TxnCommit::Read* out = c->add_reads();
+          out->set_key(k);
+          out->set_meganode(store_.CachedLeaf(k).Pack());
+          out->set_found(read.found);
+          out->set_checksum(read.checksum);
+        }
+        for (const Range& range : ranges_) {
+          proto::TxnCommit::Range* out = c->add_ranges();
+          out->set_start(range.start);
+          out->set_end(range.end);
+          out->set_meganode(store_.CachedLeaf(range.start).Pack());
+          for (const auto& [k, checksum] : range.seen) {
+            proto::KeyValue* kv = out->add_seen();
+            kv->set_key(k);
+            kv->set_checksum(checksum);
+          }
+        }
+      },
+      deadline_, &reply);
+  *not_here = s.ok() && reply.not_here();
+  if (!s.ok()) {
+    if (s.IsUnavailable() || s.IsDeadlineExceeded()) {
+      return Status::FromCode(s.code(), fmt::format("the transaction's outcome is unknown (it may or may not have "
+                                                    "committed): {}",
+                                                    s.message()));
+    }
+    return s;
+  }
+  if (!reply.conflict().empty()) {
+    conflict_key_ = reply.conflict_key();
+    return Status::Aborted(fmt::format("transaction aborted: {}; run it again", reply.conflict()));
+  }
+  if (*not_here) return Status::OK();
+  return reply.committed() ? Status::OK() : Status::Internal("a server answered a commit with no outcome");
 }
 
 Status TransactionImpl::Commit() {

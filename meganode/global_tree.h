@@ -57,6 +57,35 @@ struct TxnPrepareRequest {
   TxnLock lock;  // txid, expiry, the put or delete, the primary (and, for it, the secondaries); the rest is set here
 };
 
+// A transaction whose keys are all on one server, committed there in one step (GlobalTree::CommitHere). `start`s
+// are where each key's walk begins (null: the root).
+struct HereTxn {
+  uint64_t txid = 0;
+  uint64_t expires_us = 0;
+  struct Write {
+    std::string key;
+    GlobalPtr start;
+    TxnPrepareRequest::Expect expect = TxnPrepareRequest::Expect::kAny;
+    uint64_t checksum = 0;
+    bool put = false;
+    std::string value;
+  };
+  struct Read {
+    std::string key;
+    GlobalPtr start;
+    bool found = false;
+    uint64_t checksum = 0;
+  };
+  struct Range {
+    std::string start, end;  // end empty: no bound
+    GlobalPtr from;
+    std::map<std::string, uint64_t> seen;
+  };
+  std::vector<Write> writes;  // in key order: the first is the primary
+  std::vector<Read> reads;
+  std::vector<Range> ranges;
+};
+
 // What a transaction's lock on a key says (GlobalTree::TxnStatus).
 enum class TxnOutcome { kNotLocked, kPrepared, kCommitted };
 
@@ -217,6 +246,10 @@ class GlobalTree {
   // is not locked by txid (applied already).
   Status TxnApply(std::string_view key, uint64_t txid, bool commit, GlobalPtr start, GlobalPtr* elsewhere,
                   btree::MeganodeRange* range = nullptr);
+  // Commits `t` here, the steps of a commit across servers taken in one go (prepare, validate, decide, apply): OK
+  // (committed); Aborted (a conflict at *conflict_key; nothing applied); FailedPrecondition (some key's meganode is on
+  // another server: nothing applied; commit across servers).
+  Status CommitHere(const HereTxn& t, std::string* conflict_key);
   // What txid's lock on key says.
   Status TxnStatus(std::string_view key, uint64_t txid, GlobalPtr start, GlobalPtr* elsewhere, TxnOutcome* outcome);
   // Resolves the locks held here that expired before now_us (wall clock): a prepared primary is aborted, a committed

@@ -4,11 +4,13 @@
 // any write, and serialized with every other write of the key.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 
 #include "btree/record_format.h"
 #include "common/diagnostics.h"
 #include "common/key_limits.h"
+#include "common/txn_check.h"
 #include "meganode/global_tree.h"
 
 namespace cell::meganode {
@@ -202,6 +204,85 @@ Status GlobalTree::TxnStatus(std::string_view key, uint64_t txid, GlobalPtr star
         return Change{};
       },
       start, elsewhere, nullptr, /*free_replaced=*/false);
+}
+
+Status GlobalTree::CommitHere(const HereTxn& t, std::string* conflict_key) {
+  if (t.writes.empty()) return Status::InvalidArgument("a transaction committed here writes at least one key");
+  const std::string& primary = t.writes[0].key;
+  std::vector<const HereTxn::Write*> locked;
+  const auto undo = [&](Status why) {
+    for (const HereTxn::Write* w : locked) {
+      GlobalPtr at;
+      Status s = TxnApply(w->key, t.txid, /*commit=*/false, w->start, &at);
+      if (!s.ok()) diag::Warning("rolling back key {}: {} (its resolver will)", Quoted(w->key), s.ToString());
+    }
+    return why;
+  };
+  const auto not_here = [&](std::string_view key) {
+    return undo(Status::FailedPrecondition(fmt::format("key {} is on another server", Quoted(key))));
+  };
+  const auto conflict = [&](std::string_view key, std::string_view why) {
+    *conflict_key = std::string(key);
+    return undo(Status::Aborted(fmt::format("key {} {}", Quoted(key), why)));
+  };
+  // Prepare.
+  for (size_t i = 0; i < t.writes.size(); ++i) {
+    const HereTxn::Write& w = t.writes[i];
+    TxnPrepareRequest r;
+    r.key = w.key;
+    r.expect = w.expect;
+    r.checksum = w.checksum;
+    r.lock =
+        TxnLock{.txid = t.txid, .expires_us = t.expires_us, .put = w.put, .new_value = w.value, .primary = primary};
+    if (i == 0) {
+      for (size_t j = 1; j < t.writes.size(); ++j) r.lock.secondaries.push_back(t.writes[j].key);
+    }
+    GlobalPtr at;
+    Status s = TxnPrepare(r, w.start, &at);
+    if (s.IsAborted()) return conflict(w.key, s.message());
+    if (!s.ok()) return undo(s);
+    if (!at.is_null()) return not_here(w.key);
+    locked.push_back(&w);
+  }
+  // Validate.
+  for (const HereTxn::Read& r : t.reads) {
+    std::string value;
+    btree::RecordMeta meta;
+    GlobalPtr at;
+    Status s = Get(r.key, &value, r.start, &at, nullptr, &meta);
+    if (!at.is_null()) return not_here(r.key);
+    if (!s.ok() && !s.IsNotFound()) return undo(s);
+    if (s.ok() && meta.locked) return conflict(r.key, "is locked by another transaction");
+    if (s.ok() != r.found || (s.ok() && meta.checksum != r.checksum)) {
+      return conflict(r.key, "was written since it was read");
+    }
+  }
+  const auto own = [&](std::string_view key) {
+    return std::any_of(t.writes.begin(), t.writes.end(), [&](const HereTxn::Write& w) { return w.key == key; });
+  };
+  for (const HereTxn::Range& range : t.ranges) {
+    std::vector<btree::KeyValue> now;
+    GlobalPtr at;
+    std::string resume;
+    Status s = Scan(range.start, range.end, range.seen.size() + t.writes.size() + 1, &now, range.from, &at, &resume,
+                    /*report_locks=*/true);
+    if (!s.ok()) return undo(s);
+    if (!at.is_null()) return not_here(resume);
+    if (const auto changed = RangeChanged(range.seen, now, own)) return conflict(changed->key, changed->why);
+  }
+  // Decide, then apply: the secondaries first, the primary last (as across servers: a crash in between leaves the
+  // decision, and the resolver finishes it).
+  bool committed = false;
+  GlobalPtr at;
+  Status s = TxnDecide(primary, t.txid, t.writes[0].start, &at, &committed);
+  if (!s.ok() || !at.is_null() || !committed) {
+    return undo(s.ok() ? Status::Internal("a transaction's primary lost its lock while it was committed here") : s);
+  }
+  for (size_t i = t.writes.size(); i-- > 0;) {
+    s = TxnApply(t.writes[i].key, t.txid, /*commit=*/true, t.writes[i].start, &at);
+    if (!s.ok()) diag::Warning("applying key {}: {} (its resolver will)", Quoted(t.writes[i].key), s.ToString());
+  }
+  return Status::OK();
 }
 
 size_t GlobalTree::ResolveExpiredLocks(uint64_t now_us) {

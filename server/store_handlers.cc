@@ -5,6 +5,7 @@
 
 #include <chrono>
 
+#include "btree/key.h"
 #include "cell/limits.h"
 #include "rpc/proto/store.pb.h"
 #include "server/store_service.h"
@@ -33,6 +34,7 @@ bool IsWrite(uint16_t method) {
     case StoreMethod::TXN_PREPARE:
     case StoreMethod::TXN_DECIDE:
     case StoreMethod::TXN_APPLY:
+    case StoreMethod::TXN_COMMIT_HERE:
       return true;
     default:
       return false;
@@ -87,6 +89,54 @@ Status AnswerDelete(meganode::GlobalTree& tree, const proto::KeyRequest& request
   } else if (s.ok()) {
     reply->set_found(true);
   } else if (!s.IsNotFound()) {
+    return s;
+  }
+  return Status::OK();
+}
+
+// A transaction whose keys are all here (TXN_COMMIT_HERE). Every field is checked before anything is done.
+Status AnswerCommitHere(meganode::GlobalTree& tree, const proto::KeyRequest& request, GlobalPtr start,
+                        proto::StoreReply* reply) {
+  const proto::TxnCommit& c = request.commit();
+  if (c.writes_size() == 0 || c.writes(0).key() != request.key() || c.txid() == 0) {
+    return Status::InvalidArgument("a transaction committed here names its first written key, and a nonzero id");
+  }
+  // A walk begins at a meganode of this server the client named, else at the root.
+  const auto begin = [&](uint64_t packed) {
+    const GlobalPtr p = GlobalPtr::Unpack(packed);
+    return packed != 0 && tree.IsMeganodeAddress(p) ? p : GlobalPtr();
+  };
+  meganode::HereTxn t;
+  t.txid = c.txid();
+  t.expires_us = c.expires_us();
+  for (const auto& w : c.writes()) {
+    if (w.expect() > 2) return Status::InvalidArgument(fmt::format("unknown expectation {}", w.expect()));
+    if (!t.writes.empty() && btree::CompareKeys(t.writes.back().key, w.key()) >= 0) {
+      return Status::InvalidArgument("a transaction's writes come in key order, each key once");
+    }
+    t.writes.push_back({w.key(), begin(w.meganode()), static_cast<meganode::TxnPrepareRequest::Expect>(w.expect()),
+                        w.checksum(), w.put(), w.value()});
+  }
+  t.writes[0].start = start;
+  for (const auto& r : c.reads()) t.reads.push_back({r.key(), begin(r.meganode()), r.found(), r.checksum()});
+  for (const auto& r : c.ranges()) {
+    if (r.start().size() > kMaxKeySize || r.end().size() > kMaxKeySize) {
+      return Status::InvalidArgument(fmt::format("a range's bounds are at most {} bytes", kMaxKeySize));
+    }
+    meganode::HereTxn::Range range{r.start(), r.end(), begin(r.meganode()), {}};
+    for (const auto& kv : r.seen()) range.seen.emplace(kv.key(), kv.checksum());
+    t.ranges.push_back(std::move(range));
+  }
+  std::string conflict_key;
+  Status s = tree.CommitHere(t, &conflict_key);
+  if (s.ok()) {
+    reply->set_committed(true);
+  } else if (s.IsAborted()) {
+    reply->set_conflict(s.message());
+    reply->set_conflict_key(conflict_key);
+  } else if (s.code() == Status::Code::kFailedPrecondition) {
+    reply->set_not_here(true);
+  } else {
     return s;
   }
   return Status::OK();
@@ -330,6 +380,8 @@ Status StoreService::Answer(const StoreRequest& r, proto::StoreReply* reply, btr
     case StoreMethod::TXN_APPLY:
     case StoreMethod::TXN_STATUS:
       return AnswerTxn(*store_, r.method, r.key_request, r.start, reply, range);
+    case StoreMethod::TXN_COMMIT_HERE:
+      return AnswerCommitHere(*store_, r.key_request, r.start, reply);
     default:
       return Status::InvalidArgument(fmt::format("unknown store method {}", r.method));
   }
