@@ -140,6 +140,8 @@ class TransactionImpl final : public Transaction {
   // What the transaction read of a key it writes, for its prepare: 0 nothing, 1 absent, 2 the checksum.
   uint32_t Expectation(const std::string& key, uint64_t* checksum) const;
   Status CommitWrites();
+  // Step 1: locks every written key (the first, the primary, naming the others); OK, or why not (a conflict).
+  Status PrepareAll(uint64_t txid, uint64_t expires, const std::vector<std::string>& keys);
   // Whether every key seems to be on one server (by the path cache); then CommitHere tries that server, which commits
   // it in one step or says *not_here (nothing done).
   bool OneServer();
@@ -330,21 +332,7 @@ void TransactionImpl::RollBack(uint64_t txid, const std::vector<std::string>& ke
       std::chrono::steady_clock::now() + store_.timeout());
 }
 
-Status TransactionImpl::CommitWrites() {
-  const uint64_t txid = NewTxid();
-  std::vector<std::string> keys;
-  for (const auto& [k, v] : writes_) keys.push_back(k);  // in key order: the first is the primary
-  const uint64_t expires =
-      WallUs() + static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
-                                           deadline_ - std::chrono::steady_clock::now() + kLockGrace)
-                                           .count());
-  // All on one server (as far as the path cache knows): its server commits it in one step.
-  if (OneServer()) {
-    bool not_here = false;
-    Status s = CommitHere(txid, expires, keys, &not_here);
-    if (!not_here) return s;
-  }
-  // 1. Prepare.
+Status TransactionImpl::PrepareAll(uint64_t txid, uint64_t expires, const std::vector<std::string>& keys) {
   std::vector<StepResult> prepared = RunSteps(
       store_, StoreMethod::TXN_PREPARE, keys,
       [&](size_t i, proto::KeyRequest* r) {
@@ -372,6 +360,25 @@ Status TransactionImpl::CommitWrites() {
       failed = Status::Aborted(fmt::format("transaction aborted: {}; run it again", prepared[i].reply.conflict()));
     }
   }
+  return failed;
+}
+
+Status TransactionImpl::CommitWrites() {
+  const uint64_t txid = NewTxid();
+  std::vector<std::string> keys;
+  for (const auto& [k, v] : writes_) keys.push_back(k);  // in key order: the first is the primary
+  const uint64_t expires =
+      WallUs() + static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
+                                           deadline_ - std::chrono::steady_clock::now() + kLockGrace)
+                                           .count());
+  // All on one server (as far as the path cache knows): its server commits it in one step.
+  if (OneServer()) {
+    bool not_here = false;
+    Status s = CommitHere(txid, expires, keys, &not_here);
+    if (!not_here) return s;
+  }
+  // 1. Prepare.
+  Status failed = PrepareAll(txid, expires, keys);
   // 2. Validate.
   if (failed.ok()) failed = Validate();
   if (failed.ok() && std::chrono::steady_clock::now() >= deadline_) {
