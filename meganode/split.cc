@@ -260,7 +260,10 @@ void SplitCoordinator::PublishAndCut(SplitJob* job) {
   if (job->remote && info.level == 0) {
     // The moved entries' records here are no longer referenced: every node that held them has a new version.
     for (const btree::NodeEntry& e : job->right) {
-      if (e.value.locked) tree_.FreeLockBlocks(e.value, e.key);  // the lock's old record and reserved block
+      if (e.value.locked) {  // the lock lives on there: its old record and reserved block here go, and its listing
+        tree_.FreeLockBlocks(e.value, e.key);
+        tree_.ForgetLock(e.key);
+      }
       tree_.extents_->Free(e.value.ptr);
     }
   }

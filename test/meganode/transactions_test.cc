@@ -1,0 +1,275 @@
+// A transaction's steps at a tree (meganode/transactions.cc): locks, versions and their checksums, the decision,
+// applying and rolling back, the resolver of expired locks, and locks that move with their entries in meganode
+// splits, local and to another tree.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <map>
+#include <optional>
+#include <random>
+#include <string>
+
+#include "btree/tree_reader.h"
+#include "meganode/global_tree.h"
+#include "test/meganode/in_process_peers.h"
+
+namespace cell::meganode {
+namespace {
+
+constexpr uint64_t kFar = ~uint64_t{0} >> 1;  // an expiry that never comes
+
+std::unique_ptr<GlobalTree> SmallTree(uint64_t meganode_bytes = 32 << 10) {
+  GlobalTreeOptions o;
+  o.meganode_bytes = meganode_bytes;
+  o.meganodes = 256;
+  o.extent_region_bytes = uint64_t{256} << 20;
+  auto t = GlobalTree::Open(o);
+  EXPECT_TRUE(t.ok()) << t.status().ToString();
+  return t.ok() ? std::move(*t) : nullptr;
+}
+
+std::string Key(int i) { return "key" + std::to_string(100000 + i); }
+
+// What a transactional read sees: the value (nullopt: absent) and the entry's checksum and version.
+struct Seen {
+  std::optional<std::string> value;
+  btree::RecordMeta meta;
+};
+Seen Read(GlobalTree& t, const std::string& key) {
+  Seen seen;
+  std::string value;
+  GlobalPtr elsewhere;
+  Status s = t.Get(key, &value, GlobalPtr(), &elsewhere, nullptr, &seen.meta);
+  EXPECT_TRUE(s.ok() || s.IsNotFound()) << s.ToString();
+  if (s.ok() && !seen.meta.locked) seen.value = value;
+  return seen;
+}
+
+Status Prepare(GlobalTree& t, uint64_t txid, const std::string& key, std::optional<std::string> value,
+               const std::string& primary, std::vector<std::string> secondaries = {}, uint64_t expires = kFar,
+               TxnPrepareRequest::Expect expect = TxnPrepareRequest::Expect::kAny, uint64_t checksum = 0) {
+  TxnPrepareRequest r;
+  r.key = key;
+  r.expect = expect;
+  r.checksum = checksum;
+  r.lock.txid = txid;
+  r.lock.expires_us = expires;
+  r.lock.put = value.has_value();
+  r.lock.new_value = value.value_or("");
+  r.lock.primary = primary;
+  r.lock.secondaries = std::move(secondaries);
+  GlobalPtr elsewhere;
+  return t.TxnPrepare(r, GlobalPtr(), &elsewhere);
+}
+
+Status Apply(GlobalTree& t, uint64_t txid, const std::string& key, bool commit) {
+  GlobalPtr elsewhere;
+  return t.TxnApply(key, txid, commit, GlobalPtr(), &elsewhere);
+}
+
+bool Decide(GlobalTree& t, uint64_t txid, const std::string& primary) {
+  bool committed = false;
+  GlobalPtr elsewhere;
+  EXPECT_TRUE(t.TxnDecide(primary, txid, GlobalPtr(), &elsewhere, &committed).ok());
+  return committed;
+}
+
+TEST(Transactions, EveryWriteGrowsTheVersionAndChangesTheChecksum) {
+  auto t = SmallTree();
+  ASSERT_TRUE(t->Put("k", "v").ok());
+  const Seen first = Read(*t, "k");
+  ASSERT_TRUE(t->Put("k", "v").ok());  // the same value again: still a new version
+  const Seen second = Read(*t, "k");
+  EXPECT_GT(second.meta.version, first.meta.version);
+  EXPECT_NE(second.meta.checksum, first.meta.checksum);
+  EXPECT_EQ(second.value, "v");
+}
+
+TEST(Transactions, ALockedKeyTurnsReadersAndWritersAwayUntilItIsApplied) {
+  auto t = SmallTree();
+  ASSERT_TRUE(t->Put("a", "old").ok());
+  const Seen before = Read(*t, "a");
+  ASSERT_TRUE(Prepare(*t, 7, "a", "new", "a").ok());
+  EXPECT_TRUE(Read(*t, "a").meta.locked);
+  std::string v;
+  EXPECT_TRUE(t->Get("a", &v).IsUnavailable());
+  EXPECT_TRUE(t->Put("a", "x").IsUnavailable());
+  EXPECT_TRUE(t->Delete("a").IsUnavailable());
+  std::vector<btree::KeyValue> pairs;
+  GlobalPtr elsewhere;
+  std::string resume;
+  EXPECT_TRUE(t->Scan("", "", 10, &pairs, GlobalPtr(), &elsewhere, &resume).IsUnavailable());
+  pairs.clear();
+  ASSERT_TRUE(t->Scan("", "", 10, &pairs, GlobalPtr(), &elsewhere, &resume, /*report_locks=*/true).ok());
+  ASSERT_EQ(pairs.size(), 1u);
+  EXPECT_TRUE(pairs[0].locked);
+  // Another transaction cannot lock it; the same one again can (a retried request).
+  EXPECT_TRUE(Prepare(*t, 8, "a", "other", "a").IsAborted());
+  EXPECT_TRUE(Prepare(*t, 7, "a", "new", "a").ok());
+  EXPECT_EQ(t->txn_locks(), 1u);
+  // Rolled back: the old record as it was, same version and checksum (what readers validated stays valid).
+  ASSERT_TRUE(Apply(*t, 7, "a", /*commit=*/false).ok());
+  const Seen after = Read(*t, "a");
+  EXPECT_EQ(after.value, "old");
+  EXPECT_EQ(after.meta.checksum, before.meta.checksum);
+  EXPECT_EQ(after.meta.version, before.meta.version);
+  EXPECT_EQ(t->txn_locks(), 0u);
+  // Applying a lock that is gone does nothing.
+  EXPECT_TRUE(Apply(*t, 7, "a", true).ok());
+  EXPECT_EQ(Read(*t, "a").value, "old");
+}
+
+TEST(Transactions, APrepareFailsIfTheKeyChangedSinceItWasRead) {
+  auto t = SmallTree();
+  ASSERT_TRUE(t->Put("a", "1").ok());
+  const Seen read = Read(*t, "a");
+  ASSERT_TRUE(t->Put("a", "2").ok());
+  EXPECT_TRUE(
+      Prepare(*t, 1, "a", "3", "a", {}, kFar, TxnPrepareRequest::Expect::kChecksum, read.meta.checksum).IsAborted());
+  EXPECT_TRUE(Prepare(*t, 1, "a", "3", "a", {}, kFar, TxnPrepareRequest::Expect::kAbsent).IsAborted());
+  EXPECT_TRUE(Prepare(*t, 1, "b", "3", "b", {}, kFar, TxnPrepareRequest::Expect::kChecksum, 42).IsAborted());
+  EXPECT_EQ(t->txn_locks(), 0u);
+  // An insert into an absent key, then rolled back: absent again.
+  ASSERT_TRUE(Prepare(*t, 2, "b", "new", "b", {}, kFar, TxnPrepareRequest::Expect::kAbsent).ok());
+  ASSERT_TRUE(Apply(*t, 2, "b", false).ok());
+  EXPECT_FALSE(Read(*t, "b").value.has_value());
+  EXPECT_EQ(t->extent_bytes_used(), [&] {
+    auto fresh = SmallTree();
+    EXPECT_TRUE(fresh->Put("a", "2").ok());
+    return fresh->extent_bytes_used();
+  }());  // every block a lock took was given back
+}
+
+TEST(Transactions, ADecidedCommitIsAppliedAndAnUndecidedOneExpiresIntoARollback) {
+  auto t = SmallTree();
+  ASSERT_TRUE(t->Put("p", "p0").ok());
+  ASSERT_TRUE(t->Put("s", "s0").ok());
+  // Decided, then its client went away: the resolver finishes it once it expires.
+  ASSERT_TRUE(Prepare(*t, 1, "p", "p1", "p", {"s", "t"}, 1000).ok());
+  ASSERT_TRUE(Prepare(*t, 1, "s", "s1", "p", {}, 1000).ok());
+  ASSERT_TRUE(Prepare(*t, 1, "t", std::nullopt, "p", {}, 1000).ok());  // a delete of an absent key
+  EXPECT_TRUE(Decide(*t, 1, "p"));
+  EXPECT_EQ(t->ResolveExpiredLocks(999), 0u);  // not expired yet
+  EXPECT_EQ(t->txn_locks(), 3u);
+  EXPECT_GE(t->ResolveExpiredLocks(2000), 1u);  // the primary, which applies its secondaries first
+  EXPECT_EQ(Read(*t, "p").value, "p1");
+  EXPECT_EQ(Read(*t, "s").value, "s1");
+  EXPECT_FALSE(Read(*t, "t").value.has_value());
+  EXPECT_EQ(t->txn_locks(), 0u);
+  // Undecided: rolled back, and a decision that comes too late finds it aborted.
+  ASSERT_TRUE(Prepare(*t, 2, "p", "p2", "p", {"s"}, 1000).ok());
+  ASSERT_TRUE(Prepare(*t, 2, "s", "s2", "p", {}, 1000).ok());
+  EXPECT_GE(t->ResolveExpiredLocks(2000), 1u);
+  t->ResolveExpiredLocks(2000);  // the secondary learns the primary's outcome (in either order)
+  EXPECT_FALSE(Decide(*t, 2, "p"));
+  EXPECT_EQ(Read(*t, "p").value, "p1");
+  EXPECT_EQ(Read(*t, "s").value, "s1");
+  EXPECT_EQ(t->txn_locks(), 0u);
+}
+
+TEST(Transactions, CommitHereAppliesAllOrNothing) {
+  auto t = SmallTree();
+  ASSERT_TRUE(t->Put("x", "1").ok());
+  ASSERT_TRUE(t->Put("y", "1").ok());
+  const Seen x = Read(*t, "x");
+  HereTxn txn;
+  txn.txid = 5;
+  txn.expires_us = kFar;
+  txn.writes.push_back({"x", GlobalPtr(), TxnPrepareRequest::Expect::kChecksum, x.meta.checksum, true, "2"});
+  txn.writes.push_back({"z", GlobalPtr(), TxnPrepareRequest::Expect::kAbsent, 0, true, "new"});
+  txn.reads.push_back({"y", GlobalPtr(), true, Read(*t, "y").meta.checksum});
+  txn.ranges.push_back({"a", "w", GlobalPtr(), {}});  // saw nothing in [a, w)
+  std::string conflict;
+  // A key inserted into the scanned range since: nothing applied.
+  ASSERT_TRUE(t->Put("m", "phantom").ok());
+  EXPECT_TRUE(t->CommitHere(txn, &conflict).IsAborted());
+  EXPECT_EQ(conflict, "m");
+  EXPECT_EQ(Read(*t, "x").value, "1");
+  EXPECT_FALSE(Read(*t, "z").value.has_value());
+  EXPECT_EQ(t->txn_locks(), 0u);
+  ASSERT_TRUE(t->Delete("m").ok());
+  ASSERT_TRUE(t->CommitHere(txn, &conflict).ok());
+  EXPECT_EQ(Read(*t, "x").value, "2");
+  EXPECT_EQ(Read(*t, "z").value, "new");
+}
+
+// Locks move with their entries: in local splits (the same records) and to another tree (the lock's values copied),
+// and are applied or rolled back there.
+TEST(Transactions, LocksSurviveMeganodeSplitsLocalAndRemote) {
+  std::atomic<GlobalTree*> root_tree{nullptr}, other_tree{nullptr};
+  std::shared_mutex gate;
+  InProcessPeers to_other(&other_tree, &gate), to_root(&root_tree, &gate);
+  GlobalTreeOptions o;
+  o.meganode_bytes = 32 << 10;
+  o.meganodes = 1024;
+  o.extent_region_bytes = uint64_t{64} << 20;
+  o.peers = &to_other;
+  auto a = GlobalTree::Open(o);
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  o.root = false;
+  o.first_meganode = (*a)->first_meganode();
+  o.node_region_id = 3;
+  o.extent_region_id = 4;
+  o.peers = &to_root;
+  auto b = GlobalTree::Open(o);
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  root_tree = a->get();
+  other_tree = b->get();
+  // Locked keys spread over the key space, half to commit and half to roll back; then enough writes that meganodes
+  // split, some to the other tree.
+  // Each key's steps go to whichever tree holds it now, again while the right half of a split under way is refused.
+  const auto on = [&](const std::function<Status(GlobalTree&, GlobalPtr, GlobalPtr*)>& step) {
+    while (true) {
+      GlobalPtr at;
+      Status s = step(**a, GlobalPtr(), &at);
+      if (s.ok() && !at.is_null()) s = step(**b, at, &at);
+      if (!s.IsUnavailable()) return s;
+    }
+  };
+  constexpr int kLocked = 200;
+  for (int i = 0; i < kLocked; ++i) {
+    const std::string k = Key(i * 50);
+    ASSERT_TRUE(on([&](GlobalTree& t, GlobalPtr s, GlobalPtr* at) { return t.Put(k, "before", s, at); }).ok());
+    ASSERT_TRUE(on([&](GlobalTree& t, GlobalPtr s, GlobalPtr* at) {
+                  TxnPrepareRequest r;
+                  r.key = k;
+                  r.lock = TxnLock{
+                      .txid = uint64_t(1000 + i), .expires_us = kFar, .put = true, .new_value = "after", .primary = k};
+                  return t.TxnPrepare(r, s, at);
+                }).ok());
+  }
+  for (int i = 0; i < kLocked * 50; ++i) {
+    if (i % 50 == 0) continue;
+    const std::string k = Key(i);
+    ASSERT_TRUE(
+        on([&](GlobalTree& t, GlobalPtr s, GlobalPtr* at) { return t.Put(k, std::string(100, 'f'), s, at); }).ok());
+  }
+  ASSERT_GT((*a)->stats().remote_splits.load(), 0u);
+  size_t moved = 0;
+  for (int i = 0; i < kLocked; ++i) {
+    const std::string k = Key(i * 50);
+    TxnOutcome outcome;
+    ASSERT_TRUE(
+        on([&](GlobalTree& t, GlobalPtr s, GlobalPtr* at) { return t.TxnStatus(k, 1000 + i, s, at, &outcome); }).ok());
+    EXPECT_EQ(outcome, TxnOutcome::kPrepared) << k;
+    ASSERT_TRUE(on([&](GlobalTree& t, GlobalPtr s, GlobalPtr* at) {
+                  return t.TxnApply(k, 1000 + i, /*commit=*/i % 2 == 0, s, at);
+                }).ok());
+    std::string v;
+    ASSERT_TRUE(on([&](GlobalTree& t, GlobalPtr s, GlobalPtr* at) { return t.Get(k, &v, s, at); }).ok()) << k;
+    EXPECT_EQ(v, i % 2 == 0 ? "after" : "before") << k;
+    GlobalPtr at;
+    std::string here;
+    moved += (*a)->Get(k, &here, GlobalPtr(), &at).ok() && !at.is_null() ? 1 : 0;
+  }
+  EXPECT_GT(moved, 0u) << "no locked key moved to the other tree";
+  // Every lock was applied where it was, and is listed nowhere (a moved lock leaves its old tree's list).
+  EXPECT_EQ((*a)->txn_locks(), 0u);
+  EXPECT_EQ((*b)->txn_locks(), 0u);
+  fmt::print("{} of {} locked keys moved to the other tree\n", moved, kLocked);
+  Unlink(gate, root_tree, other_tree);
+}
+
+}  // namespace
+}  // namespace cell::meganode
