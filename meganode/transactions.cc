@@ -20,6 +20,9 @@ using Change = btree::BLinkTree::LeafChange;
 
 namespace {
 constexpr auto kResolveEvery = std::chrono::milliseconds(100);
+// The longest a lock may live before its server resolves it, whatever expiry its client asked for: no client can lock
+// a key for longer.
+constexpr uint64_t kMaxLockLifeUs = 120'000'000;
 
 uint64_t NowUs() {
   return static_cast<uint64_t>(
@@ -118,6 +121,7 @@ Status GlobalTree::TxnPrepare(const TxnPrepareRequest& r, GlobalPtr start, Globa
               fmt::format("key {} was {} since it was read", Quoted(key), current == nullptr ? "deleted" : "written"));
         }
         TxnLock lock = r.lock;
+        lock.expires_us = std::min(lock.expires_us, NowUs() + kMaxLockLifeUs);
         lock.state = TxnState::kPrepared;
         lock.old_present = current != nullptr;
         if (current != nullptr) lock.old = *current;
@@ -131,7 +135,7 @@ Status GlobalTree::TxnPrepare(const TxnPrepareRequest& r, GlobalPtr start, Globa
     if (!reserved.is_null()) CELL_RETURN_IF_ERROR(extents_->Free(reserved));
     return s;
   }
-  NoteLock(key, r.lock.expires_us);
+  NoteLock(key, std::min(r.lock.expires_us, NowUs() + kMaxLockLifeUs));
   return Status::OK();
 }
 

@@ -108,7 +108,9 @@ class Harness {
     for (int op = 0; op < 48 && in.remaining_bytes() > 0; ++op) {
       static const uint16_t kMethods[] = {
           proto::STORE_GET,   proto::STORE_PUT, proto::STORE_DELETE, proto::STORE_SCAN,   proto::STORE_STATS,
-          proto::MEGA_CREATE, proto::MEGA_FILL, proto::MEGA_UNSEAL,  proto::MEGA_ABANDON, proto::MEGA_INSERT_SEPARATOR};
+          proto::MEGA_CREATE, proto::MEGA_FILL, proto::MEGA_UNSEAL,  proto::MEGA_ABANDON, proto::MEGA_INSERT_SEPARATOR,
+          proto::STORE_CAS,   proto::TXN_PREPARE, proto::TXN_DECIDE, proto::TXN_APPLY,  proto::TXN_STATUS,
+          proto::TXN_COMMIT_HERE};
       const size_t pick = in.ConsumeIntegralInRange<size_t>(0, std::size(kMethods));
       const uint16_t method = pick < std::size(kMethods) ? kMethods[pick] : in.ConsumeIntegral<uint16_t>();
       const std::string payload =
@@ -219,6 +221,64 @@ class Harness {
         }
         if (in.ConsumeBool()) r.set_meganode(APointer(in));
         r.set_want_range(in.ConsumeBool());
+        r.set_with_meta(in.ConsumeBool());
+        return r.SerializeAsString();
+      }
+      case proto::STORE_CAS:
+      case proto::TXN_PREPARE:
+      case proto::TXN_DECIDE:
+      case proto::TXN_APPLY:
+      case proto::TXN_STATUS: {
+        // A few transaction ids and keys, so that steps meet each other's locks; expiries past and future.
+        proto::KeyRequest r;
+        Target(in, r.mutable_target());
+        r.set_key(in.ConsumeBool() ? Key(in.ConsumeIntegralInRange(1, 8)) : AKey(in));
+        r.set_value(in.ConsumeRandomLengthString(300));
+        if (in.ConsumeBool()) r.set_meganode(APointer(in));
+        r.set_expected(in.ConsumeBool() ? std::string() : in.ConsumeRandomLengthString(16));
+        r.set_expect_absent(in.ConsumeBool());
+        r.set_delete_(in.ConsumeBool());
+        proto::TxnStep* t = r.mutable_txn();
+        t->set_txid(in.ConsumeIntegralInRange<uint64_t>(0, 3));
+        t->set_expect(in.ConsumeIntegralInRange<uint32_t>(0, 3));
+        t->set_checksum(in.ConsumeIntegralInRange<uint64_t>(0, 2));
+        t->set_put(in.ConsumeBool());
+        t->set_primary(in.ConsumeBool() ? r.key() : AKey(in));
+        const int n = in.ConsumeIntegralInRange(0, 3);
+        for (int i = 0; i < n; ++i) t->add_secondaries(AKey(in));
+        t->set_expires_us(in.ConsumeIntegral<uint64_t>());
+        t->set_commit(in.ConsumeBool());
+        return r.SerializeAsString();
+      }
+      case proto::TXN_COMMIT_HERE: {
+        proto::KeyRequest r;
+        Target(in, r.mutable_target());
+        if (in.ConsumeBool()) r.set_meganode(APointer(in));
+        proto::TxnCommit* c = r.mutable_commit();
+        c->set_txid(in.ConsumeIntegralInRange<uint64_t>(0, 3));
+        c->set_expires_us(in.ConsumeIntegral<uint64_t>());
+        const int writes = in.ConsumeIntegralInRange(0, 3);
+        for (int i = 0; i < writes; ++i) {
+          auto* w = c->add_writes();
+          w->set_key(in.ConsumeBool() ? Key(in.ConsumeIntegralInRange(1, 8)) : AKey(in));
+          if (in.ConsumeBool()) w->set_meganode(APointer(in));
+          w->set_expect(in.ConsumeIntegralInRange<uint32_t>(0, 3));
+          w->set_checksum(in.ConsumeIntegralInRange<uint64_t>(0, 2));
+          w->set_put(in.ConsumeBool());
+          w->set_value(in.ConsumeRandomLengthString(64));
+        }
+        r.set_key(writes > 0 && in.ConsumeBool() ? c->writes(0).key() : AKey(in));
+        if (in.ConsumeBool()) {
+          auto* read = c->add_reads();
+          read->set_key(AKey(in));
+          read->set_found(in.ConsumeBool());
+        }
+        if (in.ConsumeBool()) {
+          auto* range = c->add_ranges();
+          range->set_start(AKey(in));
+          range->set_end(AKey(in));
+          if (in.ConsumeBool()) range->add_seen()->set_key(AKey(in));
+        }
         return r.SerializeAsString();
       }
       case proto::STORE_SCAN: {
@@ -228,6 +288,7 @@ class Harness {
         r.set_end(AKey(in));
         r.set_limit(in.ConsumeIntegralInRange<uint32_t>(0, 40));
         if (in.ConsumeBool()) r.set_meganode(APointer(in));
+        r.set_with_meta(in.ConsumeBool());
         return r.SerializeAsString();
       }
       case proto::MEGA_CREATE: {
@@ -273,6 +334,8 @@ class Harness {
           }
           e->set_value(in.ConsumeRandomLengthString(64));
           if (in.ConsumeBool()) e->set_child(APointer(in));
+          e->set_version(in.ConsumeIntegral<uint64_t>());
+          e->set_locked(in.ConsumeIntegralInRange(0, 7) == 0);  // a moved lock: its payload is checked
         }
         return r.SerializeAsString();
       }
