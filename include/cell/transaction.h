@@ -104,7 +104,8 @@ class Transaction {
   // failed at the decision; the transaction may or may not have committed, like a Put whose reply was lost).
   // FailedPrecondition: Commit or Rollback already ran.
   virtual Status Commit() = 0;
-  // Commit without waiting: `done` runs exactly once, on a client thread, with what Commit would return.
+  // Commit without waiting: `done` runs exactly once, on a thread of the client's, with what Commit would return. Keep
+  // the transaction and its client until it has run.
   virtual void CommitAsync(std::function<void(const Status&)> done) = 0;
   // Drops the buffered writes; the transaction can no longer be used. Nothing was applied.
   virtual void Rollback() = 0;
