@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <map>
 #include <mutex>
@@ -202,6 +203,122 @@ TEST_F(Transactions, CompareAndSwapIncrementsLoseNoUpdate) {
   EXPECT_GT(successes.load(), 0);
   ASSERT_TRUE(client->CompareAndSwap("counter", v, std::nullopt).ok());  // a conditional delete
   EXPECT_TRUE(client->Get("counter", &v).IsNotFound());
+}
+
+// Random transactions, one at a time, against an in-memory model, while the keys spread over three servers through
+// meganode splits. Every read inside a transaction matches the model with the transaction's own writes over it; a
+// transaction commits exactly when nothing it read was changed meanwhile (by a plain put made between its reads and
+// its commit, on purpose), and then the model takes its writes.
+TEST_F(Transactions, RandomTransactionsAgreeWithAModelThroughMeganodeSplits) {
+  std::mt19937_64 rng(2026);
+  auto client = Open("server");
+  ASSERT_NE(client, nullptr);
+  const char* searches[] = {"server", "client", ""};
+  std::map<std::string, std::string> model;
+  const auto key = [&] { return fmt::format("m{:05d}", rng() % 4000); };
+  const auto value = [&] { return std::string(50 + rng() % 300, static_cast<char>('a' + rng() % 26)); };
+  int committed = 0, aborted = 0;
+  for (int round = 0; round < 600; ++round) {
+    TransactionOptions options;
+    options.search = searches[round % 3];
+    auto txn = client->BeginTransaction(options);
+    ASSERT_TRUE(txn.ok()) << txn.status().ToString();
+    std::map<std::string, std::optional<std::string>> own;  // nullopt: deleted
+    std::vector<std::string> read_keys;                     // keys read, and the starts of ranges scanned
+    const auto seen = [&](const std::string& k) -> std::optional<std::string> {
+      if (auto it = own.find(k); it != own.end()) return it->second;
+      if (auto it = model.find(k); it != model.end()) return it->second;
+      return std::nullopt;
+    };
+    const int ops = 1 + static_cast<int>(rng() % 8);
+    std::string log;
+    for (int op = 0; op < ops; ++op) {
+      const std::string k = key();
+      switch (rng() % 4) {
+        case 0: {
+          std::string v;
+          Status s = (*txn)->Get(k, &v);
+          ASSERT_TRUE(s.ok() || s.IsNotFound()) << s.ToString();
+          ASSERT_EQ(s.ok() ? std::optional<std::string>(v) : std::nullopt, seen(k)) << k;
+          if (!own.count(k)) read_keys.push_back(k);  // (its own write: not read from the store)
+          log += " get " + k + (s.ok() ? " found" : " absent");
+          break;
+        }
+        case 1: {
+          const std::string end = fmt::format("m{:05d}", std::stoi(k.substr(1)) + 40);
+          std::vector<std::pair<std::string, std::string>> pairs;
+          const size_t limit = 1 + rng() % 30;
+          ASSERT_TRUE((*txn)->Scan(k, end, limit, &pairs).ok());
+          std::vector<std::pair<std::string, std::string>> want;
+          for (auto it = model.lower_bound(k); it != model.end() && it->first < end; ++it) {
+            if (!own.count(it->first)) want.emplace_back(it->first, it->second);
+          }
+          for (const auto& [ok, ov] : own) {
+            if (ok >= k && ok < end && ov) want.emplace_back(ok, *ov);
+          }
+          std::sort(want.begin(), want.end());
+          if (want.size() > limit) want.resize(limit);
+          ASSERT_EQ(pairs, want) << "scan from " << k;
+          read_keys.push_back(k);
+          log += fmt::format(" scan {}..{} limit {} got {}", k, end, limit, pairs.size());
+          break;
+        }
+        case 2:
+          own[k] = value();
+          ASSERT_TRUE((*txn)->Put(k, *own[k]).ok());
+          log += " put " + k;
+          break;
+        default:
+          own[k] = std::nullopt;
+          ASSERT_TRUE((*txn)->Delete(k).ok());
+          log += " delete " + k;
+      }
+    }
+    // Sometimes a plain put of a key this transaction read meanwhile: it must then abort.
+    bool interfered = false;
+    if (!read_keys.empty() && rng() % 5 == 0) {
+      const std::string& k = read_keys[rng() % read_keys.size()];
+      const std::string v = value();
+      ASSERT_TRUE(client->Put(k, v).ok());
+      model[k] = v;
+      interfered = true;
+      log += " INTERFERE " + k;
+    }
+    if (rng() % 10 == 0) {
+      (*txn)->Rollback();
+      continue;
+    }
+    Status s = (*txn)->Commit();
+    // (A transaction that only read one key is consistent by itself: it takes effect at that read, and commits.)
+    const bool one_read = own.empty() && read_keys.size() == 1 && log.find("scan") == std::string::npos;
+    if (interfered && !one_read) {
+      ASSERT_TRUE(s.IsAborted()) << "round " << round << ": " << s.ToString() << " log: " << log;
+      ++aborted;
+      continue;
+    }
+    ASSERT_TRUE(s.ok()) << "round " << round << ": " << s.ToString();
+    ++committed;
+    for (const auto& [k, v] : own) {
+      if (v) {
+        model[k] = *v;
+      } else {
+        model.erase(k);
+      }
+    }
+    // Some filler, so that meganodes split under the transactions.
+    for (int i = 0; i < 10; ++i) {
+      const std::string k = key(), v = value();
+      ASSERT_TRUE(client->Put(k, v).ok());
+      model[k] = v;
+    }
+  }
+  std::vector<std::pair<std::string, std::string>> all;
+  ASSERT_TRUE(client->Scan("m", "n", 100000, &all).ok());
+  const std::vector<std::pair<std::string, std::string>> want(model.begin(), model.end());
+  ASSERT_EQ(all, want);
+  EXPECT_GT(committed, 300);
+  EXPECT_GT(aborted, 50);
+  EXPECT_EQ(ServersWithMeganodes(*client), 3);
 }
 
 // Transfers between accounts spread over three servers, with audits (a scan of every account in a transaction)
