@@ -255,6 +255,10 @@ int main(int argc, char** argv) {
   app.add_option("--postgres-bin", postgres_bin,
                  "postgres, private server: the directory of initdb and postgres (default: the newest "
                  "/usr/lib/postgresql/<version>/bin, else PATH)");
+  std::vector<int> postgres_cpus;
+  app.add_option("--postgres-cpus", postgres_cpus,
+                 "postgres, private server: the CPUs it runs on (e.g. 0: the server's CPU of an experiment, while the "
+                 "bench runs on another with taskset)");
   app.add_option("--durability", durability,
                  "sync, async or off: configures the private PostgreSQL (sync: fsync and synchronous_commit on; async: "
                  "synchronous_commit off; off: fsync off too); recorded in the summary for every store (Cell's "
@@ -455,6 +459,7 @@ int main(int argc, char** argv) {
   store_config.redis_address = redis_address;
   store_config.postgres_conninfo = postgres_conninfo;
   store_config.postgres_bin = postgres_bin;
+  store_config.postgres_cpus = postgres_cpus;
   store_config.durability = durability;
   store_config.threads = threads;
   auto opened_or = cell::bench::OpenStore(store_config);

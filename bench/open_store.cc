@@ -22,6 +22,7 @@ StatusOr<OpenedStore> OpenPostgres(const StoreConfig& config) {
     PrivatePostgresOptions options;
     options.durability = config.durability;
     options.bin_dir = config.postgres_bin;
+    options.cpus = config.postgres_cpus;
     options.max_connections = config.threads + 20;  // the sessions, the loader's and Show's
     auto started = PrivatePostgres::Start(options);
     if (!started.ok()) {

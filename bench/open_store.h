@@ -6,6 +6,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "bench/private_postgres.h"
 #include "bench/store.h"
@@ -18,8 +19,9 @@ struct StoreConfig {
   ClientOptions client;       // cell (its transports and timeout are set here)
   std::string transport = "shm";
   std::string redis_address;
-  std::string postgres_conninfo;  // "": start a private server
-  std::string postgres_bin;       // the private server's binaries ("": found)
+  std::string postgres_conninfo;   // "": start a private server
+  std::string postgres_bin;        // the private server's binaries ("": found)
+  std::vector<int> postgres_cpus;  // the private server's CPUs (empty: any)
   std::string durability = "sync";
   int threads = 1;  // the private server allows as many connections, and some
 };

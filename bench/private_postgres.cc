@@ -6,6 +6,7 @@
 #include <grp.h>
 #include <libpq-fe.h>
 #include <pwd.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/prctl.h>
@@ -108,7 +109,8 @@ std::string LogTail(const std::string& path) {
 
 // Starts `args` with stdout and stderr appended to `log`, in a session of its own, as `run_as`; it gets
 // `death_signal` when the caller dies.
-StatusOr<pid_t> Spawn(std::vector<std::string> args, const std::string& log, const RunAs& run_as, int death_signal) {
+StatusOr<pid_t> Spawn(std::vector<std::string> args, const std::string& log, const RunAs& run_as, int death_signal,
+                      const cpu_set_t& cpus) {
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -122,6 +124,7 @@ StatusOr<pid_t> Spawn(std::vector<std::string> args, const std::string& log, con
       dup2(fd, 2);
     }
     setsid();  // a terminal's Ctrl-C reaches the caller only; the death signal then stops the server
+    if (CPU_COUNT(&cpus) > 0 && sched_setaffinity(0, sizeof(cpus), &cpus) != 0) _exit(125);
     if (run_as.drop && (setgroups(1, &run_as.gid) != 0 || setgid(run_as.gid) != 0 || setuid(run_as.uid) != 0)) {
       _exit(126);
     }
@@ -175,11 +178,17 @@ StatusOr<std::unique_ptr<PrivatePostgres>> PrivatePostgres::Start(const PrivateP
     return Status::Internal(fmt::format("chown {} to the postgres user: {}", dir, std::strerror(errno)));
   }
   const std::string data = dir + "/data", log = dir + "/postgres.log";
+  cpu_set_t cpus;
+  CPU_ZERO(&cpus);
+  for (int cpu : options.cpus) {
+    if (cpu < 0 || cpu >= CPU_SETSIZE) return Status::InvalidArgument(fmt::format("no CPU {}", cpu));
+    CPU_SET(cpu, &cpus);
+  }
   const auto deadline = Clock::now() + options.start_timeout;
 
   auto initdb = Spawn({*bin + "/initdb", "-D", data, "-U", "cell", "--auth=trust", "--no-locale", "-E", "UTF8",
                        "--no-sync", "--no-instructions"},
-                      log, *run_as, SIGKILL);
+                      log, *run_as, SIGKILL, cpus);
   if (!initdb.ok()) return initdb.status();
   const std::optional<int> initdb_status = AwaitExit(*initdb, deadline);
   if (!initdb_status) {
@@ -196,7 +205,7 @@ StatusOr<std::unique_ptr<PrivatePostgres>> PrivatePostgres::Start(const PrivateP
       {*bin + "/postgres", "-D", data, "-k", dir, "-p", std::to_string(kPort), "-c", "listen_addresses=", "-c",
        fmt::format("fsync={}", on_off), "-c", fmt::format("synchronous_commit={}", d == "sync" ? "on" : "off"), "-c",
        fmt::format("full_page_writes={}", on_off), "-c", fmt::format("max_connections={}", options.max_connections)},
-      log, *run_as, SIGQUIT);
+      log, *run_as, SIGQUIT, cpus);
   if (!pid.ok()) return pid.status();
   server->pid_ = *pid;
   server->conninfo_ = fmt::format("host={} port={} user=cell dbname=postgres", Quoted(dir), kPort);

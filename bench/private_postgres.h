@@ -25,6 +25,7 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <vector>
 #include <string_view>
 
 #include "cell/status.h"
@@ -39,6 +40,8 @@ struct PrivatePostgresOptions {
   int max_connections = 300;  // cell-bench's --threads go up to 256, one connection each
   std::chrono::seconds start_timeout{60};
   std::string run_as_when_root = "postgres";
+  // The CPUs its processes run on (empty: any): the server's CPUs of an experiment, apart from the harness's.
+  std::vector<int> cpus;
 };
 
 class PrivatePostgres {
