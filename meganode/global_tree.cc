@@ -49,6 +49,7 @@ StatusOr<std::unique_ptr<GlobalTree>> GlobalTree::Open(const GlobalTreeOptions& 
   t->next_generation_ = now_us;
   t->clock_.store(now_us);
   t->peers_ = options.peers;
+  t->lease_ = options.lease;
   t->splits_ = std::make_unique<SplitCoordinator>(t.get(), options.peers, options.scheduler, now_us);
   if (options.restore) {
     CELL_RETURN_IF_ERROR(options.restore(*t->node_region_, *t->extent_region_));

@@ -140,6 +140,10 @@ struct GlobalTreeOptions {
   // tree is then rebuilt from their bytes instead of formatted (tree_recovery.cc says how), and the repairs go through
   // the write sink. An error is Open's.
   std::function<Status(Region& nodes, Region& extents)> restore;
+  // Whether this server may still act for its regions (a server's lease; null: always): the resolver of transaction
+  // locks rolls a decided commit forward only if, after the decision is durable here, this says OK (so that no
+  // survivor can have recovered these regions without the decision).
+  std::function<Status()> lease;
 };
 
 // What recovery found and repaired.
@@ -413,6 +417,9 @@ class GlobalTree {
   void ObserveVersion(uint64_t version);
   void NoteLock(std::string_view key, uint64_t expires_us);
   void ForgetLock(std::string_view key);
+  // A leaf meganode here whose range holds `key` (null if none): where the resolver's walks to its own keys begin (a
+  // walk from the root would leave this server at once when the root is elsewhere).
+  GlobalPtr LocalLeafFor(std::string_view key) const;
   // Resolves one expired lock (ResolveExpiredLocks): true if it ended.
   bool ResolveLock(const std::string& key, uint64_t now_us);
   // A locked entry moving to another server (a remote split): its lock's payload gets the old record's contents
@@ -445,6 +452,7 @@ class GlobalTree {
   std::function<Status(std::string_view)> fault_;
 
   std::atomic<uint64_t> clock_{0};  // the last version handed out (NextVersion)
+  std::function<Status()> lease_;    // GlobalTreeOptions::lease
   Peers* peers_ = nullptr;
   mutable std::mutex txn_mu_;
   std::map<std::string, uint64_t> txn_locks_;      // locked keys here -> when they expire (the resolver's worklist)

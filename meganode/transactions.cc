@@ -303,8 +303,23 @@ size_t GlobalTree::ResolveExpiredLocks(uint64_t now_us) {
   return ended;
 }
 
+GlobalPtr GlobalTree::LocalLeafFor(std::string_view key) const {
+  btree::SearchKey k(key);
+  std::lock_guard lock(megas_mu_);
+  for (const auto& m : megas_) {
+    if (m == nullptr || m->store == nullptr || m->sealed.load(std::memory_order_acquire)) continue;
+    const btree::NodeView header(m->store->SlotWords(0));
+    if (header.version() != 0 && header.valid() && header.level() == 0 && header.Covers(k)) {
+      return m->store->meganode();
+    }
+  }
+  return GlobalPtr();
+}
+
 bool GlobalTree::ResolveLock(const std::string& key, uint64_t now_us) {
-  // What the lock says now (it may have been applied, or moved away with its meganode, since it was listed).
+  // What the lock says now (it may have been applied, or moved away with its meganode, since it was listed). The walk
+  // begins at the meganode here that holds the key; none: the key left with a split (from the root, then, to see).
+  const GlobalPtr here = LocalLeafFor(key);
   TxnLock lock;
   bool held = false;
   GlobalPtr elsewhere;
@@ -315,17 +330,18 @@ bool GlobalTree::ResolveLock(const std::string& key, uint64_t now_us) {
         if (held) CELL_RETURN_IF_ERROR(ReadLock(*current, key, &lock));
         return Change{};
       },
-      GlobalPtr(), &elsewhere, nullptr, /*free_replaced=*/false);
+      here, &elsewhere, nullptr, /*free_replaced=*/false);
   if (s.ok() && (!held || !elsewhere.is_null())) {
     ForgetLock(key);  // gone, or no longer this server's
     return false;
   }
   if (!s.ok() || lock.expires_us > now_us) return false;
+  if (lease_ && !lease_().ok()) return false;  // a server that may not answer does not act either
   // The outcome: a primary's own state, or (for a secondary) what its primary's lock says.
   TxnOutcome outcome = lock.state == TxnState::kCommitted ? TxnOutcome::kCommitted : TxnOutcome::kPrepared;
   if (lock.primary != key) {
     GlobalPtr at;
-    Status asked = TxnStatus(lock.primary, lock.txid, GlobalPtr(), &at, &outcome);
+    Status asked = TxnStatus(lock.primary, lock.txid, LocalLeafFor(lock.primary), &at, &outcome);
     if (asked.ok() && !at.is_null()) {
       if (peers_ == nullptr) return false;
       auto remote = peers_->TxnStatus(at, lock.primary, lock.txid);
@@ -338,10 +354,14 @@ bool GlobalTree::ResolveLock(const std::string& key, uint64_t now_us) {
   }
   const bool commit = outcome == TxnOutcome::kCommitted;
   if (lock.primary == key && commit) {
+    // Rolled forward only from a durable decision, while this server still holds its regions: a survivor that takes
+    // them over later recovers the decision too.
+    if (write_sink_ != nullptr && !write_sink_->Sync().ok()) return false;
+    if (lease_ && !lease_().ok()) return false;
     // A decided commit whose client went away: apply it to every secondary before releasing the primary.
     for (const std::string& k : lock.secondaries) {
       GlobalPtr at;
-      Status applied = TxnApply(k, lock.txid, true, GlobalPtr(), &at);
+      Status applied = TxnApply(k, lock.txid, true, LocalLeafFor(k), &at);
       if (applied.ok() && !at.is_null()) {
         applied = peers_ == nullptr ? Status::Unavailable("no peers") : peers_->TxnApply(at, k, lock.txid, true);
       }
@@ -354,7 +374,7 @@ bool GlobalTree::ResolveLock(const std::string& key, uint64_t now_us) {
     if (write_sink_ != nullptr && !write_sink_->Sync().ok()) return false;  // the secondaries, durable here first
   }
   GlobalPtr at;
-  Status applied = TxnApply(key, lock.txid, commit, GlobalPtr(), &at);
+  Status applied = TxnApply(key, lock.txid, commit, here, &at);
   if (!applied.ok() || !at.is_null()) return false;
   diag::Info("transaction {:x}: its lock on key {} expired; {} by its server", lock.txid, Quoted(key),
              commit ? "committed" : "rolled back");

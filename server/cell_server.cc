@@ -191,6 +191,7 @@ Status CellServer::OpenStore() {
   store.data_dir = config_.data_dir;
   store.peer_key = peer_key_;
   store.scheduler = &scheduler_;
+  store.lease = &lease_;
   if (store.data_dir.empty()) {
     diag::Warning("server {}: no --data-dir: writes are not logged, and a restart loses the data", config_.id);
   }
@@ -440,6 +441,7 @@ Status CellServer::TakeOverRegion(const membership::RegionEntry& r) {
   store.data_dir = config_.data_dir;
   store.peer_key = peer_key_;  // its splits and separators go to other servers too
   store.scheduler = &scheduler_;
+  store.lease = &lease_;
   auto adopted = StoreService::Adopt(store, membership_.get(), config_.id, *mine);
   if (!adopted.ok()) {
     AdoptionFailed(r.region, mine->epoch, adopted.status());

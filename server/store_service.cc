@@ -22,6 +22,10 @@ meganode::GlobalTreeOptions StoreService::TreeOptions(const StoreConfig& config,
   options.first_meganode = GlobalPtr{root, 0};
   options.peers = peers_.get();
   options.scheduler = config.scheduler;  // the tree's background work on a lane of the server's scheduler
+  if (config.lease != nullptr) {
+    const std::function<Status()>* lease = config.lease;
+    options.lease = [this, lease] { return MayAnswer(lease); };  // and not once the region is lost
+  }
   options.meganode_bytes = config.meganode_bytes;
   options.meganodes = config.meganodes;
   options.extent_region_bytes = config.extent_region_bytes;

@@ -65,6 +65,9 @@ struct StoreConfig {
   // The server's scheduler: the service's checkpoints, and its tree's background work, run on lanes of it. Null: on
   // schedulers of their own (a thread each). Not owned; it must outlive the service.
   TaskScheduler* scheduler = nullptr;
+  // The server's lease (null: always OK): the tree's resolver of transaction locks acts only while it says OK
+  // (GlobalTreeOptions::lease).
+  const std::function<Status()>* lease = nullptr;
 };
 
 // What a restart recovered (all zeros on a first start).
