@@ -31,6 +31,24 @@ std::unique_ptr<GlobalTree> SmallTree(uint64_t meganode_bytes = 32 << 10) {
 
 std::string Key(int i) { return "key" + std::to_string(100000 + i); }
 
+// A step of a key on whichever of two trees holds it now: from the root's tree, following each `elsewhere` to the tree
+// it names, and again while the right half of a split under way is refused (Unavailable). *on_b: it ended on b.
+using Step = std::function<Status(GlobalTree&, GlobalPtr, GlobalPtr*)>;
+Status OnEitherTree(GlobalTree& a, GlobalTree& b, const Step& step, bool* on_b = nullptr) {
+  while (true) {
+    GlobalTree* t = &a;
+    GlobalPtr at;
+    Status s = step(a, GlobalPtr(), &at);
+    for (int hops = 0; s.ok() && !at.is_null() && hops < 64; ++hops) {
+      t = a.IsLocal(at) ? &a : &b;
+      s = step(*t, at, &at);
+    }
+    if (on_b != nullptr) *on_b = t == &b;
+    if (s.ok() && !at.is_null()) return Status::Internal("a key's walk went back and forth between the trees");
+    if (!s.IsUnavailable()) return s;
+  }
+}
+
 // What a transactional read sees: the value (nullopt: absent) and the entry's checksum and version.
 struct Seen {
   std::optional<std::string> value;
@@ -218,15 +236,7 @@ TEST(Transactions, LocksSurviveMeganodeSplitsLocalAndRemote) {
   other_tree = b->get();
   // Locked keys spread over the key space, half to commit and half to roll back; then enough writes that meganodes
   // split, some to the other tree.
-  // Each key's steps go to whichever tree holds it now, again while the right half of a split under way is refused.
-  const auto on = [&](const std::function<Status(GlobalTree&, GlobalPtr, GlobalPtr*)>& step) {
-    while (true) {
-      GlobalPtr at;
-      Status s = step(**a, GlobalPtr(), &at);
-      if (s.ok() && !at.is_null()) s = step(**b, at, &at);
-      if (!s.IsUnavailable()) return s;
-    }
-  };
+  const auto on = [&](const Step& step) { return OnEitherTree(**a, **b, step); };
   constexpr int kLocked = 200;
   for (int i = 0; i < kLocked; ++i) {
     const std::string k = Key(i * 50);
@@ -268,6 +278,85 @@ TEST(Transactions, LocksSurviveMeganodeSplitsLocalAndRemote) {
   EXPECT_EQ((*a)->txn_locks(), 0u);
   EXPECT_EQ((*b)->txn_locks(), 0u);
   fmt::print("{} of {} locked keys moved to the other tree\n", moved, kLocked);
+  Unlink(gate, root_tree, other_tree);
+}
+
+// A lock on the tree without the root is resolved there: its walk begins at its own meganode (from the root it would
+// leave at once). One transaction's primary is on the root's tree and decided; another's are both on the other tree,
+// undecided.
+TEST(Transactions, LocksOnATreeWithoutTheRootAreResolvedThere) {
+  std::atomic<GlobalTree*> root_tree{nullptr}, other_tree{nullptr};
+  std::shared_mutex gate;
+  InProcessPeers to_other(&other_tree, &gate), to_root(&root_tree, &gate);
+  GlobalTreeOptions o;
+  o.meganode_bytes = 32 << 10;
+  o.meganodes = 1024;
+  o.extent_region_bytes = uint64_t{64} << 20;
+  o.peers = &to_other;
+  auto a = GlobalTree::Open(o);
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  o.root = false;
+  o.first_meganode = (*a)->first_meganode();
+  o.node_region_id = 3;
+  o.extent_region_id = 4;
+  o.peers = &to_root;
+  auto b = GlobalTree::Open(o);
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  root_tree = a->get();
+  other_tree = b->get();
+  const auto on = [&](const Step& step, bool* on_b = nullptr) { return OnEitherTree(**a, **b, step, on_b); };
+  for (int i = 0; i < 4000; ++i) {
+    ASSERT_TRUE(on([&](GlobalTree& t, GlobalPtr s, GlobalPtr* at) {
+                  return t.Put(Key(i), std::string(100, 'v'), s, at);
+                }).ok());
+  }
+  // Keys on each tree.
+  std::vector<std::string> here, there;
+  for (int i = 0; i < 4000; ++i) {
+    bool on_b = false;
+    std::string v;
+    Status got = on([&](GlobalTree& t, GlobalPtr s, GlobalPtr* at) { return t.Get(Key(i), &v, s, at); }, &on_b);
+    ASSERT_TRUE(got.ok()) << i << " " << got.ToString();
+    (on_b ? there : here).push_back(Key(i));
+  }
+  ASSERT_GE(here.size(), 1u);
+  ASSERT_GE(there.size(), 3u);
+  const auto prepare = [&](uint64_t txid, const std::string& key, const std::string& primary,
+                           std::vector<std::string> secondaries) {
+    return on([&](GlobalTree& t, GlobalPtr s, GlobalPtr* at) {
+      TxnPrepareRequest r;
+      r.key = key;
+      r.lock = TxnLock{.txid = txid,
+                       .expires_us = 1000,
+                       .put = true,
+                       .new_value = "new-" + std::to_string(txid),
+                       .primary = primary,
+                       .secondaries = std::move(secondaries)};
+      return t.TxnPrepare(r, s, at);
+    });
+  };
+  // Transaction 1: primary here (decided), secondary there. Transaction 2: both there, undecided.
+  ASSERT_TRUE(prepare(1, here[0], here[0], {there[0]}).ok());
+  ASSERT_TRUE(prepare(1, there[0], here[0], {}).ok());
+  ASSERT_TRUE(Decide(**a, 1, here[0]));
+  ASSERT_TRUE(prepare(2, there[1], there[1], {there[2]}).ok());
+  ASSERT_TRUE(prepare(2, there[2], there[1], {}).ok());
+  EXPECT_EQ((*b)->txn_locks(), 3u);
+  for (int round = 0; round < 3; ++round) {  // in either order, each learns what it needs within a few rounds
+    (*b)->ResolveExpiredLocks(2000);
+    (*a)->ResolveExpiredLocks(2000);
+  }
+  EXPECT_EQ((*a)->txn_locks(), 0u);
+  EXPECT_EQ((*b)->txn_locks(), 0u);
+  const auto value = [&](const std::string& k) {
+    std::string v;
+    EXPECT_TRUE(on([&](GlobalTree& t, GlobalPtr s, GlobalPtr* at) { return t.Get(k, &v, s, at); }).ok()) << k;
+    return v;
+  };
+  EXPECT_EQ(value(here[0]), "new-1");
+  EXPECT_EQ(value(there[0]), "new-1");
+  EXPECT_EQ(value(there[1]), std::string(100, 'v'));
+  EXPECT_EQ(value(there[2]), std::string(100, 'v'));
   Unlink(gate, root_tree, other_tree);
 }
 
