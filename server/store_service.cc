@@ -54,7 +54,13 @@ uint32_t StoreService::RegionOf(uint16_t method, std::string_view request) {
   switch (method) {
     case StoreMethod::STORE_GET:
     case StoreMethod::STORE_PUT:
-    case StoreMethod::STORE_DELETE: {
+    case StoreMethod::STORE_DELETE:
+    case StoreMethod::STORE_CAS:
+    case StoreMethod::TXN_PREPARE:
+    case StoreMethod::TXN_DECIDE:
+    case StoreMethod::TXN_APPLY:
+    case StoreMethod::TXN_STATUS:
+    case StoreMethod::TXN_COMMIT_HERE: {  // every KeyRequest
       proto::KeyRequest r;
       return parse(&r) ? r.target().region() : 0;
     }
