@@ -52,22 +52,12 @@ uint32_t StoreService::RegionOf(uint16_t method, std::string_view request) {
     return message->ParseFromArray(request.data(), static_cast<int>(request.size()));
   };
   switch (method) {
-    case StoreMethod::STORE_GET:
-    case StoreMethod::STORE_PUT:
-    case StoreMethod::STORE_DELETE:
-    case StoreMethod::STORE_CAS:
-    case StoreMethod::TXN_PREPARE:
-    case StoreMethod::TXN_DECIDE:
-    case StoreMethod::TXN_APPLY:
-    case StoreMethod::TXN_STATUS:
-    case StoreMethod::TXN_COMMIT_HERE: {  // every KeyRequest
-      proto::KeyRequest r;
-      return parse(&r) ? r.target().region() : 0;
-    }
     case StoreMethod::STORE_SCAN: {
       proto::ScanRequest r;
       return parse(&r) ? r.target().region() : 0;
     }
+    case StoreMethod::STORE_STATS:
+      return 0;
     case StoreMethod::MEGA_FILL: {
       proto::MegaFill r;
       return parse(&r) ? GlobalPtr::Unpack(r.meganode()).region : 0;
@@ -81,8 +71,14 @@ uint32_t StoreService::RegionOf(uint16_t method, std::string_view request) {
       proto::SeparatorRequest r;
       return parse(&r) ? GlobalPtr::Unpack(r.at()).region : 0;
     }
-    default:
+    case StoreMethod::MEGA_CREATE:
       return 0;
+    default: {
+      // Every other store method (get, put, delete, compare-and-swap, the transaction steps) is a KeyRequest, as
+      // StoreRequest::Parse reads it.
+      proto::KeyRequest r;
+      return parse(&r) ? r.target().region() : 0;
+    }
   }
 }
 
