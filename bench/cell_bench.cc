@@ -26,7 +26,8 @@
 //                                                         and audits, the total checked at the end ("invariant_ok")
 //   --workload=txn-mix [--txn-ops=4] [--txn-read-fraction=0.5]                   transactions of random gets and puts
 // Their summary has "transactions_per_s", "abort_rate", "p50_us", "p99_us" (committed transactions, retries
-// included) and "checker":"not run".
+// included) and "checker": "ok" or "failed" (exit status 1) from a serializability check of what the transactions
+// read and wrote (bench/txn_history.h), or "not run" with --no-check [--check-max-txns=500000].
 //
 // PostgreSQL (bench/postgres_store.h): a table kv(k bytea primary key, v bytea), prepared statements, transactions
 // at SERIALIZABLE retried on SQLSTATE 40001/40P01. Without --postgres the harness starts a PostgreSQL of its own
@@ -292,6 +293,15 @@ int main(int argc, char** argv) {
                  "that are gets")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1.0));
+  app.add_flag("--check,!--no-check", txn.check,
+               "bank, txn-mix: record what the transactions read and wrote and check it is strictly serializable "
+               "after the run (bench/txn_history.h); a failed check is exit status 1")
+      ->capture_default_str();
+  app.add_option("--check-max-txns", txn.check_max_txns,
+                 "bank, txn-mix: transactions recorded for the check, all threads together (the check takes ~13 s and "
+                 "~2.8 GB per million bank transactions); past it the rest of the run is not checked")
+      ->capture_default_str()
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 32));
   app.add_option("--distribution", distribution_name, "uniform, zipfian or latest (default: the workload's)");
   app.add_option("--theta", theta, "Zipfian skew")->capture_default_str()->check(CLI::Range(0.01, 0.999));
   app.add_option("--shape", shape, "cell (keys 8..64 bytes, values 8..256) or fixed (--key-bytes, --value-bytes)")

@@ -6,13 +6,13 @@
 
 #include <algorithm>
 #include <atomic>
-#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <mutex>
 #include <optional>
 #include <random>
 #include <thread>
+#include <tuple>
 
 #include "bench/series.h"
 
@@ -25,16 +25,10 @@ using Pairs = std::vector<std::pair<std::string, std::string>>;
 
 double Uniform01(std::mt19937_64& rng) { return std::uniform_real_distribution<double>(0, 1)(rng); }
 
-std::optional<int64_t> ParseBalance(std::string_view text) {
-  int64_t v = 0;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  if (text.empty() || ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
-  return v;
-}
-
 // Whether `pairs` are exactly accounts first .. first + count - 1, each a balance of at least 0: "" and their sum in
-// *sum, or what is wrong.
-std::string SumOf(const Bank& bank, const Pairs& pairs, uint64_t first, uint64_t count, int64_t* sum) {
+// *sum, or what is wrong. Each account's tag goes to `history` (if not null), up to the first that is wrong.
+std::string SumOf(const Bank& bank, const Pairs& pairs, uint64_t first, uint64_t count, int64_t* sum,
+                  ThreadHistory* history) {
   *sum = 0;
   for (uint64_t j = 0; j < pairs.size() && j < count; ++j) {
     const std::string want = bank.Key(first + j);
@@ -44,10 +38,14 @@ std::string SumOf(const Bank& bank, const Pairs& pairs, uint64_t first, uint64_t
           "in the accounts' range? use a store of the bench's own)",
           want, j, pairs[j].first);
     }
-    const std::optional<int64_t> balance = ParseBalance(pairs[j].second);
-    if (!balance) return fmt::format("account {} holds '{}', not a number", want, pairs[j].second);
-    if (*balance < 0) return fmt::format("account {} holds {}: below zero", want, *balance);
-    *sum += *balance;
+    int64_t balance = 0;
+    uint64_t tag = 0;
+    if (!ParseBankValue(pairs[j].second, &balance, &tag)) {
+      return fmt::format("account {} holds '{}', not a balance", want, pairs[j].second);
+    }
+    if (history != nullptr) history->Read(first + j, tag);
+    if (balance < 0) return fmt::format("account {} holds {}: below zero", want, balance);
+    *sum += balance;
   }
   if (pairs.size() != count) {
     return fmt::format("a scan of {} accounts from {} found {}", count, bank.Key(first), pairs.size());
@@ -66,77 +64,97 @@ Bank::Bank(uint64_t accounts, int64_t initial_balance, std::string prefix)
 
 std::string Bank::Key(uint64_t i) const { return fmt::format("{}{:0{}}", prefix_, i, width_); }
 
-Status Bank::Transfer(StoreSession& session, uint64_t from, uint64_t to, int64_t amount, int* attempts,
-                      bool* skipped) const {
+Status Bank::Transfer(StoreSession& session, uint64_t from, uint64_t to, int64_t amount, int* attempts, bool* skipped,
+                      ThreadHistory* history) const {
   const std::string from_key = Key(from), to_key = Key(to);
   std::string problem;  // what the last attempt found wrong: counts only if it committed
+  if (history != nullptr) history->BeginTransaction();
   const Status s = session.RunTransaction(
       [&](TxnOps& txn) -> Status {
+        if (history != nullptr) history->BeginAttempt();
         problem.clear();
         *skipped = false;
         std::string a, b;
-        for (auto [key, value] : {std::pair{&from_key, &a}, std::pair{&to_key, &b}}) {
+        int64_t x = 0, y = 0;
+        for (auto [account, key, value, balance] :
+             {std::tuple{from, &from_key, &a, &x}, std::tuple{to, &to_key, &b, &y}}) {
           const Status got = txn.Get(*key, value);
           if (got.IsNotFound()) {
             problem = fmt::format("account {} is missing", *key);
             return Status::OK();
           }
           if (!got.ok()) return got;
+          uint64_t tag = 0;
+          if (!ParseBankValue(*value, balance, &tag)) {
+            problem = fmt::format("account {} holds '{}', not a balance", *key, *value);
+            return Status::OK();
+          }
+          if (history != nullptr) history->Read(account, tag);
         }
-        const std::optional<int64_t> x = ParseBalance(a), y = ParseBalance(b);
-        if (!x || !y) {
-          problem = fmt::format("account {} or {} holds no number ('{}', '{}')", from_key, to_key, a, b);
-          return Status::OK();
-        }
-        if (*x < amount) {
+        if (x < amount) {
           *skipped = true;  // commits having read both: the source's balance was checked
           return Status::OK();
         }
         // In key order, so that two transfers between the same accounts lock them in the same order where
         // writes take locks (PostgreSQL's row locks: the other order deadlocks, found only after deadlock_timeout).
-        std::pair<const std::string*, std::string> writes[] = {{&from_key, std::to_string(*x - amount)},
-                                                               {&to_key, std::to_string(*y + amount)}};
+        std::pair<uint64_t, int64_t> writes[] = {{from, x - amount}, {to, y + amount}};
         if (to < from) std::swap(writes[0], writes[1]);
-        for (const auto& [key, value] : writes) CELL_RETURN_IF_ERROR(txn.Put(*key, value));
+        for (const auto& [account, balance] : writes) {
+          const uint64_t tag = history != nullptr ? history->NewTag() : 0;
+          CELL_RETURN_IF_ERROR(txn.Put(account == from ? from_key : to_key, BankValue(balance, tag)));
+          if (history != nullptr) history->Wrote(account, tag);
+        }
         return Status::OK();
       },
       attempts);
+  if (history != nullptr) history->EndTransaction(s);
   if (!s.ok()) return s;
   if (!problem.empty()) return Status::Corruption("transfer: " + problem);
   return Status::OK();
 }
 
-Status Bank::Audit(StoreSession& session, uint64_t first, uint64_t count, int64_t* sum, int* attempts) const {
+Status Bank::Audit(StoreSession& session, uint64_t first, uint64_t count, int64_t* sum, int* attempts,
+                   ThreadHistory* history) const {
   Pairs pairs;
   std::string problem;
+  if (history != nullptr) history->BeginTransaction();
   const Status s = session.RunTransaction(
       [&](TxnOps& txn) -> Status {
+        if (history != nullptr) history->BeginAttempt();
         pairs.clear();
         CELL_RETURN_IF_ERROR(txn.Scan(Key(first), count, &pairs));
-        problem = SumOf(*this, pairs, first, count, sum);
+        problem = SumOf(*this, pairs, first, count, sum, history);
         return Status::OK();
       },
       attempts);
+  if (history != nullptr) history->EndTransaction(s);
   if (!s.ok()) return s;
   if (!problem.empty()) return Status::Corruption("audit: " + problem);
   return Status::OK();
 }
 
-Status Bank::Total(StoreSession& session, int64_t* sum) const {
+Status Bank::Total(StoreSession& session, int64_t* sum, ThreadHistory* history) const {
   *sum = 0;
   Pairs pairs;
-  for (uint64_t next = 0; next < accounts_;) {
+  if (history != nullptr) {
+    history->BeginTransaction();
+    history->BeginAttempt();
+  }
+  Status s;
+  for (uint64_t next = 0; next < accounts_ && s.ok();) {
     const uint64_t page = std::min<uint64_t>(1000, accounts_ - next);
     pairs.clear();
-    CELL_RETURN_IF_ERROR(session.Scan(Key(next), page, &pairs));
+    s = session.Scan(Key(next), page, &pairs);
     int64_t part = 0;
-    if (std::string problem = SumOf(*this, pairs, next, page, &part); !problem.empty()) {
-      return Status::Corruption("final audit: " + problem);
+    if (std::string problem = s.ok() ? SumOf(*this, pairs, next, page, &part, history) : ""; !problem.empty()) {
+      s = Status::Corruption("final audit: " + problem);
     }
     *sum += part;
     next += page;
   }
-  return Status::OK();
+  // Nothing else runs: the scans are one read-only transaction, committed (unless they failed).
+  if (history != nullptr) history->EndTransaction(s.ok() ? Status::OK() : Status::Aborted("the final audit failed"));
+  return s;
 }
 
 Status LoadInTransactions(StoreSession& session, uint64_t n,
@@ -184,11 +202,20 @@ struct Run {
       : o(options),
         bank(std::move(b)),
         chooser(options.keys, options.distribution, options.theta),
-        recorders(options.threads) {}
+        recorders(options.threads) {
+    // Each thread's tags, and its record when checking, from one budget of transactions.
+    const uint32_t nonce = NewRunNonce();
+    const uint64_t max = options.check ? options.check_max_txns : 0;
+    histories.reserve(options.threads + 1);
+    for (int t = 0; t < options.threads; ++t) histories.emplace_back(nonce, t, max, &record_budget);
+    histories.emplace_back(nonce, options.threads, options.check ? 1 : 0);  // the bank's final audit
+  }
   const TxnBenchOptions& o;
   const std::optional<Bank> bank;
   const KeyChooser chooser;
   std::vector<LatencyRecorder> recorders;
+  std::atomic<int64_t> record_budget{static_cast<int64_t>(o.check_max_txns)};
+  std::vector<ThreadHistory> histories;  // per thread, then the final audit's
   std::atomic<uint64_t> attempts{0}, aborts{0}, gave_up{0};
   std::atomic<uint64_t> transfers{0}, skipped{0}, audits{0}, full_audits{0}, gets{0}, puts{0};
   Errors errors, broken, session_failures;  // failed transactions and wrong results; invariant; lost sessions
@@ -196,14 +223,14 @@ struct Run {
 };
 
 // One bank transaction: an audit or a transfer.
-Status BankTransaction(Run& run, std::mt19937_64& rng, StoreSession& session, int* attempts) {
+Status BankTransaction(Run& run, std::mt19937_64& rng, StoreSession& session, ThreadHistory& history, int* attempts) {
   const Bank& bank = *run.bank;
   const uint64_t n = bank.accounts();
   if (Uniform01(rng) < run.o.audit_fraction) {
     const uint64_t span = std::min(run.o.audit_span, n);
     const uint64_t first = std::uniform_int_distribution<uint64_t>(0, n - span)(rng);
     int64_t sum = 0;
-    CELL_RETURN_IF_ERROR(bank.Audit(session, first, span, &sum, attempts));
+    CELL_RETURN_IF_ERROR(bank.Audit(session, first, span, &sum, attempts, &history));
     run.audits.fetch_add(1, std::memory_order_relaxed);
     if (span == n) {
       run.full_audits.fetch_add(1, std::memory_order_relaxed);
@@ -219,22 +246,26 @@ Status BankTransaction(Run& run, std::mt19937_64& rng, StoreSession& session, in
   if (to == from) to = (from + 1) % n;  // a skew so strong that one account is nearly every draw
   const int64_t amount = 1 + static_cast<int64_t>(rng() % 10);
   bool skipped = false;
-  CELL_RETURN_IF_ERROR(bank.Transfer(session, from, to, amount, attempts, &skipped));
+  CELL_RETURN_IF_ERROR(bank.Transfer(session, from, to, amount, attempts, &skipped, &history));
   run.transfers.fetch_add(1, std::memory_order_relaxed);
   if (skipped) run.skipped.fetch_add(1, std::memory_order_relaxed);
   return Status::OK();
 }
 
 // One txn-mix transaction: its operations drawn first, so that a retry runs the same transaction.
-Status MixTransaction(Run& run, std::mt19937_64& rng, StoreSession& session, uint64_t* version, int* attempts) {
+// A put reads its key first (a read-modify-write) and writes the shape's value behind a tag of its own.
+Status MixTransaction(Run& run, std::mt19937_64& rng, StoreSession& session, ThreadHistory& history, uint64_t* version,
+                      int* attempts) {
   struct Op {
+    uint64_t index;
     std::string key;
-    std::optional<std::string> value;  // a put's
+    std::optional<std::string> value;  // a put's, without its tag
   };
   std::vector<Op> ops(run.o.txn_ops);
   uint64_t reads = 0;
   for (Op& op : ops) {
-    op.key = run.o.key_of(run.chooser.Next(rng, run.o.keys - 1));
+    op.index = run.chooser.Next(rng, run.o.keys - 1);
+    op.key = run.o.key_of(op.index);
     if (Uniform01(rng) < run.o.txn_read_fraction) {
       ++reads;
     } else {
@@ -242,28 +273,33 @@ Status MixTransaction(Run& run, std::mt19937_64& rng, StoreSession& session, uin
     }
   }
   std::string problem;  // the last attempt's: counts only if it committed
+  history.BeginTransaction();
   const Status s = session.RunTransaction(
       [&](TxnOps& txn) -> Status {
+        history.BeginAttempt();
         problem.clear();
         std::string value;
         for (const Op& op : ops) {
-          if (op.value) {
-            CELL_RETURN_IF_ERROR(txn.Put(op.key, *op.value));
-            continue;
-          }
           const Status got = txn.Get(op.key, &value);
+          uint64_t tag = 0;
           if (got.IsNotFound()) {
             problem =
                 fmt::format("{}: missing (was it loaded? --no-load needs an earlier load of as many keys)", op.key);
           } else if (!got.ok()) {
             return got;
-          } else if (!run.o.belongs(value, op.key)) {
+          } else if (!run.o.belongs(SplitTag(value, &tag), op.key)) {
             problem = fmt::format("{}: a value that is not this key's", op.key);
           }
+          history.Read(op.index, tag);  // a missing key reads as tag 0, the load's
+          if (!op.value) continue;
+          const uint64_t written = history.NewTag();
+          CELL_RETURN_IF_ERROR(txn.Put(op.key, TaggedValue(written, *op.value)));
+          history.Wrote(op.index, written);
         }
         return Status::OK();
       },
       attempts);
+  history.EndTransaction(s);
   if (!s.ok()) return s;
   if (!problem.empty()) return Status::Corruption("txn-mix: " + problem);
   run.gets.fetch_add(reads, std::memory_order_relaxed);
@@ -278,8 +314,9 @@ void Worker(Run& run, int t, StoreSession& session) {
   while (!run.stop.load(std::memory_order_relaxed)) {
     const auto begin = Clock::now();
     int attempts = 0;
-    const Status s = run.bank ? BankTransaction(run, rng, session, &attempts)
-                              : MixTransaction(run, rng, session, &version, &attempts);
+    ThreadHistory& history = run.histories[t];
+    const Status s = run.bank ? BankTransaction(run, rng, session, history, &attempts)
+                              : MixTransaction(run, rng, session, history, &version, &attempts);
     run.attempts.fetch_add(attempts, std::memory_order_relaxed);
     if (s.ok()) {
       run.recorders[t].Record(std::chrono::duration<double, std::micro>(Clock::now() - begin).count());
@@ -301,7 +338,8 @@ void Worker(Run& run, int t, StoreSession& session) {
 
 // The summary's workload fields after the harness's head.
 std::string SummaryJson(Run& run, const LatencySummary& total, uint64_t committed_in_time, double seconds,
-                        double elapsed, const std::string& windows, std::optional<int64_t> final_total) {
+                        double elapsed, const std::string& windows, std::optional<int64_t> final_total,
+                        const std::string& check) {
   const uint64_t attempts = run.attempts.load(), aborts = run.aborts.load();
   std::string json = fmt::format(
       "\"distribution\":\"{}\",\"theta\":{:.3f},\"transactions\":{},\"transactions_per_s\":{:.0f},"
@@ -327,8 +365,8 @@ std::string SummaryJson(Run& run, const LatencySummary& total, uint64_t committe
     json += fmt::format("\"txn_ops\":{},\"txn_read_fraction\":{:.3f},\"gets\":{},\"puts\":{},", run.o.txn_ops,
                         run.o.txn_read_fraction, run.gets.load(), run.puts.load());
   }
-  json += fmt::format("\"checker\":\"not run\",\"windows\":[{}],\"drain_s\":{:.2f},\"errors\":{}", windows,
-                      elapsed - seconds, run.errors.count.load());
+  json += fmt::format("{},\"windows\":[{}],\"drain_s\":{:.2f},\"errors\":{}", check, windows, elapsed - seconds,
+                      run.errors.count.load());
   return json;
 }
 
@@ -397,7 +435,7 @@ int RunTxnBench(const TxnBenchOptions& options, Store& store, std::vector<std::u
   std::optional<int64_t> final_total;
   if (run.bank) {
     int64_t sum = 0;
-    const Status s = run.bank->Total(*sessions[0], &sum);
+    const Status s = run.bank->Total(*sessions[0], &sum, &run.histories.back());
     if (s.ok()) {
       final_total = sum;
       if (sum != run.bank->expected_total()) {
@@ -405,6 +443,28 @@ int RunTxnBench(const TxnBenchOptions& options, Store& store, std::vector<std::u
       }
     } else {
       run.broken.Add(s.ToString());
+    }
+  }
+  // The history's check, after everything else (it takes its time, not the run's).
+  std::string check_json = "\"checker\":\"not run\"";
+  bool serializable = true;
+  if (options.check) {
+    const auto check_start = Clock::now();
+    std::vector<const ThreadHistory*> threads;
+    size_t bytes = 0;
+    for (const ThreadHistory& history : run.histories) {
+      threads.push_back(&history);
+      bytes += history.bytes();
+    }
+    const Bank* bank = run.bank ? &*run.bank : nullptr;
+    const HistoryCheck check =
+        CheckHistory(threads, [bank](uint64_t i) { return bank != nullptr ? bank->Key(i) : fmt::format("key#{}", i); });
+    const double check_s = std::chrono::duration<double>(Clock::now() - check_start).count();
+    check_json = HistoryCheckJson(check, check_s, bytes);
+    serializable = check.ok;
+    if (!check.ok) {
+      std::fprintf(stderr, "cell-bench: the history is not serializable: %s\n", check.summary.c_str());
+      for (const std::string& anomaly : check.anomalies) std::fprintf(stderr, "  %s\n", anomaly.c_str());
     }
   }
   const std::string windows = WindowsJson(all, interval_ends, options.windows);  // before `all` is reordered
@@ -417,10 +477,11 @@ int RunTxnBench(const TxnBenchOptions& options, Store& store, std::vector<std::u
     std::fprintf(stderr, "cell-bench: the bank's invariant broke (%llu times), the first: %s\n",
                  static_cast<unsigned long long>(run.broken.count.load()), run.broken.First().c_str());
   }
-  std::printf("{%s,%s}\n", json_head.c_str(),
-              SummaryJson(run, total, committed_in_time, options.seconds, elapsed, windows, final_total).c_str());
+  std::printf(
+      "{%s,%s}\n", json_head.c_str(),
+      SummaryJson(run, total, committed_in_time, options.seconds, elapsed, windows, final_total, check_json).c_str());
   std::fflush(stdout);
-  return run.errors.count.load() == 0 && run.broken.count.load() == 0 ? 0 : 1;
+  return run.errors.count.load() == 0 && run.broken.count.load() == 0 && serializable ? 0 : 1;
 }
 
 }  // namespace cell::bench

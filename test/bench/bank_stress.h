@@ -2,7 +2,8 @@
 // (test/bench/postgres_store_test.cc, redis_store_test.cc): what any store's RunTransaction must give them.
 //   RunBankStress       threads that transfer between the same two accounts in opposite directions, and threads
 //                       that transfer between random accounts and audit every account (each audit must find the
-//                       exact total), then the final total.
+//                       exact total), then the final total, and the serializability check of what they all did
+//                       (bench/txn_history.h).
 //   RunForcedConflict   two transfers between the same two accounts that both read before either writes (a barrier
 //                       in their first attempts), so that at least one must conflict and run again.
 #pragma once
@@ -19,6 +20,7 @@
 #include <vector>
 
 #include "bench/store.h"
+#include "bench/txn_history.h"
 #include "bench/txn_workload.h"
 
 namespace cell::bench {
@@ -27,6 +29,7 @@ struct BankStressResult {
   std::optional<int64_t> final_total;  // the bank's Total after the threads, if it could be read
   uint64_t committed = 0, aborts = 0, audits = 0;
   std::vector<std::string> errors;  // failed transactions and audits that found another total
+  HistoryCheck check;               // of the threads' transactions and the final total
 };
 
 // `bank` loaded already; `per_thread` transactions on each of 4 threads, each on a session of its own.
@@ -47,17 +50,21 @@ inline BankStressResult RunBankStress(Store& store, const Bank& bank, int per_th
     }
     sessions.push_back(std::move(*session));
   }
+  const uint32_t nonce = NewRunNonce();
+  std::vector<ThreadHistory> histories;
+  for (int t = 0; t < 5; ++t) histories.emplace_back(nonce, t, per_thread + 1);
   std::vector<std::thread> threads;
   for (int t = 0; t < 4; ++t) {
     threads.emplace_back([&, t] {
       std::mt19937_64 rng(t + 1);
       StoreSession& session = *sessions[t];
+      ThreadHistory* history = &histories[t];
       for (int i = 0; i < per_thread; ++i) {
         int attempts = 0;
         Status s;
         if (t >= 2 && i % 5 == 0) {  // an audit of every account
           int64_t sum = 0;
-          s = bank.Audit(session, 0, bank.accounts(), &sum, &attempts);
+          s = bank.Audit(session, 0, bank.accounts(), &sum, &attempts, history);
           if (s.ok()) audits.fetch_add(1);
           if (s.ok() && sum != bank.expected_total()) {
             fail("an audit found " + std::to_string(sum) + ", not " + std::to_string(bank.expected_total()));
@@ -70,7 +77,7 @@ inline BankStressResult RunBankStress(Store& store, const Bank& bank, int per_th
             to = (from + 1 + rng() % (bank.accounts() - 1)) % bank.accounts();
           }
           bool skipped = false;
-          s = bank.Transfer(session, from, to, 1 + static_cast<int64_t>(rng() % 10), &attempts, &skipped);
+          s = bank.Transfer(session, from, to, 1 + static_cast<int64_t>(rng() % 10), &attempts, &skipped, history);
         }
         aborts.fetch_add(attempts > 0 ? attempts - 1 : 0);
         if (s.ok()) {
@@ -86,11 +93,14 @@ inline BankStressResult RunBankStress(Store& store, const Bank& bank, int per_th
   result.aborts = aborts.load();
   result.audits = audits.load();
   int64_t total = 0;
-  if (Status s = bank.Total(*sessions[4], &total); s.ok()) {
+  if (Status s = bank.Total(*sessions[4], &total, &histories[4]); s.ok()) {
     result.final_total = total;
   } else {
     result.errors.push_back("final audit: " + s.ToString());
   }
+  std::vector<const ThreadHistory*> all;
+  for (const ThreadHistory& history : histories) all.push_back(&history);
+  result.check = CheckHistory(all, [&bank](uint64_t i) { return bank.Key(i); });
   return result;
 }
 

@@ -147,6 +147,8 @@ TEST_F(PostgresStoreTest, ConcurrentTransfersAndAuditsKeepTheTotal) {
   for (const std::string& e : r.errors) ADD_FAILURE() << e;
   ASSERT_TRUE(r.final_total.has_value());
   EXPECT_EQ(*r.final_total, bank.expected_total());
+  EXPECT_TRUE(r.check.ok) << r.check.summary;
+  EXPECT_GT(r.check.checked_txns, r.committed);  // the final total too
   EXPECT_EQ(r.committed, 4u * 150);
   EXPECT_GT(r.audits, 0u);
   EXPECT_GT(r.aborts, 0u) << "two threads on the same two accounts never conflicted";

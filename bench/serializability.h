@@ -13,14 +13,21 @@
 //                          the whole history (the store keeps the list as a string: EncodeList / DecodeList);
 //   Read{key, list}        the list the transaction saw (nullopt: the key was absent);
 //   Scan{start, end, seen} every key in [start, end) (end empty: unbounded) the scan saw, with its list; a key of the
-//                          range that is not in `seen` was absent as far as the scan saw.
+//                          range that is not in `seen` was absent as far as the scan saw;
+//   ReadPrefix{key, list, length}
+//                          a Read of the first `length` elements of a list shared with other reads. For a recorder that
+//                          knows each key's version chain (cell-bench's, bench/txn_history.h): a read of a key written
+//                          n times would otherwise copy up to n elements, n times over. Reads of one shared list are
+//                          prefixes of one another by construction, and the checker compares them as such (no
+//                          element by element comparison), so a hot key costs its length once, not per read.
 // A transaction sees its own earlier appends (read-your-writes). It has an id, an outcome (committed, aborted, or
 // unknown: the client never learned, e.g. the reply was lost) and real-time bounds: `begin` taken before its first
 // operation was sent, `end` after its commit returned (nanoseconds of one monotonic clock).
 //
 // What Check reports (each anomaly with a text naming transactions, keys and edges):
 //   malformed            the history itself is wrong: an element appended twice, duplicate transaction ids, a scan
-//                        that saw a key outside its range, a committed transaction that ended before it began;
+//                        that saw a key outside its range, a committed transaction that ended before it began, a
+//                        ReadPrefix without a list or longer than it;
 //   duplicate-element    a list holds an element twice;
 //   garbage-element      a list holds an element nobody appended (to that key);
 //   G1a                  a committed transaction read an element appended by an aborted one (aborted read);
@@ -61,13 +68,14 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <variant>
 #include <vector>
 
-namespace cell::testing::serializability {
+namespace cell::bench::serializability {
 
 // A list as the store keeps it: "3,17,42" (the empty list is ""). DecodeList refuses anything else (spaces, signs
 // other than '-', empty fields, numbers out of range).
@@ -90,7 +98,13 @@ struct Scan {
   std::map<std::string, std::vector<int64_t>> seen;  // every key of [start, end) the scan found, with its list
 };
 
-using MicroOp = std::variant<Append, Read, Scan>;
+struct ReadPrefix {
+  std::string key;
+  std::shared_ptr<const std::vector<int64_t>> list;  // not null
+  size_t length = 0;                                 // at most list->size(); the key was present (0: empty)
+};
+
+using MicroOp = std::variant<Append, Read, Scan, ReadPrefix>;
 
 enum class Outcome { kCommitted, kAborted, kUnknown };
 
@@ -170,4 +184,4 @@ struct CheckResult {
 
 CheckResult Check(const History& history, const CheckOptions& options = {});
 
-}  // namespace cell::testing::serializability
+}  // namespace cell::bench::serializability

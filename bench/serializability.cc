@@ -1,6 +1,6 @@
 // The list-append serializability checker (serializability.h): indexing, the version orders, the dependency graph,
 // and the cycle search that names what it finds.
-#include "test/common/serializability.h"
+#include "bench/serializability.h"
 
 #include <absl/container/flat_hash_map.h>
 #include <absl/container/flat_hash_set.h>
@@ -14,7 +14,7 @@
 #include <numeric>
 #include <utility>
 
-namespace cell::testing::serializability {
+namespace cell::bench::serializability {
 
 std::string EncodeList(const std::vector<int64_t>& list) {
   std::string out;
@@ -452,13 +452,34 @@ void CycleSearch::ClearSearch() {
 
 const std::vector<int64_t> kEmptyList;
 
-std::string FormatList(const std::vector<int64_t>* list) {
-  if (list == nullptr) return "absent";
-  const std::vector<int64_t>& l = *list;
-  if (l.size() <= 8) return fmt::format("[{}]", EncodeList(l));
-  return fmt::format("[{},{},{},...,{},{},{}] ({} elements)", l[0], l[1], l[2], l[l.size() - 3], l[l.size() - 2],
-                     l.back(), l.size());
+// A list as the checker looks at it: the first `size` elements of `*vec`, which is a Read's or a scan's own list, or
+// one that ReadPrefix operations share; vec null: the key was absent.
+struct ListRef {
+  const std::vector<int64_t>* vec = nullptr;
+  size_t size = 0;
+
+  static ListRef Of(const std::vector<int64_t>& list) { return {&list, list.size()}; }
+  bool present() const { return vec != nullptr; }
+  const int64_t* begin() const { return vec != nullptr ? vec->data() : nullptr; }
+  const int64_t* end() const { return begin() + size; }
+  int64_t operator[](size_t i) const { return (*vec)[i]; }
+  int64_t back() const { return (*vec)[size - 1]; }
+};
+
+// Whether `a` is a prefix of `b`; two prefixes of one shared list are, without a comparison (that is what keeps a hot
+// key's reads from costing its length each).
+bool IsPrefix(ListRef a, ListRef b) {
+  return a.size <= b.size && (a.vec == b.vec || std::equal(a.begin(), a.end(), b.begin()));
 }
+
+std::string FormatList(ListRef list) {
+  if (!list.present()) return "absent";
+  const size_t n = list.size;
+  if (n <= 8) return fmt::format("[{}]", EncodeList(std::vector<int64_t>(list.begin(), list.end())));
+  return fmt::format("[{},{},{},...,{},{},{}] ({} elements)", list[0], list[1], list[2], list[n - 3], list[n - 2],
+                     list.back(), n);
+}
+std::string FormatList(const std::vector<int64_t>& list) { return FormatList(ListRef::Of(list)); }
 
 struct ElementInfo {
   int32_t txn;    // index in History::txns
@@ -471,15 +492,15 @@ struct ElementInfo {
 // A list a committed transaction read (or an absent key).
 struct Observation {
   int32_t node;
-  uint32_t external_len;             // the list less the transaction's own appends
-  const std::vector<int64_t>* list;  // null: absent
-  bool external;                     // the transaction's first read of the key: gives edges
-  uint8_t flags;                     // kFromScan, kAppends
+  uint32_t external_len;  // the list less the transaction's own appends
+  ListRef list;           // not present: absent
+  bool external;          // the transaction's first read of the key: gives edges
+  uint8_t flags;          // kFromScan, kAppends
 };
 
 // One key's version order: its longest list read, and who appended what.
 struct KeyOrder {
-  const std::vector<int64_t>* list = nullptr;
+  ListRef list;                       // not present: nobody read the key present
   int32_t reader = -1;                // node that read `list`
   std::vector<int32_t> nodes;         // appender node of each position; -1: none (garbage, aborted, duplicate)
   std::vector<uint8_t> intermediate;  // per position: its appender appended to the key again after it
@@ -492,9 +513,9 @@ struct KeyOrder {
 struct KeyState {
   bool appends = false;  // anywhere in the transaction
   bool observed = false;
-  const std::vector<int64_t>* base = nullptr;  // its last read of the key (null: absent) ...
-  std::vector<int64_t> since;                  // ... and its appends after it
-  std::vector<int64_t> own;                    // all its appends
+  ListRef base;                // its last read of the key (not present: absent) ...
+  std::vector<int64_t> since;  // ... and its appends after it
+  std::vector<int64_t> own;    // all its appends
 };
 
 class Checker {
@@ -510,11 +531,11 @@ class Checker {
                       std::vector<int32_t>* admitted);
   void WalkTxn(int32_t node);
   void WalkScan(int32_t node, const Scan& scan);
-  void Observe(int32_t node, int32_t key, const std::vector<int64_t>* list, bool edges, uint8_t flags);
+  void Observe(int32_t node, int32_t key, ListRef list, bool edges, uint8_t flags);
   void OrderKey(int32_t key);
   void PlaceOrder(int32_t key);
   void CheckStrayList(int32_t key, const Observation& observation);
-  bool ReportBadElement(int64_t element, int32_t key, int32_t reader, const std::vector<int64_t>& list);
+  bool ReportBadElement(int64_t element, int32_t key, int32_t reader, ListRef list);
   void CollectUnobserved(int32_t key);
   void AddOrderEdges(int32_t key);
   void AddReadEdges(int32_t node, int32_t key, uint32_t len, uint8_t flags);
@@ -544,7 +565,9 @@ class Checker {
   std::vector<std::pair<int32_t, const Scan*>> scans_;  // for the absent keys' edges
   absl::flat_hash_map<int32_t, KeyState> states_;       // WalkTxn's, per key
   absl::flat_hash_set<int64_t> reported_elements_;      // garbage and aborted elements reported once
-  std::vector<int32_t> stamp_;                          // CollectUnobserved's, per node
+  // AdmitObservers's, per shared list (ReadPrefix) and key: how much of it has been looked at.
+  absl::flat_hash_map<std::pair<const std::vector<int64_t>*, std::string_view>, size_t> admitted_upto_;
+  std::vector<int32_t> stamp_;  // CollectUnobserved's, per node
   std::vector<int32_t> created_;
   Times times_;  // with real time only
   std::string name_;
@@ -595,6 +618,16 @@ void Checker::IndexTxn(int32_t t) {
       mine.push_back(append->element);
     } else if (const auto* read = std::get_if<Read>(&op)) {
       op_keys_.push_back(KeyIndex(read->key));
+    } else if (const auto* prefix = std::get_if<ReadPrefix>(&op)) {
+      op_keys_.push_back(KeyIndex(prefix->key));
+      if (prefix->list == nullptr || prefix->length > prefix->list->size()) {
+        Report(
+            AnomalyType::kMalformed,
+            fmt::format("malformed: T{} read the first {} elements of {} list of {}", txn.id, prefix->length,
+                        prefix->list == nullptr ? std::string("no") : fmt::format("a {}-element", prefix->list->size()),
+                        prefix->key),
+            {txn.id});
+      }
     } else {
       op_keys_.push_back(-1);
       for (const auto& [key, list] : std::get<Scan>(op).seen) KeyIndex(key);
@@ -639,21 +672,33 @@ void Checker::DecideCommitted() {
 // Admits the unknown transactions whose elements (appended to the key it read them in) transaction `txn` read.
 void Checker::AdmitObservers(int32_t txn, const absl::flat_hash_map<int64_t, int32_t>& unknown,
                              std::vector<int32_t>* admitted) {
-  auto visit = [&](std::string_view key, const std::vector<int64_t>& list) {
-    for (const int64_t element : list) {
-      const auto hit = unknown.find(element);
+  // Elements [from, to) of the list; returns where the transaction's own elements start among them, if it met one.
+  auto visit = [&](std::string_view key, const std::vector<int64_t>& list, size_t from, size_t to) {
+    size_t own = to;
+    for (size_t i = from; i < to; ++i) {
+      const auto hit = unknown.find(list[i]);
       if (hit == unknown.end() || Name(hit->second) != key) continue;
-      const int32_t writer = elements_.at(element).txn;
+      const int32_t writer = elements_.at(list[i]).txn;
+      if (writer == txn) own = std::min(own, i);
       if (writer == txn || node_of_txn_[writer] >= 0) continue;
       node_of_txn_[writer] = 0;
       admitted->push_back(writer);
     }
+    return own;
   };
   for (const MicroOp& op : history_.txns[txn].ops) {
     if (const auto* read = std::get_if<Read>(&op)) {
-      if (read->list) visit(read->key, *read->list);
+      if (read->list) visit(read->key, *read->list, 0, read->list->size());
     } else if (const auto* scan = std::get_if<Scan>(&op)) {
-      for (const auto& [key, list] : scan->seen) visit(key, list);
+      for (const auto& [key, list] : scan->seen) visit(key, list, 0, list.size());
+    } else if (const auto* prefix = std::get_if<ReadPrefix>(&op)) {
+      // A shared list is looked at once, up to the longest prefix read, but for the elements of the reader's own
+      // (at its end), which must admit their writer when another transaction reads them.
+      if (prefix->list == nullptr) continue;
+      const size_t length = std::min(prefix->length, prefix->list->size());
+      size_t& upto = admitted_upto_[{prefix->list.get(), prefix->key}];
+      if (length <= upto) continue;
+      upto = visit(prefix->key, *prefix->list, upto, length);
     }
   }
 }
@@ -676,7 +721,12 @@ void Checker::WalkTxn(int32_t node) {
       const auto it = elements_.find(append->element);
       if (it->second.txn == nodes_[node]) key_elements_[key].push_back(append->element);
     } else if (const auto* read = std::get_if<Read>(&op)) {
-      Observe(node, keys[o], read->list ? &*read->list : nullptr, true, 0);
+      Observe(node, keys[o], read->list ? ListRef::Of(*read->list) : ListRef{}, true, 0);
+    } else if (const auto* prefix = std::get_if<ReadPrefix>(&op)) {
+      const ListRef list = prefix->list == nullptr
+                               ? ListRef{}
+                               : ListRef{prefix->list.get(), std::min(prefix->length, prefix->list->size())};
+      Observe(node, keys[o], list, true, 0);
     } else {
       WalkScan(node, std::get<Scan>(op));
     }
@@ -692,7 +742,7 @@ void Checker::WalkScan(int32_t node, const Scan& scan) {
           fmt::format("malformed: T{} scanned [{}, {}) and saw {} outside it", IdOf(node), scan.start, scan.end, key),
           {IdOf(node)});
     }
-    Observe(node, KeyIndex(key), &list, true, 0);
+    Observe(node, KeyIndex(key), ListRef::Of(list), true, 0);
   }
   // Keys the transaction read or appended elsewhere that the scan did not see: absent now, here (the others get their
   // edges in AddScanAbsentEdges).
@@ -703,49 +753,48 @@ void Checker::WalkScan(int32_t node, const Scan& scan) {
     if (!scan.seen.contains(name_)) absent.push_back(key);
   }
   std::sort(absent.begin(), absent.end());
-  for (const int32_t key : absent) Observe(node, key, nullptr, options_.scan_absent_edges, kFromScan);
+  for (const int32_t key : absent) Observe(node, key, ListRef{}, options_.scan_absent_edges, kFromScan);
   if (options_.scan_absent_edges) scans_.emplace_back(node, &scan);
 }
 
 // One read of `key` (list null: absent). The first one is the transaction's view of the key before it: what it read
 // less its own appends so far, which must be at its end. A later one must be what the earlier read and the appends
 // after it make.
-void Checker::Observe(int32_t node, int32_t key, const std::vector<int64_t>* list, bool edges, uint8_t flags) {
+void Checker::Observe(int32_t node, int32_t key, ListRef list, bool edges, uint8_t flags) {
   KeyState& state = states_[key];
-  const std::vector<int64_t>& seen = list != nullptr ? *list : kEmptyList;
+  const ListRef seen = list.present() ? list : ListRef::Of(kEmptyList);
   if (state.observed) {
-    const std::vector<int64_t>& base = state.base != nullptr ? *state.base : kEmptyList;
-    const bool same = seen.size() == base.size() + state.since.size() &&
-                      std::equal(base.begin(), base.end(), seen.begin()) &&
-                      std::equal(state.since.begin(), state.since.end(), seen.begin() + base.size());
+    const ListRef base = state.base.present() ? state.base : ListRef::Of(kEmptyList);
+    const bool same = seen.size == base.size + state.since.size() && IsPrefix(base, seen) &&
+                      std::equal(state.since.begin(), state.since.end(), seen.begin() + base.size);
     if (!same) {
-      std::vector<int64_t> expected = base;
+      std::vector<int64_t> expected(base.begin(), base.end());
       expected.insert(expected.end(), state.since.begin(), state.since.end());
       Report(AnomalyType::kInternal,
              fmt::format("internal: T{} read {} = {}, but its earlier read and appends make it {}", IdOf(node),
-                         Name(key), FormatList(list), FormatList(&expected)),
+                         Name(key), FormatList(list), FormatList(expected)),
              {IdOf(node)});
     }
     state.base = list;
     state.since.clear();
-    if (list != nullptr) observations_[key].push_back({node, 0, list, false, flags});
+    if (list.present()) observations_[key].push_back({node, 0, list, false, flags});
     return;
   }
   state.observed = true;
   state.base = list;
   const std::vector<int64_t>& own = state.own;
   const bool has_own =
-      seen.size() >= own.size() && std::equal(own.begin(), own.end(), seen.end() - static_cast<ptrdiff_t>(own.size()));
+      seen.size >= own.size() && std::equal(own.begin(), own.end(), seen.end() - static_cast<ptrdiff_t>(own.size()));
   if (!has_own) {
     Report(AnomalyType::kInternal,
            fmt::format("internal: T{} read {} = {} after appending {} to it", IdOf(node), Name(key), FormatList(list),
-                       FormatList(&own)),
+                       FormatList(own)),
            {IdOf(node)});
   }
   const bool external = edges && has_own;
   if (state.appends) flags |= kAppends;
-  if (list != nullptr || external) {
-    const uint32_t len = static_cast<uint32_t>(has_own ? seen.size() - own.size() : seen.size());
+  if (list.present() || external) {
+    const uint32_t len = static_cast<uint32_t>(has_own ? seen.size - own.size() : seen.size);
     observations_[key].push_back({node, len, list, external, flags});
   }
 }
@@ -755,18 +804,19 @@ void Checker::OrderKey(int32_t key) {
   KeyOrder& order = orders_[key];
   std::vector<Observation>& observations = observations_[key];
   for (const Observation& observation : observations) {
-    if (observation.list != nullptr && (order.list == nullptr || observation.list->size() > order.list->size())) {
+    if (observation.list.present() && (!order.list.present() || observation.list.size > order.list.size)) {
       order.list = observation.list;
       order.reader = observation.node;
     }
   }
   PlaceOrder(key);
   bool reported = false;
+  // The stray lists' elements are checked once per list: per shared list, its longest prefix read.
+  std::vector<const Observation*> strays;
+  absl::flat_hash_map<const std::vector<int64_t>*, size_t> stray_of_list;
   for (Observation& observation : observations) {
-    const std::vector<int64_t>* list = observation.list;
-    if (list == nullptr ||
-        (list->size() <= order.list->size() && std::equal(list->begin(), list->end(), order.list->begin())))
-      continue;
+    const ListRef list = observation.list;
+    if (!list.present() || IsPrefix(list, order.list)) continue;
     observation.external = false;
     if (!reported) {
       reported = true;
@@ -776,8 +826,14 @@ void Checker::OrderKey(int32_t key) {
                       Name(key), IdOf(order.reader), FormatList(order.list), IdOf(observation.node), FormatList(list)),
           {IdOf(order.reader), IdOf(observation.node)});
     }
-    CheckStrayList(key, observation);
+    const auto [it, fresh] = stray_of_list.emplace(list.vec, strays.size());
+    if (fresh) {
+      strays.push_back(&observation);
+    } else if (list.size > strays[it->second]->list.size) {
+      strays[it->second] = &observation;
+    }
   }
+  for (const Observation* stray : strays) CheckStrayList(key, *stray);
   CollectUnobserved(key);
   AddOrderEdges(key);
   for (const Observation& observation : observations) {
@@ -788,18 +844,18 @@ void Checker::OrderKey(int32_t key) {
 // Who appended each element of the version order, and what is wrong with them.
 void Checker::PlaceOrder(int32_t key) {
   KeyOrder& order = orders_[key];
-  if (order.list == nullptr) return;
-  const std::vector<int64_t>& list = *order.list;
-  order.nodes.assign(list.size(), -1);
-  order.intermediate.assign(list.size(), 0);
-  for (size_t i = 0; i < list.size(); ++i) {
+  if (!order.list.present()) return;
+  const ListRef list = order.list;
+  order.nodes.assign(list.size, -1);
+  order.intermediate.assign(list.size, 0);
+  for (size_t i = 0; i < list.size; ++i) {
     const int64_t element = list[i];
     if (ReportBadElement(element, key, order.reader, list)) continue;
     ElementInfo& info = elements_.at(element);
     if (info.pos >= 0) {
       Report(AnomalyType::kDuplicateElement,
              fmt::format("duplicate-element: T{} read {} = {}, which holds {} twice", IdOf(order.reader), Name(key),
-                         FormatList(&list), element),
+                         FormatList(list), element),
              {IdOf(order.reader)});
       continue;
     }
@@ -810,7 +866,7 @@ void Checker::PlaceOrder(int32_t key) {
 }
 
 // Garbage (nobody appended it to this key) or aborted (G1a): true if the element is either.
-bool Checker::ReportBadElement(int64_t element, int32_t key, int32_t reader, const std::vector<int64_t>& list) {
+bool Checker::ReportBadElement(int64_t element, int32_t key, int32_t reader, ListRef list) {
   const auto it = elements_.find(element);
   if (it == elements_.end() || it->second.key != key) {
     if (reported_elements_.insert(element).second) {
@@ -820,7 +876,7 @@ bool Checker::ReportBadElement(int64_t element, int32_t key, int32_t reader, con
               : fmt::format("T{} appended it to {}", history_.txns[it->second.txn].id, Name(it->second.key));
       Report(AnomalyType::kGarbageElement,
              fmt::format("garbage-element: T{} read {} = {}, which holds {}: {}", IdOf(reader), Name(key),
-                         FormatList(&list), element, what),
+                         FormatList(list), element, what),
              {IdOf(reader)});
     }
     return true;
@@ -830,7 +886,7 @@ bool Checker::ReportBadElement(int64_t element, int32_t key, int32_t reader, con
   if (reported_elements_.insert(element).second) {
     Report(AnomalyType::kAbortedRead,
            fmt::format("G1a: T{} read {} = {}, which holds {} appended by aborted T{} (aborted read)", IdOf(reader),
-                       Name(key), FormatList(&list), element, writer.id),
+                       Name(key), FormatList(list), element, writer.id),
            {IdOf(reader), writer.id});
   }
   return true;
@@ -839,14 +895,14 @@ bool Checker::ReportBadElement(int64_t element, int32_t key, int32_t reader, con
 // A list at odds with the version order: its own garbage, aborted and duplicate elements.
 void Checker::CheckStrayList(int32_t key, const Observation& observation) {
   absl::flat_hash_set<int64_t> seen;
-  for (const int64_t element : *observation.list) {
+  for (const int64_t element : observation.list) {
     if (!seen.insert(element).second) {
       Report(AnomalyType::kDuplicateElement,
              fmt::format("duplicate-element: T{} read {} = {}, which holds {} twice", IdOf(observation.node), Name(key),
                          FormatList(observation.list), element),
              {IdOf(observation.node)});
     }
-    ReportBadElement(element, key, observation.node, *observation.list);
+    ReportBadElement(element, key, observation.node, observation.list);
   }
 }
 
@@ -890,12 +946,12 @@ void Checker::AddReadEdges(int32_t node, int32_t key, uint32_t len, uint8_t flag
     if (writer >= 0 && writer != node) {
       AddEdge(writer, node, kWR, key, edge_flags);
       if (order.intermediate[len - 1]) {
-        const int64_t element = (*order.list)[len - 1];
-        const std::vector<int64_t> read(order.list->begin(), order.list->begin() + len);
+        const int64_t element = order.list[len - 1];
+        const ListRef read{order.list.vec, len};
         Report(AnomalyType::kIntermediateRead,
                fmt::format("G1b: T{} read {} = {}, ending in {}, which T{} followed with another append to {} "
                            "(intermediate read)",
-                           IdOf(node), Name(key), FormatList(&read), element, IdOf(writer), Name(key)),
+                           IdOf(node), Name(key), FormatList(read), element, IdOf(writer), Name(key)),
                {IdOf(node), IdOf(writer)});
       }
     }
@@ -940,6 +996,7 @@ void Checker::AddScanAbsentEdges(int32_t node, const Scan& scan) {
     return std::any_of(txn.ops.begin(), txn.ops.end(), [&](const MicroOp& op) {
       if (const auto* append = std::get_if<Append>(&op)) return append->key == name;
       if (const auto* read = std::get_if<Read>(&op)) return read->key == name;
+      if (const auto* prefix = std::get_if<ReadPrefix>(&op)) return prefix->key == name;
       return false;
     });
   };
@@ -1094,4 +1151,4 @@ CheckResult Checker::Run() {
 
 CheckResult Check(const History& history, const CheckOptions& options) { return Checker(history, options).Run(); }
 
-}  // namespace cell::testing::serializability
+}  // namespace cell::bench::serializability

@@ -1,17 +1,19 @@
-// test/common/serializability.h: the checker accepts serializable histories (hand-written ones, and big random ones
+// bench/serializability.h: the checker accepts serializable histories (hand-written ones, and big random ones
 // from a simulated serial store) and rejects each kind of bad one with the anomaly Elle would name; a history made
 // from a serial one by a corruption (a stale read, a scan that missed a key, ...) is always rejected.
-#include "test/common/serializability.h"
+#include "bench/serializability.h"
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <cstdio>
+#include <memory>
+#include <numeric>
 #include <random>
 #include <unordered_map>
 
-namespace cell::testing::serializability {
+namespace cell::bench::serializability {
 namespace {
 
 MicroOp A(std::string key, int64_t element) { return Append{std::move(key), element}; }
@@ -349,6 +351,101 @@ TEST(Serializability, ReportsAreCapped) {
   EXPECT_EQ(result.anomaly_counts.at(AnomalyType::kGarbageElement), 50u);
 }
 
+// --- ReadPrefix: reads of one shared list. ---
+
+using Shared = std::shared_ptr<const std::vector<int64_t>>;
+Shared Share(std::vector<int64_t> list) { return std::make_shared<const std::vector<int64_t>>(std::move(list)); }
+MicroOp P(std::string key, const Shared& list, size_t length) { return ReadPrefix{std::move(key), list, length}; }
+
+TEST(Serializability, ReadPrefixReadsLikeARead) {
+  // The serial history of AcceptsSerialHistory's x, and a stale read of it, with every list a prefix of one.
+  const Shared x = Share({1, 2, 3});
+  const History history{{
+      T(1, {P("x", x, 0), A("x", 1)}, 0, 10),
+      T(2, {P("x", x, 1), A("x", 2)}, 20, 30),
+      T(3, {P("x", x, 2), A("x", 3), P("x", x, 3)}, 40, 50),
+      T(4, {P("x", x, 3)}, 60, 70),
+  }};
+  const CheckResult result = ExpectOk(history);
+  // The same edges as with the lists copied.
+  const History copied{{
+      T(1, {R("x", {}), A("x", 1)}, 0, 10),
+      T(2, {R("x", {1}), A("x", 2)}, 20, 30),
+      T(3, {R("x", {1, 2}), A("x", 3), R("x", {1, 2, 3})}, 40, 50),
+      T(4, {R("x", {1, 2, 3})}, 60, 70),
+  }};
+  const CheckResult expected = ExpectOk(copied);
+  EXPECT_EQ(result.edges.ww, expected.edges.ww);
+  EXPECT_EQ(result.edges.wr, expected.edges.wr);
+  EXPECT_EQ(result.edges.rw, expected.edges.rw);
+  EXPECT_EQ(result.edges.realtime, expected.edges.realtime);
+  EXPECT_EQ(result.edges.ww, 2u);
+  EXPECT_EQ(result.edges.wr, 3u);
+  History stale = history;
+  stale.txns[3].ops[0] = P("x", x, 2);
+  ExpectAnomaly(stale, AnomalyType::kRealtime);
+  // Read-your-writes is checked against the shared list too: T3 reading [1, 2] after appending 3.
+  History internal = history;
+  internal.txns[2].ops[2] = P("x", x, 2);
+  ExpectAnomaly(internal, AnomalyType::kInternal);
+}
+
+TEST(Serializability, ReadPrefixesOfTwoListsThatDisagreeAreAnIncompatibleOrder) {
+  // A lost update kept as two branches, each read: [1, 2] and [1, 3].
+  const Shared a = Share({1, 2}), b = Share({1, 3});
+  const History history{{
+      T(1, {P("x", a, 0), A("x", 1)}),
+      T(2, {P("x", a, 1), A("x", 2)}),
+      T(3, {P("x", b, 1), A("x", 3)}),
+      T(4, {P("x", a, 2)}),
+      T(5, {P("x", b, 2)}),
+  }};
+  const CheckResult result = ExpectAnomaly(history, AnomalyType::kIncompatibleOrder);
+  EXPECT_NE(Descriptions(result).find("[1,3]"), std::string::npos) << Descriptions(result);
+}
+
+TEST(Serializability, ReadPrefixOfAnAbortedOrGarbageElementIsRejected) {
+  const Shared x = Share({1, 2});
+  ExpectAnomaly(History{{With(Outcome::kAborted, T(1, {A("x", 1)})), T(2, {P("x", x, 1)})}}, AnomalyType::kAbortedRead);
+  ExpectAnomaly(History{{T(1, {A("x", 1)}), T(2, {P("x", x, 2)})}}, AnomalyType::kGarbageElement);
+  // Malformed: no list, or a prefix longer than it.
+  ExpectAnomaly(History{{T(1, {A("x", 1)}), T(2, {P("x", x, 3)})}}, AnomalyType::kMalformed);
+  ExpectAnomaly(History{{T(1, {ReadPrefix{"x", nullptr, 0}})}}, AnomalyType::kMalformed);
+}
+
+TEST(Serializability, ReadPrefixAdmitsAnUnknownWriterOnceAnotherReadsIt) {
+  // T1's outcome is unknown; it read its own append (the end of the shared list) before T2 read it.
+  const Shared x = Share({1});
+  const History history{{
+      With(Outcome::kUnknown, T(1, {A("x", 1), P("x", x, 1)})),
+      T(2, {P("x", x, 1)}),
+  }};
+  const CheckResult result = ExpectOk(history);
+  EXPECT_EQ(result.unknown_committed, 1u);
+  EXPECT_EQ(result.committed, 2u);
+}
+
+TEST(Serializability, ReadPrefixesOfAHotKeyCostItsLengthOnce) {
+  // 200,000 read-modify-writes of one key, each read a prefix of one list: as Read lists, 2 * 10^10 elements.
+  constexpr int kTxns = 200'000;
+  std::vector<int64_t> chain(kTxns);
+  std::iota(chain.begin(), chain.end(), 1);
+  const Shared x = Share(std::move(chain));
+  History history;
+  for (int i = 0; i < kTxns; ++i) {
+    history.txns.push_back(T(i + 1, {P("x", x, i), A("x", i + 1)}, 10 * i, 10 * i + 5));
+  }
+  const auto start = std::chrono::steady_clock::now();
+  const CheckResult result = ExpectOk(history);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(result.edges.ww, static_cast<size_t>(kTxns - 1));
+  std::printf("200k read-modify-writes of one key checked in %.3f s\n", seconds);
+  EXPECT_LT(seconds, 10.0);
+  // One read that skips back a version in the middle of it is still found.
+  history.txns[kTxns / 2].ops[0] = P("x", x, kTxns / 2 - 1);
+  ExpectAnomaly(history, AnomalyType::kGSingle);
+}
+
 // --- Random histories: a simulated serial store, and corruptions of what it returned. ---
 
 struct Workload {
@@ -627,6 +724,59 @@ class Corruptor {
   std::unordered_map<int64_t, size_t> writer_;  // element -> index of its appender
 };
 
+// The Reads of `history`'s committed transactions as ReadPrefixes of one list per key, the longest of them (the
+// others are prefixes of it in a serial history, or stay Reads); how many were changed.
+int ShareReads(History* history) {
+  std::map<std::string, std::vector<int64_t>> longest;
+  for (const Txn& txn : history->txns) {
+    for (const MicroOp& op : txn.ops) {
+      const auto* read = std::get_if<Read>(&op);
+      if (txn.outcome == Outcome::kCommitted && read != nullptr && read->list &&
+          read->list->size() >= longest[read->key].size()) {
+        longest[read->key] = *read->list;
+      }
+    }
+  }
+  std::map<std::string, Shared> shared;
+  for (auto& [key, list] : longest) shared[key] = Share(list);
+  int changed = 0;
+  for (Txn& txn : history->txns) {
+    for (MicroOp& op : txn.ops) {
+      const auto* read = std::get_if<Read>(&op);
+      if (read == nullptr || !read->list || !shared.contains(read->key)) continue;
+      const Shared& list = shared.at(read->key);
+      if (read->list->size() > list->size() || !std::equal(read->list->begin(), read->list->end(), list->begin())) {
+        continue;
+      }
+      op = P(read->key, list, read->list->size());
+      ++changed;
+    }
+  }
+  return changed;
+}
+
+TEST(Serializability, ReadPrefixGivesWhatReadGives) {
+  int stale = 0;
+  for (uint64_t seed = 0; seed < 40; ++seed) {
+    Workload workload;
+    workload.txns = 400;
+    workload.keys = 1 + static_cast<int>(seed % 12);
+    History history = SerialHistory(seed, workload);
+    if (seed % 2 == 1 && Corruptor(&history, seed).StaleRead()) ++stale;
+    History shared = history;
+    ASSERT_GT(ShareReads(&shared), 100) << "seed " << seed;
+    const CheckResult copied = Check(history);
+    const CheckResult prefixes = Check(shared);
+    EXPECT_EQ(copied.ok, prefixes.ok) << "seed " << seed << "\n" << copied.Summary() << "\n" << prefixes.Summary();
+    EXPECT_EQ(copied.anomaly_counts, prefixes.anomaly_counts) << "seed " << seed;
+    EXPECT_EQ(copied.edges.ww, prefixes.edges.ww) << "seed " << seed;
+    EXPECT_EQ(copied.edges.wr, prefixes.edges.wr) << "seed " << seed;
+    EXPECT_EQ(copied.edges.rw, prefixes.edges.rw) << "seed " << seed;
+    EXPECT_EQ(copied.committed, prefixes.committed) << "seed " << seed;
+  }
+  EXPECT_GE(stale, 15);
+}
+
 TEST(Serializability, CorruptedSerialHistoriesAreRejected) {
   struct Corruption {
     const char* name;
@@ -687,4 +837,4 @@ TEST(Serializability, StaleReadsNeedRealTimeToBeCaught) {
 }
 
 }  // namespace
-}  // namespace cell::testing::serializability
+}  // namespace cell::bench::serializability
