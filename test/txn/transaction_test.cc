@@ -379,7 +379,7 @@ TEST_F(Transactions, BankTransfersKeepTheTotalInEveryAuditWhileMeganodesSplit) {
       }
     }
   });
-  std::this_thread::sleep_for(std::chrono::seconds(testing::StressScale() * 5));  // the run's length
+  std::this_thread::sleep_for(std::chrono::seconds(testing::StressScale() * 2));  // the run's length
   stop.store(true);
   for (auto& t : threads) t.join();
   int64_t total = 0;
