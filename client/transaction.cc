@@ -139,6 +139,8 @@ class TransactionImpl final : public Transaction {
   Status Validate();
   // What the transaction read of a key it writes, for its prepare: 0 nothing, 1 absent, 2 the checksum.
   uint32_t Expectation(const std::string& key, uint64_t* checksum) const;
+  // Aborted if the key was read before (a get, or a scan over it) as another version than (found, checksum).
+  Status SameAsBefore(std::string_view key, bool found, uint64_t checksum);
   Status CommitWrites();
   // Step 1: locks every written key (the first, the primary, naming the others); OK, or why not (a conflict).
   Status PrepareAll(uint64_t txid, uint64_t expires, const std::vector<std::string>& keys);
@@ -188,11 +190,8 @@ Status TransactionImpl::Get(std::string_view key, std::string* value) {
   btree::RecordMeta meta;
   Status s = ReadStore(key, value, &meta);
   if (!s.ok() && !s.IsNotFound()) return s;
-  const Read read{s.ok(), s.ok() ? meta.checksum : 0};
-  auto [it, fresh] = reads_.emplace(std::string(key), read);
-  if (!fresh && (it->second.found != read.found || it->second.checksum != read.checksum)) {
-    return Conflict(key, "changed between two reads of it");
-  }
+  CELL_RETURN_IF_ERROR(SameAsBefore(key, s.ok(), s.ok() ? meta.checksum : 0));
+  reads_.emplace(std::string(key), Read{s.ok(), s.ok() ? meta.checksum : 0});
   return s;
 }
 
@@ -258,6 +257,20 @@ Status TransactionImpl::Scan(std::string_view start, std::string_view end, size_
   for (const auto& kv : pairs) {
     if (range.end.empty() || btree::CompareKeys(kv.key, range.end) < 0) range.seen.emplace(kv.key, kv.checksum);
   }
+  // What this scan saw agrees with every earlier read of the same keys: those it saw, and those it saw absent.
+  for (const auto& [k, checksum] : range.seen) CELL_RETURN_IF_ERROR(SameAsBefore(k, true, checksum));
+  for (const auto& [k, read] : reads_) {
+    if (read.found && InRange(k, range.start, range.end) && range.seen.count(k) == 0) {
+      return Conflict(k, "changed between two reads of it (a read, then a scan)");
+    }
+  }
+  for (const Range& earlier : ranges_) {
+    for (const auto& [k, checksum] : earlier.seen) {
+      if (InRange(k, range.start, range.end) && range.seen.count(k) == 0) {
+        return Conflict(k, "changed between two scans of it");
+      }
+    }
+  }
   ranges_.push_back(std::move(range));
   return Status::OK();
 }
@@ -278,6 +291,23 @@ Status TransactionImpl::Write(std::string_view key, std::optional<std::string> v
   }
   write_bytes_ = write_bytes_ - before + bytes;
   writes_[std::string(key)] = std::move(value);
+  return Status::OK();
+}
+
+Status TransactionImpl::SameAsBefore(std::string_view key, bool found, uint64_t checksum) {
+  // A transaction must read one version of a key however often it reads it (a get, or a scan over it): a key that
+  // changed between two of its reads means it saw two states (its commit would validate only the later one).
+  const std::string k(key);
+  if (auto r = reads_.find(k); r != reads_.end() && (r->second.found != found || r->second.checksum != checksum)) {
+    return Conflict(key, "changed between two reads of it");
+  }
+  for (const Range& range : ranges_) {
+    if (!InRange(key, range.start, range.end)) continue;
+    const auto seen = range.seen.find(k);
+    if ((seen != range.seen.end()) != found || (found && seen->second != checksum)) {
+      return Conflict(key, "changed between two reads of it (a scan, then another read)");
+    }
+  }
   return Status::OK();
 }
 
