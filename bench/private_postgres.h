@@ -25,8 +25,8 @@
 #include <chrono>
 #include <memory>
 #include <string>
-#include <vector>
 #include <string_view>
+#include <vector>
 
 #include "cell/status.h"
 

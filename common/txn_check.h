@@ -25,7 +25,8 @@ std::optional<RangeConflict> RangeChanged(const std::map<std::string, uint64_t>&
   for (const auto& kv : now) {
     if (own(kv.key)) continue;
     const auto it = seen.find(std::string(kv.key));
-    if (it == seen.end()) return RangeConflict{std::string(kv.key), "was inserted into a range the transaction scanned"};
+    if (it == seen.end())
+      return RangeConflict{std::string(kv.key), "was inserted into a range the transaction scanned"};
     if (kv.locked) return RangeConflict{std::string(kv.key), "is locked by another transaction"};
     if (kv.checksum != it->second) return RangeConflict{std::string(kv.key), "was written since it was scanned"};
     ++matched;

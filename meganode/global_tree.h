@@ -452,7 +452,7 @@ class GlobalTree {
   std::function<Status(std::string_view)> fault_;
 
   std::atomic<uint64_t> clock_{0};  // the last version handed out (NextVersion)
-  std::function<Status()> lease_;    // GlobalTreeOptions::lease
+  std::function<Status()> lease_;   // GlobalTreeOptions::lease
   Peers* peers_ = nullptr;
   mutable std::mutex txn_mu_;
   std::map<std::string, uint64_t> txn_locks_;      // locked keys here -> when they expire (the resolver's worklist)

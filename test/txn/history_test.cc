@@ -24,8 +24,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "cell/client.h"
 #include "bench/serializability.h"
+#include "cell/client.h"
 #include "test/membership/zk_harness.h"
 #include "test/server/server_harness.h"
 #include "test/test_util.h"
