@@ -15,10 +15,10 @@
 // if OK, unknown if Unavailable or DeadlineExceeded (the commit may have landed), aborted otherwise; the others are
 // aborted, since a store runs a body again only after a conflict) and its operations: each key read with the tag
 // read, and each write as (key, the tag its read saw, the new tag). An audit's scan is a read of each account it saw.
-// 24 bytes an operation and 32 an attempt: a transfer costs about 80 bytes, an audit of 100 accounts 2.4 KB, and
-// about 0.2 us of CPU. Threads record transactions until the run's budget (--check-max-txns) is spent, then stop (a
-// cut, below). The check itself, after the run, takes about 13 s and 2.8 GB per million bank transactions (the
-// history's micro-operations and the checker's graph: the audits' reads are most of it).
+// 24 bytes an operation and 32 an attempt. Threads record transactions until the run's budget (--check-max-txns) is
+// spent, then stop (a cut, below). The check runs after the run; its time and memory grow with the transactions
+// recorded (the history's micro-operations and the checker's graph: the audits' reads are most of it), which is why
+// the budget exists (docs/BENCHMARKS.md, "Transactions").
 //
 // Conversion (ConvertHistory). Per key, each write links its new tag to the tag it read, so the key's versions form a
 // tree rooted at the tag the key held before the run (0 after a load):

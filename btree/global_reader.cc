@@ -122,7 +122,8 @@ Status GlobalReader::Locate(std::string_view key, int level, GlobalPtr* meganode
 }
 
 Status GlobalReader::Scan(std::string_view start, std::string_view end, size_t limit, std::vector<KeyValue>* out,
-                          GlobalPtr from_meganode, bool report_locks) {
+                          GlobalPtr from_meganode, ScanMode mode) {
+  if (mode.reverse) return ScanReverse(start, end, limit, out, from_meganode, mode);
   const size_t wanted = out->size() + limit;
   // Empty start means the smallest key: the smallest valid key is "\0".
   std::string from = start.empty() ? std::string(1, '\0') : std::string(start);
@@ -141,7 +142,7 @@ Status GlobalReader::Scan(std::string_view start, std::string_view end, size_t l
     hint = m;
     TreeReader reader(source_, m);
     const size_t before = out->size();
-    CELL_RETURN_IF_ERROR(reader.Scan(from, end, wanted - out->size(), out, report_locks));
+    CELL_RETURN_IF_ERROR(reader.Scan(from, end, wanted - out->size(), out, mode));
     std::string next;
     if (reader.beyond_meganode()) {
       next = reader.resume_key();
@@ -165,6 +166,42 @@ Status GlobalReader::Scan(std::string_view start, std::string_view end, size_t l
     // header that sends it right was published before the cut).
     if (CompareKeys(next, from) < 0) return Status::Corruption("a meganode's max does not advance a scan");
     from = std::move(next);
+  }
+  return TooManySteps();
+}
+
+Status GlobalReader::ScanReverse(std::string_view start, std::string_view end, size_t limit, std::vector<KeyValue>* out,
+                                 GlobalPtr from_meganode, ScanMode mode) {
+  const size_t wanted = out->size() + limit;
+  std::string upper(end);  // what is left: start <= key < upper (empty: no bound)
+  std::string target;
+  GlobalPtr hint = from_meganode;
+  for (int step = 0; step < kMaxSteps; ++step) {
+    exit_ = GlobalPtr();
+    if (out->size() >= wanted) return Status::OK();
+    if (upper.empty()) {
+      target = LastKey();
+    } else if (!Predecessor(upper, &target)) {
+      return Status::OK();
+    }
+    if (!start.empty() && CompareKeys(target, start) < 0) return Status::OK();
+    // The leaf meganode holding the greatest key left: all that is left of it lies there.
+    GlobalPtr m;
+    CELL_RETURN_IF_ERROR(Locate(target, 0, &m, nullptr, hint));
+    if (exited()) {
+      resume_ = std::move(upper);
+      return Status::OK();
+    }
+    TreeReader reader(source_, m);
+    const size_t before = out->size();
+    CELL_RETURN_IF_ERROR(reader.Scan(start, upper, wanted - out->size(), out, mode));
+    if (!reader.beyond_meganode() && !reader.before_meganode()) return Status::OK();  // done, or the limit reached
+    // Beyond: the meganode split, what is left begins to its right (Locate moves right from it). Before: what is
+    // left lies in meganodes to the left, which only a walk from the root finds.
+    hint = reader.beyond_meganode() ? m : GlobalPtr();
+    upper = reader.resume_key();
+    // Never above the last key returned (a walk that raced a split may resume higher).
+    if (out->size() > before && (upper.empty() || CompareKeys(out->back().key, upper) < 0)) upper = out->back().key;
   }
   return TooManySteps();
 }

@@ -44,11 +44,11 @@ class GlobalReader {
   // is a correct start for a key it covers or that lies to its right: an old root still is, after a root split.
   // `meta`: as for TreeReader::Find (without it, a locked key gives Unavailable).
   Status Get(std::string_view key, std::string* value, GlobalPtr start = GlobalPtr(), RecordMeta* meta = nullptr);
-  // Up to `limit` pairs with start <= key < end (empty end: no bound), in key order, across meganodes, beginning at
-  // meganode `from_meganode` (null: the root). After an exit, resume_key() is where the scan goes on.
-  // `report_locks`: as for TreeReader::Scan.
+  // Up to `limit` pairs with start <= key < end (empty end: no bound), in key order (descending with mode.reverse),
+  // across meganodes, beginning at meganode `from_meganode` (null: the root). After an exit, resume_key() is where the
+  // scan goes on: its start (forward) or its exclusive end (reverse; empty: no bound). `mode`: as for TreeReader.
   Status Scan(std::string_view start, std::string_view end, size_t limit, std::vector<KeyValue>* out,
-              GlobalPtr from_meganode = GlobalPtr(), bool report_locks = false);
+              GlobalPtr from_meganode = GlobalPtr(), ScanMode mode = {});
   // The meganode at `level` (0: a leaf meganode) whose range holds `key`, beginning at `start` (null: the root);
   // path[l] is the meganode passed at level l (path must have room for every level; unvisited levels are left null).
   Status Locate(std::string_view key, int level, GlobalPtr* meganode, std::vector<GlobalPtr>* path,
@@ -76,6 +76,8 @@ class GlobalReader {
   }
   // The root, or (with exit_ set) nothing when the first meganode is out of reach.
   Status Restart(GlobalPtr* m);
+  Status ScanReverse(std::string_view start, std::string_view end, size_t limit, std::vector<KeyValue>* out,
+                     GlobalPtr from_meganode, ScanMode mode);
 
   NodeSource* source_;
   GlobalPtr first_;

@@ -74,6 +74,25 @@ inline bool Successor(const std::string& key, std::string* out) {
   return true;
 }
 
+// The largest valid key before `key` (the inverse of Successor): `key` without its last byte if that byte is 0,
+// else the key with its last byte decremented and 0xff bytes appended up to kMaxKeySize. False if no key is smaller
+// (`key` is "\0" or empty). Reverse scans descend to it: the leaf covering it holds every key just below `key`.
+inline bool Predecessor(std::string_view key, std::string* out) {
+  if (key.empty() || key.size() > kMaxKeySize) return false;
+  if (key.back() == '\0') {
+    if (key.size() == 1) return false;
+    out->assign(key.substr(0, key.size() - 1));
+    return true;
+  }
+  out->assign(key);
+  out->back() = static_cast<char>(static_cast<unsigned char>(out->back()) - 1);
+  out->resize(kMaxKeySize, static_cast<char>(0xff));
+  return true;
+}
+
+// The largest valid key: kMaxKeySize bytes of 0xff.
+inline std::string LastKey() { return std::string(kMaxKeySize, static_cast<char>(0xff)); }
+
 // The shortest key s with left < s <= right (requires left < right): right cut just after the first byte where
 // the two differ. Used as the separator when a leaf splits (suffix truncation), so inner nodes hold short keys.
 inline std::string ShortestSeparator(std::string_view left, std::string_view right) {

@@ -71,9 +71,16 @@ Status TreeReader::Get(std::string_view key, std::string* value) {
   }
 }
 Status TreeReader::Scan(std::string_view start, std::string_view end, size_t limit, std::vector<KeyValue>* out,
-                        bool report_locks) {
-  return local_ ? ScanIn(local_, start, end, limit, out, report_locks)
-                : ScanIn(source_, start, end, limit, out, report_locks);
+                        ScanMode mode) {
+  if (start.size() > kMaxKeySize || end.size() > kMaxKeySize) {
+    return Status::InvalidArgument("scan bound longer than " + std::to_string(kMaxKeySize) + " bytes");
+  }
+  beyond_ = before_ = false;
+  if (mode.reverse) {
+    return local_ ? ScanReverseIn(local_, start, end, limit, out, mode)
+                  : ScanReverseIn(source_, start, end, limit, out, mode);
+  }
+  return local_ ? ScanIn(local_, start, end, limit, out, mode) : ScanIn(source_, start, end, limit, out, mode);
 }
 
 template <class Source>
@@ -341,16 +348,37 @@ Status TreeReader::FindIn(Source* src, std::string_view key, std::string* value,
 }
 
 template <class Source>
-Status TreeReader::ScanIn(Source* src, std::string_view start, std::string_view end, size_t limit,
-                          std::vector<KeyValue>* out, bool report_locks) {
-  if (start.size() > kMaxKeySize || end.size() > kMaxKeySize) {
-    return Status::InvalidArgument("scan bound longer than " + std::to_string(kMaxKeySize) + " bytes");
+Status TreeReader::AppendBatch(Source* src, const NodeHandle& leaf,
+                               std::vector<std::pair<std::string, LeafValue>>* batch, ScanMode mode,
+                               std::vector<KeyValue>* out, size_t* changed_at) {
+  thread_local std::string value;
+  for (size_t i = 0; i < batch->size(); ++i) {
+    auto& [key, entry] = (*batch)[i];
+    if (entry.locked && !mode.report_locks) return LockedKey(key);
+    uint64_t version = 0;
+    value.clear();
+    if (!entry.locked && !mode.keys_only) {
+      Status s = ReadRecord(src, leaf, entry, key, &value, &version);
+      if (s.IsAborted()) {  // this entry changed since the leaf was read
+        ++stats_.retries;
+        *changed_at = i;
+        return Status::OK();
+      }
+      CELL_RETURN_IF_ERROR(s);
+    }
+    out->push_back(KeyValue{std::move(key), value, version, entry.checksum, entry.locked});  // locked: no value
   }
-  beyond_ = false;
+  *changed_at = batch->size();
+  return Status::OK();
+}
+
+template <class Source>
+Status TreeReader::ScanIn(Source* src, std::string_view start, std::string_view end, size_t limit,
+                          std::vector<KeyValue>* out, ScanMode mode) {
   size_t wanted = out->size() + limit;
   std::string from(start);  // every key >= from (and > any key already returned) is still to be returned
   std::vector<std::pair<std::string, LeafValue>> batch;
-  std::string max_key, value;
+  std::string max_key;
   Path path;
   NodeHandle h;
   GlobalPtr leaf;
@@ -390,23 +418,14 @@ Status TreeReader::ScanIn(Source* src, std::string_view start, std::string_view 
       leaf = h.ptr;
       continue;
     }
-    bool changed = false;
-    for (auto& [key, entry] : batch) {
-      uint64_t version = 0;
-      if (entry.locked && !report_locks) return LockedKey(key);
-      Status s = entry.locked ? (value.clear(), Status::OK()) : ReadRecord(src, h, entry, key, &value, &version);
-      if (s.IsAborted()) {  // this entry changed since the leaf was read: resume from it
-        from = key;
-        leaf = h.ptr;
-        changed = true;
-        ++retries;
-        ++stats_.retries;
-        break;
-      }
-      CELL_RETURN_IF_ERROR(s);
-      out->push_back(KeyValue{std::move(key), value, version, entry.checksum, entry.locked});  // locked: no value
+    size_t changed_at = 0;
+    CELL_RETURN_IF_ERROR(AppendBatch(src, h, &batch, mode, out, &changed_at));
+    if (changed_at < batch.size()) {  // resume from the entry that changed
+      from = std::move(batch[changed_at].first);
+      leaf = h.ptr;
+      ++retries;
+      continue;
     }
-    if (changed) continue;
     if (done || last_leaf) return Status::OK();
     from = max_key;
     if (right.is_null()) {  // this meganode's edge: the scan goes on to the right, from its max
@@ -416,6 +435,88 @@ Status TreeReader::ScanIn(Source* src, std::string_view start, std::string_view 
       return Status::OK();
     }
     leaf = right;
+  }
+  return GaveUp("retries");
+}
+
+template <class Source>
+Status TreeReader::ScanReverseIn(Source* src, std::string_view start, std::string_view end, size_t limit,
+                                 std::vector<KeyValue>* out, ScanMode mode) {
+  size_t wanted = out->size() + limit;
+  // Every key >= start and < upper (empty: no bound) is still to be returned, the greatest first; `target` is the
+  // greatest key below upper, which the descent looks for.
+  std::string upper(end), target, min_key;
+  std::vector<std::pair<std::string, LeafValue>> batch;
+  Path path;
+  NodeHandle h;
+  Header header;
+  for (int retries = 0; retries < kMaxRetries;) {
+    if (out->size() >= wanted) return Status::OK();
+    if (upper.empty()) {
+      target = LastKey();
+    } else if (!Predecessor(upper, &target)) {
+      return Status::OK();  // nothing lies below upper
+    }
+    if (!start.empty() && CompareKeys(target, start) < 0) return Status::OK();
+    SearchKey k(target);
+    CELL_RETURN_IF_ERROR(ReadHeaderIn(src, &k, &header));
+    if (header.position != 0) {
+      // At or above the max: this meganode split since the walk chose it, what is left begins to the right. Below the
+      // min: what is left lies in the meganodes to the left.
+      (header.position > 0 ? beyond_ : before_) = true;
+      resume_ = upper;
+      return Status::OK();
+    }
+    path.Clear();
+    beyond_ = false;
+    Status reached = ReachIn(src, k, 0, header.root, header.root_level, &path, &h);
+    if (!reached.ok()) {
+      if (!beyond_) return reached;
+      ++retries;  // cut by a split since the header was read: read it again
+      ++stats_.retries;
+      continue;
+    }
+    const NodeView& v = h.view;
+    batch.clear();
+    bool done = false;
+    for (uint32_t i = v.UpperBound(k); i-- > 0;) {  // the entries <= target, the greatest first
+      if (out->size() + batch.size() >= wanted) {
+        done = true;
+        break;
+      }
+      batch.emplace_back();
+      v.CopyEntryKey(i, &batch.back().first);
+      batch.back().second = v.leaf_value(i);
+      if (!start.empty() && CompareKeys(batch.back().first, start) < 0) {
+        batch.pop_back();
+        done = true;
+        break;
+      }
+    }
+    v.CopyMinKey(&min_key);  // empty: -infinity, the tree's first leaf
+    if (!src->Validate(h)) {
+      ++retries;
+      ++stats_.retries;
+      continue;
+    }
+    size_t changed_at = 0;
+    CELL_RETURN_IF_ERROR(AppendBatch(src, h, &batch, mode, out, &changed_at));
+    if (changed_at < batch.size()) {  // resume at the entry that changed (it is still to be returned)
+      if (!Successor(batch[changed_at].first, &upper)) upper.clear();
+      ++retries;
+      continue;
+    }
+    if (done) return Status::OK();
+    if (min_key.empty()) {
+      // This meganode's first leaf (a meganode's nodes begin at -infinity): what is left lies below the meganode's
+      // min, in the meganodes to the left; nothing is left if it has none.
+      CELL_RETURN_IF_ERROR(ReadHeaderIn(src, nullptr, &header, /*with_range=*/true));
+      if (header.min.empty()) return Status::OK();
+      before_ = true;
+      resume_ = std::move(header.min);
+      return Status::OK();
+    }
+    upper = std::move(min_key);
   }
   return GaveUp("retries");
 }

@@ -56,6 +56,17 @@ struct RecordMeta {
 // A scan or get that met a key a transaction is committing, and did not ask to see locks: retry shortly.
 Status LockedKey(std::string_view key);
 
+// How a scan reads.
+struct ScanMode {
+  // Locked entries come back as such (KeyValue::locked, no value); otherwise the scan stops at one with Unavailable
+  // (LockedKey), keeping the pairs before it.
+  bool report_locks = false;
+  // Values are not read (left empty; version 0): only the leaves are.
+  bool keys_only = false;
+  // Descending order: from the greatest key below `end` (empty: the last key) down to `start`.
+  bool reverse = false;
+};
+
 class TreeReader {
  public:
   struct Stats {
@@ -85,11 +96,14 @@ class TreeReader {
   // nodes. A scan that meets a node cut by a meganode split stops there: beyond_meganode() is then true and
   // resume_key() is where the scan goes on (in the meganodes to the right). A meganode not yet split keeps nodes
   // that reach +infinity: the caller continues from the header's max (GlobalReader::Scan).
-  // A locked entry is returned as such with `report_locks`; otherwise the scan returns Unavailable (LockedKey) there,
-  // keeping the pairs before it in *out.
+  // Reverse (mode.reverse), the pairs come greatest first, and each leaf is reached by a descent from this meganode's
+  // root to the leaf covering the key just below what is left (btree::Predecessor), so no left links are needed. It
+  // stops with beyond_meganode() when what is left begins at or above this meganode's max (it split), and with
+  // before_meganode() when what is left lies below its min; resume_key() is then the exclusive end of what is left.
   Status Scan(std::string_view start, std::string_view end, size_t limit, std::vector<KeyValue>* out,
-              bool report_locks = false);
+              ScanMode mode = {});
   bool beyond_meganode() const { return beyond_; }
+  bool before_meganode() const { return before_; }
   const std::string& resume_key() const { return resume_; }
 
   // Walks from the root to the node at `level` whose key range holds k; h holds that node (the caller validates
@@ -126,7 +140,15 @@ class TreeReader {
   Status ReadHeaderIn(Source* src, const SearchKey* k, Header* out, bool with_range = false);
   template <class Source>
   Status ScanIn(Source* src, std::string_view start, std::string_view end, size_t limit, std::vector<KeyValue>* out,
-                bool report_locks);
+                ScanMode mode);
+  template <class Source>
+  Status ScanReverseIn(Source* src, std::string_view start, std::string_view end, size_t limit,
+                       std::vector<KeyValue>* out, ScanMode mode);
+  // Appends the pairs of `batch` (entries read from the leaf in `leaf`), reading their records unless keys_only.
+  // False if a record changed since the leaf was read: *changed_at is its index (the pairs before it are appended).
+  template <class Source>
+  Status AppendBatch(Source* src, const NodeHandle& leaf, std::vector<std::pair<std::string, LeafValue>>* batch,
+                     ScanMode mode, std::vector<KeyValue>* out, size_t* changed_at);
   template <class Source>
   Status ReachIn(Source* src, const SearchKey& k, int level, GlobalPtr ptr, int ptr_level, Path* path, NodeHandle* h);
   template <class Source>
@@ -142,6 +164,7 @@ class TreeReader {
   GlobalPtr meganode_;
   Stats stats_;
   bool beyond_ = false;  // the last walk met this meganode's edge (a cut node: finite max, no right link)
+  bool before_ = false;  // a reverse scan reached this meganode's min
   std::string resume_;
 };
 

@@ -7,6 +7,7 @@
 #include <random>
 #include <thread>
 
+#include "client/client_impl.h"
 #include "client/remote_table.h"
 #include "client/store_client.h"
 #include "client/transaction.h"
@@ -14,11 +15,6 @@
 #include "rpc/proto/store.pb.h"
 
 namespace cell {
-
-struct Client::Impl {
-  std::unique_ptr<membership::RegionTableReader> table;
-  std::unique_ptr<client::StoreClient> store;
-};
 
 Client::Client(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Client::~Client() = default;
@@ -116,7 +112,7 @@ StatusOr<std::unique_ptr<Transaction>> Client::BeginTransaction(const Transactio
 }
 Status Client::CompareAndSwap(std::string_view key, const std::optional<std::string>& expected,
                               const std::optional<std::string>& new_value) {
-  return client::CompareAndSwap(*impl_->store, key, expected, new_value);
+  return impl_->store->CompareAndSwap(key, expected, new_value);
 }
 Status Client::Write(const WriteBatch& batch) { return client::WriteBatchAtomically(*impl_->store, batch); }
 

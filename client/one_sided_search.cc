@@ -198,24 +198,41 @@ Status StoreClient::GetClientSide(std::string_view key, std::string* value, Dead
 
 Status StoreClient::Scan(std::string_view start, std::string_view end, size_t limit,
                          std::vector<btree::KeyValue>* out) {
-  if (limit == 0) return Status::OK();
-  CELL_RETURN_IF_ERROR(CheckMayWait());
-  // A scan begins at the start key's leaf meganode from the path cache, as a get does (null: the root), so that it
-  // needs no meganode above it: those of a failed server, say.
-  const GlobalPtr cached = paths_.Lookup(start);
-  uint64_t server = 0;
-  if (SearchOnServer(measure_ ? cached : GlobalPtr(), /*may_block=*/true, &server)) {
-    stats_.server_searches.fetch_add(1, std::memory_order_relaxed);
-    return ScanServerSide(start, end, limit, /*with_meta=*/false, cached, NewDeadline(), out);
-  }
-  stats_.client_searches.fetch_add(1, std::memory_order_relaxed);
-  return ScanClientSide(start, end, limit, /*with_meta=*/false, cached, NewDeadline(), out);
+  return ScanRange(start, end, limit, btree::ScanMode{}, Side::kSelector, NewDeadline(), out);
 }
 
-Status StoreClient::ScanServerSide(std::string_view start, std::string_view end, size_t limit, bool with_meta,
+Status StoreClient::ScanRange(std::string_view start, std::string_view end, size_t limit, btree::ScanMode mode,
+                              Side side, Deadline deadline, std::vector<btree::KeyValue>* out) {
+  if (limit == 0) return Status::OK();
+  CELL_RETURN_IF_ERROR(CheckMayWait());
+  if (start.size() > kMaxKeySize || end.size() > kMaxKeySize) {
+    return Status::InvalidArgument(fmt::format("scan bounds are at most {} bytes", kMaxKeySize));
+  }
+  // A scan begins at the leaf meganode of its first key from the path cache, as a get does (null: the root), so that
+  // it needs no meganode above it: those of a failed server, say. A reverse scan's first key is the greatest below
+  // its end.
+  std::string first(start);
+  if (mode.reverse && !(end.empty() ? (first = btree::LastKey(), true) : btree::Predecessor(end, &first))) {
+    return Status::OK();  // nothing lies below the end
+  }
+  const GlobalPtr cached = paths_.Lookup(first);
+  uint64_t server = 0;
+  const bool on_server =
+      side == Side::kServer ||
+      (side == Side::kSelector && SearchOnServer(measure_ ? cached : GlobalPtr(), /*may_block=*/true, &server));
+  if (on_server) {
+    stats_.server_searches.fetch_add(1, std::memory_order_relaxed);
+    return ScanServerSide(start, end, limit, mode, cached, deadline, out);
+  }
+  stats_.client_searches.fetch_add(1, std::memory_order_relaxed);
+  return ScanClientSide(start, end, limit, mode, cached, deadline, out);
+}
+
+Status StoreClient::ScanServerSide(std::string_view start, std::string_view end, size_t limit, btree::ScanMode mode,
                                    GlobalPtr cached, Deadline deadline, std::vector<btree::KeyValue>* out) {
   const size_t had = out->size();
-  std::string from(start);
+  // What is left: [from, upper); a forward scan's pages move `from` up, a reverse scan's move `upper` down.
+  std::string from(start), upper(end);
   GlobalPtr at = cached;  // the meganode the next page begins at (null: the root); one deadline for every page
   while (out->size() - had < limit) {
     GlobalPtr began;  // the meganode the page's last attempt began at (a redirect may have moved it)
@@ -223,16 +240,18 @@ Status StoreClient::ScanServerSide(std::string_view start, std::string_view end,
     cell::proto::StoreReply reply;
     CELL_RETURN_IF_ERROR(RunRequest(
         StoreMethod::STORE_SCAN, /*idempotent=*/true, /*follow=*/false, at, deadline,
-        [&from, end = std::string(end), want, &began, with_meta](const Route& route, GlobalPtr begin) {
+        [&from, &upper, want, &began, mode](const Route& route, GlobalPtr begin) {
           began = begin;
           cell::proto::ScanRequest request;
           request.mutable_target()->set_region(route.entry.region);
           request.mutable_target()->set_epoch(route.entry.epoch);
           request.set_start(from);
-          request.set_end(end);
+          request.set_end(upper);
           request.set_limit(want);
           request.set_meganode(begin.Pack());
-          request.set_with_meta(with_meta);
+          request.set_with_meta(mode.report_locks);
+          request.set_reverse(mode.reverse);
+          request.set_keys_only(mode.keys_only);
           return request.SerializeAsString();
         },
         &reply));
@@ -241,17 +260,19 @@ Status StoreClient::ScanServerSide(std::string_view start, std::string_view end,
           {std::move(*kv.mutable_key()), std::move(*kv.mutable_value()), kv.version(), kv.checksum(), kv.locked()});
     }
     if (!reply.more()) break;
-    // The page ended (its size, or the range goes on at another server's meganode): go on from `resume`.
-    if (reply.resume().empty() || (reply.pairs_size() == 0 && reply.elsewhere() == 0)) {
+    // The page ended (its size, or the range goes on at another server's meganode): go on from `resume` (a reverse
+    // scan's resume is the new end, empty for none when it moved to another server before its first pair).
+    const bool resume_ok = !reply.resume().empty() || (mode.reverse && reply.elsewhere() != 0);
+    if (!resume_ok || (reply.pairs_size() == 0 && reply.elsewhere() == 0)) {
       return Status::Corruption("a scan page asked to go on but did not say where");
     }
-    from = reply.resume();
+    (mode.reverse ? upper : from) = reply.resume();
     at = reply.elsewhere() != 0 ? NextFrom(reply) : began;
   }
   return Status::OK();
 }
 
-Status StoreClient::ScanClientSide(std::string_view start, std::string_view end, size_t limit, bool with_meta,
+Status StoreClient::ScanClientSide(std::string_view start, std::string_view end, size_t limit, btree::ScanMode mode,
                                    GlobalPtr cached, Deadline deadline, std::vector<btree::KeyValue>* out) {
   return Run(
       [&](rpc::Connection& connection, const Route& route, GlobalPtr begin, Deadline d) -> Attempt {
@@ -261,7 +282,7 @@ Status StoreClient::ScanClientSide(std::string_view start, std::string_view end,
         btree::CopyingNodeSource source(router.Fetcher(), nodes_.get());
         btree::GlobalReader reader(&source, GlobalPtr{*root, 0});
         std::vector<btree::KeyValue> pairs;
-        Status s = reader.Scan(start, end, limit, &pairs, begin, /*report_locks=*/with_meta);
+        Status s = reader.Scan(start, end, limit, &pairs, begin, mode);
         if (s.ok()) {
           for (auto& kv : pairs) out->push_back(std::move(kv));
         }
@@ -297,19 +318,7 @@ Status StoreClient::GetWithMeta(std::string_view key, Side side, std::string* va
 
 Status StoreClient::ScanWithMeta(std::string_view start, std::string_view end, size_t limit, Side side,
                                  std::vector<btree::KeyValue>* out, Deadline deadline) {
-  if (limit == 0) return Status::OK();
-  CELL_RETURN_IF_ERROR(CheckMayWait());
-  const GlobalPtr cached = paths_.Lookup(start);
-  uint64_t server = 0;
-  const bool on_server =
-      side == Side::kServer ||
-      (side == Side::kSelector && SearchOnServer(measure_ ? cached : GlobalPtr(), /*may_block=*/true, &server));
-  if (on_server) {
-    stats_.server_searches.fetch_add(1, std::memory_order_relaxed);
-    return ScanServerSide(start, end, limit, /*with_meta=*/true, cached, deadline, out);
-  }
-  stats_.client_searches.fetch_add(1, std::memory_order_relaxed);
-  return ScanClientSide(start, end, limit, /*with_meta=*/true, cached, deadline, out);
+  return ScanRange(start, end, limit, btree::ScanMode{.report_locks = true}, side, deadline, out);
 }
 
 }  // namespace cell::client

@@ -141,20 +141,33 @@ void StoreClient::DropServer(uint64_t server, const rpc::Connection* failed) {
   connections_.Drop(server, failed);
 }
 
+StatusOr<StoreClient::Side> StoreClient::SideFor(std::string_view search) {
+  if (search.empty() || search == "adaptive") return Side::kSelector;
+  if (search == "server") return Side::kServer;
+  if (search == "client") return Side::kClient;
+  return Status::InvalidArgument(fmt::format(
+      "a call's search is \"\" (the client's), \"server\", \"client\" or \"adaptive\", not \"{}\"", search));
+}
+
 Status StoreClient::Get(std::string_view key, std::string* value) {
+  return Get(key, value, Side::kSelector, NewDeadline());
+}
+
+Status StoreClient::Get(std::string_view key, std::string* value, Side side, Deadline deadline) {
   CELL_RETURN_IF_ERROR(CheckKeyValue(key, {}));
   CELL_RETURN_IF_ERROR(CheckMayWait());
   uint64_t server = 0;
-  if (SearchOnServer(measure_ ? paths_.Lookup(key) : GlobalPtr(), /*may_block=*/true, &server)) {
+  if (side == Side::kServer || (side == Side::kSelector && SearchOnServer(measure_ ? paths_.Lookup(key) : GlobalPtr(),
+                                                                          /*may_block=*/true, &server))) {
     stats_.server_searches.fetch_add(1, std::memory_order_relaxed);
-    if (server == 0) return GetServerSide(key, value, NewDeadline());
+    if (server == 0) return GetServerSide(key, value, deadline);
     const auto begin = std::chrono::steady_clock::now();
-    Status s = GetServerSide(key, value, NewDeadline());
+    Status s = GetServerSide(key, value, deadline);
     if (s.ok() || s.IsNotFound()) selector_->OnServerSearch(server, MicrosSince(begin), NowUs());
     return s;
   }
   stats_.client_searches.fetch_add(1, std::memory_order_relaxed);
-  return GetClientSide(key, value, NewDeadline(), server != 0 && SampleThisSearch() ? server : 0);
+  return GetClientSide(key, value, deadline, server != 0 && SampleThisSearch() ? server : 0);
 }
 
 void StoreClient::GetAsync(std::string_view key, GetCallback done) {
@@ -200,6 +213,46 @@ void StoreClient::DeleteAsync(std::string_view key, DoneCallback done) {
                if (!reply->found()) return done(Status::NotFound(fmt::format("no key '{}'", k)));
                done(Status::OK());
              });
+}
+
+std::vector<StoreClient::StepResult> StoreClient::RunKeySteps(
+    uint16_t method, const std::vector<std::string>& keys,
+    const std::function<void(size_t i, cell::proto::KeyRequest*)>& fill, Deadline deadline) {
+  std::vector<StepResult> results(keys.size());
+  std::mutex mu;
+  std::condition_variable cv;
+  size_t left = keys.size();
+  for (size_t i = 0; i < keys.size(); ++i) {
+    StartKeyStep(
+        method, /*idempotent=*/true, keys[i], [&fill, i](cell::proto::KeyRequest* r) { fill(i, r); }, deadline,
+        [&, i](const Status& s, cell::proto::StoreReply* reply) {
+          results[i].status = s;
+          if (reply != nullptr) results[i].reply = std::move(*reply);
+          std::lock_guard lock(mu);
+          if (--left == 0) cv.notify_all();
+        });
+  }
+  std::unique_lock lock(mu);
+  cv.wait(lock, [&] { return left == 0; });
+  return results;
+}
+
+Status StoreClient::CompareAndSwap(std::string_view key, const std::optional<std::string>& expected,
+                                   const std::optional<std::string>& new_value) {
+  CELL_RETURN_IF_ERROR(CheckKeyValue(key, new_value.value_or(std::string())));
+  CELL_RETURN_IF_ERROR(CheckKeyValue(key, expected.value_or(std::string())));
+  proto::StoreReply reply;
+  CELL_RETURN_IF_ERROR(RunKeyStep(
+      StoreMethod::STORE_CAS, /*idempotent=*/false, key,
+      [&](proto::KeyRequest* r) {
+        r->set_expect_absent(!expected.has_value());
+        if (expected) r->set_expected(*expected);
+        r->set_delete_(!new_value.has_value());
+        if (new_value) r->set_value(*new_value);
+      },
+      NewDeadline(), &reply));
+  if (!reply.conflict().empty()) return Status::FailedPrecondition(reply.conflict());
+  return Status::OK();
 }
 
 std::vector<uint64_t> StoreClient::ConnectedServers() { return connections_.Connected(); }

@@ -18,6 +18,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
@@ -79,17 +80,33 @@ class StoreClient {
   void PutAsync(std::string_view key, std::string_view value, DoneCallback done);
   Status Delete(std::string_view key);
   void DeleteAsync(std::string_view key, DoneCallback done);
+  // Client::CompareAndSwap (STORE_CAS at the key's server): FailedPrecondition, saying why, if the value differs.
+  Status CompareAndSwap(std::string_view key, const std::optional<std::string>& expected,
+                        const std::optional<std::string>& new_value);
   Status Scan(std::string_view start, std::string_view end, size_t limit, std::vector<btree::KeyValue>* out);
 
   // For transactions (client/transaction.cc). `side`: which search reads (kSelector: as the selector decides).
   enum class Side { kSelector, kServer, kClient };
   using Deadline = std::chrono::steady_clock::time_point;
+  // Get with its side and deadline (per-call options).
+  Status Get(std::string_view key, std::string* value, Side side, Deadline deadline);
+  // Gets of many keys at once: the result's [i] is keys[i]'s status, (*values)[i] its value (sized by the caller).
+  std::vector<Status> MultiGet(const std::vector<std::string>& keys, std::vector<std::string>* values, Side side,
+                               Deadline deadline);
   // A read that also says what a transaction validates by (meta: version, checksum), or that the key is locked by a
   // committing transaction (meta->locked, OK, no value) instead of waiting for it. OK, NotFound or an error.
   Status GetWithMeta(std::string_view key, Side side, std::string* value, btree::RecordMeta* meta, Deadline deadline);
   // A scan whose pairs carry their meta, locked keys included (as pairs with `locked`, no value).
   Status ScanWithMeta(std::string_view start, std::string_view end, size_t limit, Side side,
                       std::vector<btree::KeyValue>* out, Deadline deadline);
+  // A scan as `mode` says (reverse, keys only, locks reported with meta), searched by `side`, appended to *out.
+  Status ScanRange(std::string_view start, std::string_view end, size_t limit, btree::ScanMode mode, Side side,
+                   Deadline deadline, std::vector<btree::KeyValue>* out);
+  // The side a ReadOptions::search or TransactionOptions::search names: "" and "adaptive" the selector's.
+  static StatusOr<Side> SideFor(std::string_view search);
+  Deadline DeadlineFor(std::chrono::milliseconds timeout) const {
+    return Clock::now() + (timeout.count() > 0 ? timeout : options_.timeout);
+  }
   // A conditional write or a transaction's step (STORE_CAS, TXN_*) at `key`'s server, routed as a put is; `fill` sets
   // the request's fields beyond its target, key and start. `done` runs exactly once, with the reply when OK.
   using FillRequest = std::function<void(cell::proto::KeyRequest* request)>;
@@ -98,6 +115,14 @@ class StoreClient {
                     StepDone done);
   Status RunKeyStep(uint16_t method, bool idempotent, std::string_view key, FillRequest fill, Deadline deadline,
                     cell::proto::StoreReply* reply);
+  // One idempotent step per key, all at once, waited for: `fill(i, request)` sets key i's fields.
+  struct StepResult {
+    Status status;
+    cell::proto::StoreReply reply;
+  };
+  std::vector<StepResult> RunKeySteps(uint16_t method, const std::vector<std::string>& keys,
+                                      const std::function<void(size_t i, cell::proto::KeyRequest*)>& fill,
+                                      Deadline deadline);
   std::chrono::milliseconds timeout() const { return options_.timeout; }
 
   const Stats& stats() const { return stats_; }
@@ -157,6 +182,8 @@ class StoreClient {
 
   // A request by RPC: a get, put or delete, or a scan's page (see the top of this file).
   struct RequestOp;
+  // MultiGet's rounds of STORE_MULTI_GET requests (client/multi_get.cc).
+  class MultiGetRounds;
   // Makes the request for an attempt at `route`'s owner, beginning at meganode `start` (null: the root).
   using BuildRequest = std::function<std::string(const Route& route, GlobalPtr start)>;
   using RequestDone = std::function<void(const Status& status, cell::proto::StoreReply* reply)>;
@@ -182,11 +209,11 @@ class StoreClient {
   // `cached`: the key's leaf meganode in the path cache (null: none).
   static BuildRequest KeyRequestFor(std::string_view key, const std::string_view* value, GlobalPtr cached,
                                     FillRequest fill = nullptr);
-  // A scan's pages by RPC (with_meta: as ScanWithMeta), from `cached` (the start key's leaf meganode, or null).
-  Status ScanServerSide(std::string_view start, std::string_view end, size_t limit, bool with_meta, GlobalPtr cached,
-                        Deadline deadline, std::vector<btree::KeyValue>* out);
-  Status ScanClientSide(std::string_view start, std::string_view end, size_t limit, bool with_meta, GlobalPtr cached,
-                        Deadline deadline, std::vector<btree::KeyValue>* out);
+  // A scan's pages by RPC, from `cached` (the leaf meganode of the scan's first key, or null).
+  Status ScanServerSide(std::string_view start, std::string_view end, size_t limit, btree::ScanMode mode,
+                        GlobalPtr cached, Deadline deadline, std::vector<btree::KeyValue>* out);
+  Status ScanClientSide(std::string_view start, std::string_view end, size_t limit, btree::ScanMode mode,
+                        GlobalPtr cached, Deadline deadline, std::vector<btree::KeyValue>* out);
   Status GetServerSide(std::string_view key, std::string* value, Deadline deadline);
   // `sample_server`: not 0, time the reads from that server for the selector (the server the choice was made for).
   // `meta`: as for GetWithMeta (null: a locked key is retried until the deadline).

@@ -19,9 +19,11 @@
 
 #include "btree/key.h"
 #include "cell/client.h"
+#include "client/paged_iterator.h"
 #include "client/store_client_internal.h"
 #include "common/key_limits.h"
 #include "common/txn_check.h"
+#include "common/wall_clock.h"
 #include "rpc/proto/store.pb.h"
 
 namespace cell::client {
@@ -37,12 +39,6 @@ constexpr auto kLockWait = std::chrono::milliseconds(200);
 // A lock expires this long after the transaction's deadline: the servers resolve it only then.
 constexpr auto kLockGrace = std::chrono::seconds(1);
 
-uint64_t WallUs() {
-  return static_cast<uint64_t>(
-      std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
-          .count());
-}
-
 uint64_t NewTxid() {
   thread_local std::mt19937_64 rng{std::random_device{}()};
   uint64_t id = 0;
@@ -50,36 +46,10 @@ uint64_t NewTxid() {
   return id;
 }
 
-std::string Quoted(std::string_view key) { return "'" + std::string(key.substr(0, 64)) + "'"; }
+std::string Quoted(std::string_view key) { return fmt::format("'{}'", key.substr(0, 64)); }
 
 bool InRange(std::string_view key, std::string_view start, std::string_view end) {
   return btree::CompareKeys(key, start) >= 0 && (end.empty() || btree::CompareKeys(key, end) < 0);
-}
-
-// Runs one step per key at once and waits for them all.
-struct StepResult {
-  Status status;
-  proto::StoreReply reply;
-};
-std::vector<StepResult> RunSteps(StoreClient& store, uint16_t method, const std::vector<std::string>& keys,
-                                 const std::function<void(size_t i, proto::KeyRequest*)>& fill, Deadline deadline) {
-  std::vector<StepResult> results(keys.size());
-  std::mutex mu;
-  std::condition_variable cv;
-  size_t left = keys.size();
-  for (size_t i = 0; i < keys.size(); ++i) {
-    store.StartKeyStep(
-        method, /*idempotent=*/true, keys[i], [&fill, i](proto::KeyRequest* r) { fill(i, r); }, deadline,
-        [&, i](const Status& s, proto::StoreReply* reply) {
-          results[i].status = s;
-          if (reply != nullptr) results[i].reply = std::move(*reply);
-          std::lock_guard lock(mu);
-          if (--left == 0) cv.notify_all();
-        });
-  }
-  std::unique_lock lock(mu);
-  cv.wait(lock, [&] { return left == 0; });
-  return results;
 }
 
 class TransactionImpl final : public Transaction {
@@ -96,7 +66,14 @@ class TransactionImpl final : public Transaction {
 
   Status Get(std::string_view key, std::string* value) override;
   Status Scan(std::string_view start, std::string_view end, size_t limit,
-              std::vector<std::pair<std::string, std::string>>* out) override;
+              std::vector<std::pair<std::string, std::string>>* out) override {
+    return ScanRange(start, end, limit, /*reverse=*/false, out);
+  }
+  Status ScanReverse(std::string_view start, std::string_view end, size_t limit,
+                     std::vector<std::pair<std::string, std::string>>* out) override {
+    return ScanRange(start, end, limit, /*reverse=*/true, out);
+  }
+  std::unique_ptr<Iterator> NewIterator(const IteratorOptions& options) override;
   Status Put(std::string_view key, std::string_view value) override { return Write(key, std::string(value)); }
   Status Delete(std::string_view key) override { return Write(key, std::nullopt); }
   Status Commit() override;
@@ -134,7 +111,13 @@ class TransactionImpl final : public Transaction {
   }
   // A read of the store, waiting a little for a key another transaction is committing.
   Status ReadStore(std::string_view key, std::string* value, btree::RecordMeta* meta);
-  Status ScanStore(std::string_view start, std::string_view end, size_t limit, std::vector<btree::KeyValue>* out);
+  Status ScanStore(std::string_view start, std::string_view end, size_t limit, bool reverse,
+                   std::vector<btree::KeyValue>* out);
+  // Scan and ScanReverse: the store's pairs with this transaction's writes over them, the range read recorded.
+  Status ScanRange(std::string_view start, std::string_view end, size_t limit, bool reverse,
+                   std::vector<std::pair<std::string, std::string>>* out);
+  // Keeps a range read, after checking it agrees with every earlier read (else Aborted).
+  Status RecordRange(Range range);
   // Step 2: reads of keys not written, and ranges, unchanged (own locks are the written keys, checked at prepare).
   Status Validate();
   // What the transaction read of a key it writes, for its prepare: 0 nothing, 1 absent, 2 the checksum.
@@ -148,6 +131,8 @@ class TransactionImpl final : public Transaction {
   // it in one step or says *not_here (nothing done).
   bool OneServer();
   Status CommitHere(uint64_t txid, uint64_t expires, const std::vector<std::string>& keys, bool* not_here);
+  // Step 4 of a decided commit: TXN_APPLY at every secondary, then (if all took it) at the primary.
+  void ApplyCommitted(uint64_t txid, const std::vector<std::string>& keys);
   void RollBack(uint64_t txid, const std::vector<std::string>& keys);
 
   StoreClient& store_;
@@ -195,13 +180,14 @@ Status TransactionImpl::Get(std::string_view key, std::string* value) {
   return s;
 }
 
-Status TransactionImpl::ScanStore(std::string_view start, std::string_view end, size_t limit,
+Status TransactionImpl::ScanStore(std::string_view start, std::string_view end, size_t limit, bool reverse,
                                   std::vector<btree::KeyValue>* out) {
   const auto give_up = std::min(deadline_, std::chrono::steady_clock::now() + kLockWait);
   auto pause = std::chrono::microseconds(200);
   while (true) {
     out->clear();
-    CELL_RETURN_IF_ERROR(store_.ScanWithMeta(start, end, limit, side_, out, deadline_));
+    CELL_RETURN_IF_ERROR(store_.ScanRange(start, end, limit, btree::ScanMode{.report_locks = true, .reverse = reverse},
+                                          side_, deadline_, out));
     const auto locked = std::find_if(out->begin(), out->end(), [](const btree::KeyValue& kv) { return kv.locked; });
     if (locked == out->end()) return Status::OK();
     if (std::chrono::steady_clock::now() + pause >= give_up) {
@@ -212,8 +198,8 @@ Status TransactionImpl::ScanStore(std::string_view start, std::string_view end, 
   }
 }
 
-Status TransactionImpl::Scan(std::string_view start, std::string_view end, size_t limit,
-                             std::vector<std::pair<std::string, std::string>>* out) {
+Status TransactionImpl::ScanRange(std::string_view start, std::string_view end, size_t limit, bool reverse,
+                                  std::vector<std::pair<std::string, std::string>>* out) {
   CELL_RETURN_IF_ERROR(Usable());
   if (start.size() > kMaxKeySize || end.size() > kMaxKeySize) {
     return Status::InvalidArgument(fmt::format("scan bounds are at most {} bytes", kMaxKeySize));
@@ -223,40 +209,54 @@ Status TransactionImpl::Scan(std::string_view start, std::string_view end, size_
   size_t hidden = 0;
   for (const auto& [k, v] : writes_) hidden += (!v && InRange(k, start, end)) ? 1 : 0;
   std::vector<btree::KeyValue> pairs;
-  CELL_RETURN_IF_ERROR(ScanStore(start, end, limit + hidden, &pairs));
+  CELL_RETURN_IF_ERROR(ScanStore(start, end, limit + hidden, reverse, &pairs));
   read_count_ += pairs.size();
   if (read_count_ > kMaxTransactionReads) {
     return Status::InvalidArgument(fmt::format("a transaction reads at most {} keys", kMaxTransactionReads));
   }
-  const bool store_cut = pairs.size() >= limit + hidden;  // the store may hold more of the range
-  // The store's pairs with this transaction's writes over them, in key order.
+  // The part of [start, end) the store's scan covered: all of it, or, cut short by the limit, up to its last pair
+  // (forward: [start, last], reverse: [last, end)).
+  Range range{std::string(start), std::string(end), {}};
+  const bool store_cut = pairs.size() >= limit + hidden;
+  if (store_cut && !pairs.empty()) {
+    if (reverse) {
+      range.start = pairs.back().key;
+    } else {
+      btree::Successor(pairs.back().key, &range.end);
+    }
+  }
+  // The store's pairs with this transaction's writes over them, within what was covered.
   std::map<std::string, std::string> merged;
   for (auto& kv : pairs) merged.emplace(kv.key, std::move(kv.value));
   for (const auto& [k, v] : writes_) {
-    if (!InRange(k, start, end)) continue;
-    if (store_cut && !pairs.empty() && btree::CompareKeys(k, pairs.back().key) > 0) continue;  // beyond what was read
+    if (!InRange(k, range.start, range.end)) continue;
     if (v) {
       merged[k] = *v;
     } else {
       merged.erase(k);
     }
   }
-  Range range{std::string(start), std::string(end), {}};
-  if (store_cut && !pairs.empty()) btree::Successor(pairs.back().key, &range.end);
-  size_t n = 0;
-  std::string last;
-  for (auto& [k, v] : merged) {
-    if (n == limit) break;
-    out->emplace_back(k, v);
-    last = k;
-    ++n;
-  }
-  if (n == limit && !last.empty() && btree::Successor(last, &last)) {
-    if (range.end.empty() || btree::CompareKeys(last, range.end) < 0) range.end = last;
+  // The first `limit` in the scan's order; a scan that returned `limit` pairs read only up to its last one.
+  const size_t n = std::min(limit, merged.size());
+  if (reverse) {
+    auto it = merged.rbegin();
+    for (size_t i = 0; i < n; ++i, ++it) out->emplace_back(it->first, it->second);
+    if (n == limit && n > 0) range.start = std::prev(it)->first;
+  } else {
+    auto it = merged.begin();
+    for (size_t i = 0; i < n; ++i, ++it) out->emplace_back(it->first, it->second);
+    std::string after;
+    if (n == limit && n > 0 && btree::Successor(std::prev(it)->first, &after)) {
+      if (range.end.empty() || btree::CompareKeys(after, range.end) < 0) range.end = std::move(after);
+    }
   }
   for (const auto& kv : pairs) {
-    if (range.end.empty() || btree::CompareKeys(kv.key, range.end) < 0) range.seen.emplace(kv.key, kv.checksum);
+    if (InRange(kv.key, range.start, range.end)) range.seen.emplace(kv.key, kv.checksum);
   }
+  return RecordRange(std::move(range));
+}
+
+Status TransactionImpl::RecordRange(Range range) {
   // What this scan saw agrees with every earlier read of the same keys: those it saw, and those it saw absent.
   for (const auto& [k, checksum] : range.seen) CELL_RETURN_IF_ERROR(SameAsBefore(k, true, checksum));
   for (const auto& [k, read] : reads_) {
@@ -273,6 +273,18 @@ Status TransactionImpl::Scan(std::string_view start, std::string_view end, size_
   }
   ranges_.push_back(std::move(range));
   return Status::OK();
+}
+
+std::unique_ptr<Iterator> TransactionImpl::NewIterator(const IteratorOptions& options) {
+  return NewPagedIterator(
+      options,
+      [this](std::string_view start, std::string_view end, size_t limit, bool reverse, Pairs* out) {
+        return ScanRange(start, end, limit, reverse, out);
+      },
+      options.read.search.empty() && options.read.timeout.count() == 0
+          ? Status::OK()
+          : Status::InvalidArgument("a transaction's iterator reads as its transaction does: leave its ReadOptions "
+                                    "empty (set TransactionOptions instead)"));
 }
 
 Status TransactionImpl::Write(std::string_view key, std::optional<std::string> value) {
@@ -353,8 +365,8 @@ Status TransactionImpl::Validate() {
 
 void TransactionImpl::RollBack(uint64_t txid, const std::vector<std::string>& keys) {
   // Best effort: a lock left behind is rolled back by its server's resolver once it expires.
-  RunSteps(
-      store_, StoreMethod::TXN_APPLY, keys,
+  store_.RunKeySteps(
+      StoreMethod::TXN_APPLY, keys,
       [txid](size_t, proto::KeyRequest* r) {
         r->mutable_txn()->set_txid(txid);
         r->mutable_txn()->set_commit(false);
@@ -363,8 +375,8 @@ void TransactionImpl::RollBack(uint64_t txid, const std::vector<std::string>& ke
 }
 
 Status TransactionImpl::PrepareAll(uint64_t txid, uint64_t expires, const std::vector<std::string>& keys) {
-  std::vector<StepResult> prepared = RunSteps(
-      store_, StoreMethod::TXN_PREPARE, keys,
+  std::vector<StoreClient::StepResult> prepared = store_.RunKeySteps(
+      StoreMethod::TXN_PREPARE, keys,
       [&](size_t i, proto::KeyRequest* r) {
         proto::TxnStep* t = r->mutable_txn();
         t->set_txid(txid);
@@ -398,9 +410,9 @@ Status TransactionImpl::CommitWrites() {
   std::vector<std::string> keys;
   for (const auto& [k, v] : writes_) keys.push_back(k);  // in key order: the first is the primary
   const uint64_t expires =
-      WallUs() + static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
-                                           deadline_ - std::chrono::steady_clock::now() + kLockGrace)
-                                           .count());
+      WallMicros() + static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
+                                               deadline_ - std::chrono::steady_clock::now() + kLockGrace)
+                                               .count());
   // All on one server (as far as the path cache knows): its server commits it in one step.
   if (OneServer()) {
     bool not_here = false;
@@ -434,8 +446,14 @@ Status TransactionImpl::CommitWrites() {
     conflict_key_ = keys[0];
     return Status::Aborted("transaction aborted: its locks expired before it could commit; run it again");
   }
-  // 4. Apply: the secondaries (each durable when answered), then the primary. A failure leaves the lock to its
-  // server's resolver, which finishes the commit.
+  // 4. Apply.
+  ApplyCommitted(txid, keys);
+  return Status::OK();
+}
+
+void TransactionImpl::ApplyCommitted(uint64_t txid, const std::vector<std::string>& keys) {
+  // The secondaries (each durable when answered; a key not locked by the transaction any more is left alone), then
+  // the primary. A failure leaves the locks to their servers' resolver, which finishes the commit.
   const auto apply = [txid](size_t, proto::KeyRequest* r) {
     r->mutable_txn()->set_txid(txid);
     r->mutable_txn()->set_commit(true);
@@ -443,11 +461,11 @@ Status TransactionImpl::CommitWrites() {
   const Deadline apply_deadline = std::chrono::steady_clock::now() + store_.timeout();
   std::vector<std::string> secondaries(keys.begin() + 1, keys.end());
   bool all = true;
-  for (const StepResult& r : RunSteps(store_, StoreMethod::TXN_APPLY, secondaries, apply, apply_deadline)) {
+  for (const StoreClient::StepResult& r :
+       store_.RunKeySteps(StoreMethod::TXN_APPLY, secondaries, apply, apply_deadline)) {
     all = all && r.status.ok();
   }
-  if (all) RunSteps(store_, StoreMethod::TXN_APPLY, {keys[0]}, apply, apply_deadline);
-  return Status::OK();
+  if (all) store_.RunKeySteps(StoreMethod::TXN_APPLY, {keys[0]}, apply, apply_deadline);
 }
 
 bool TransactionImpl::OneServer() {
@@ -524,7 +542,9 @@ Status TransactionImpl::CommitHere(uint64_t txid, uint64_t expires, const std::v
     return Status::Aborted(fmt::format("transaction aborted: {}; run it again", reply.conflict()));
   }
   if (*not_here) return Status::OK();
-  return reply.committed() ? Status::OK() : Status::Internal("a server answered a commit with no outcome");
+  if (!reply.committed()) return Status::Internal("a server answered a commit with no outcome");
+  if (reply.apply_left()) ApplyCommitted(txid, keys);  // some keys could not take their values there and then
+  return Status::OK();
 }
 
 Status TransactionImpl::Commit() {
@@ -545,35 +565,9 @@ void TransactionImpl::CommitAsync(std::function<void(const Status&)> done) {
 }  // namespace
 
 StatusOr<std::unique_ptr<Transaction>> NewTransaction(StoreClient& store, const TransactionOptions& options) {
-  Side side = Side::kSelector;
-  if (options.search == "server") {
-    side = Side::kServer;
-  } else if (options.search == "client") {
-    side = Side::kClient;
-  } else if (!options.search.empty() && options.search != "adaptive") {
-    return Status::InvalidArgument(fmt::format(
-        "a transaction's search is \"\", \"server\", \"client\" or \"adaptive\", not \"{}\"", options.search));
-  }
+  CELL_ASSIGN_OR_RETURN(const Side side, StoreClient::SideFor(options.search));
   if (options.timeout.count() < 0) return Status::InvalidArgument("a transaction's timeout is >= 0");
   return std::unique_ptr<Transaction>(std::make_unique<TransactionImpl>(store, options, side));
-}
-
-Status CompareAndSwap(StoreClient& store, std::string_view key, const std::optional<std::string>& expected,
-                      const std::optional<std::string>& new_value) {
-  CELL_RETURN_IF_ERROR(CheckKeyValue(key, new_value.value_or(std::string())));
-  CELL_RETURN_IF_ERROR(CheckKeyValue(key, expected.value_or(std::string())));
-  proto::StoreReply reply;
-  CELL_RETURN_IF_ERROR(store.RunKeyStep(
-      StoreMethod::STORE_CAS, /*idempotent=*/false, key,
-      [&](proto::KeyRequest* r) {
-        r->set_expect_absent(!expected.has_value());
-        if (expected) r->set_expected(*expected);
-        r->set_delete_(!new_value.has_value());
-        if (new_value) r->set_value(*new_value);
-      },
-      std::chrono::steady_clock::now() + store.timeout(), &reply));
-  if (!reply.conflict().empty()) return Status::FailedPrecondition(reply.conflict());
-  return Status::OK();
 }
 
 Status WriteBatchAtomically(StoreClient& store, const WriteBatch& batch) {

@@ -1,4 +1,4 @@
-// The client's side of transactions, compare-and-swap and atomic batches (include/cell/transaction.h): the
+// The client's side of transactions and atomic batches (include/cell/transaction.h): the
 // transaction's optimistic execution and its commit, the coordinator of the protocol in docs/DESIGN.md,
 // "Transactions", over StoreClient's requests.
 #pragma once
@@ -14,8 +14,6 @@
 namespace cell::client {
 
 StatusOr<std::unique_ptr<Transaction>> NewTransaction(StoreClient& store, const TransactionOptions& options);
-Status CompareAndSwap(StoreClient& store, std::string_view key, const std::optional<std::string>& expected,
-                      const std::optional<std::string>& new_value);
 Status WriteBatchAtomically(StoreClient& store, const WriteBatch& batch);
 
 }  // namespace cell::client

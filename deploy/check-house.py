@@ -20,7 +20,7 @@ import tempfile
 MAX_FILE_LINES = 600
 MAX_FUNCTION_LINES = 80
 SOURCE_DIRS = ["btree", "client", "common", "examples", "include", "logging", "meganode", "membership", "rpc",
-               "selector", "server", "tools"]
+               "selector", "server", "sql", "tools"]
 # The storage engine: btree/'s writer and everything in meganode/, logging/ and server/ (the client needs btree/'s
 # node format and readers for its one-sided searches, and nothing else of the engine).
 STORAGE_SYMBOLS = ["cell::btree::BLinkTree::", "cell::meganode::", "cell::logging::", "cell::server::"]

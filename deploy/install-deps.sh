@@ -25,6 +25,8 @@ packages=(
   postgresql-15 libpq-dev
   # Plots of the bench harness (bench/plot.sh).
   gnuplot-nox
+  # SQL on Cell (sql/): SQLite to build the virtual table module against, and its shell (README's example).
+  libsqlite3-dev sqlite3
 )
 
 sudo_cmd=()

@@ -16,6 +16,7 @@
 #include "common/diagnostics.h"
 #include "common/key_limits.h"
 #include "common/shared_words.h"
+#include "common/wall_clock.h"
 #include "meganode/split_coordinator.h"
 #include "meganode/tree_internals.h"
 
@@ -43,9 +44,7 @@ StatusOr<std::unique_ptr<GlobalTree>> GlobalTree::Open(const GlobalTreeOptions& 
   const uint32_t here = t->node_region_->id();
   t->write_sink_ = options.write_sink;
   // Split ids and generations from the clock: unique across restarts (a peer may still hold an old generation).
-  const uint64_t now_us = static_cast<uint64_t>(
-      std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
-          .count());
+  const uint64_t now_us = WallMicros();
   t->next_generation_ = now_us;
   t->clock_.store(now_us);
   t->peers_ = options.peers;
@@ -321,9 +320,7 @@ Status GlobalTree::ReadLocked(const LeafValue& entry, std::string_view key, btre
 }
 
 uint64_t GlobalTree::NextVersion() {
-  const uint64_t now_us = static_cast<uint64_t>(
-      std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
-          .count());
+  const uint64_t now_us = WallMicros();
   uint64_t last = clock_.load(std::memory_order_relaxed);
   uint64_t next;
   do {
@@ -428,15 +425,15 @@ Status GlobalTree::Get(std::string_view key, std::string* value, GlobalPtr start
 
 Status GlobalTree::Scan(std::string_view start, std::string_view end, size_t limit, std::vector<btree::KeyValue>* out,
                         GlobalPtr from_meganode, GlobalPtr* elsewhere, std::string* resume) {
-  return Scan(start, end, limit, out, from_meganode, elsewhere, resume, false);
+  return Scan(start, end, limit, out, from_meganode, elsewhere, resume, btree::ScanMode{});
 }
 
 Status GlobalTree::Scan(std::string_view start, std::string_view end, size_t limit, std::vector<btree::KeyValue>* out,
-                        GlobalPtr from_meganode, GlobalPtr* elsewhere, std::string* resume, bool report_locks) {
+                        GlobalPtr from_meganode, GlobalPtr* elsewhere, std::string* resume, btree::ScanMode mode) {
   *elsewhere = GlobalPtr();
   if (from_meganode == first_) from_meganode = GlobalPtr();  // the first meganode stands for the root
   GlobalReader reader(source_.get(), first_, node_region_->id());
-  CELL_RETURN_IF_ERROR(reader.Scan(start, end, limit, out, from_meganode, report_locks));
+  CELL_RETURN_IF_ERROR(reader.Scan(start, end, limit, out, from_meganode, mode));
   if (reader.exited()) {
     *elsewhere = reader.exit();
     *resume = reader.resume_key();

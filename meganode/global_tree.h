@@ -227,9 +227,9 @@ class GlobalTree {
   // Get, with what a transaction records of the key (version, checksum, or that it is locked: then OK and no value).
   Status Get(std::string_view key, std::string* value, GlobalPtr start, GlobalPtr* elsewhere,
              btree::MeganodeRange* range, btree::RecordMeta* meta);
-  // Scan; `report_locks` as for btree::GlobalReader::Scan (false: Unavailable at a locked key).
+  // Scan as `mode` says (btree::ScanMode: locks reported, keys only, reverse; *resume as GlobalReader::Scan's).
   Status Scan(std::string_view start, std::string_view end, size_t limit, std::vector<btree::KeyValue>* out,
-              GlobalPtr from_meganode, GlobalPtr* elsewhere, std::string* resume, bool report_locks);
+              GlobalPtr from_meganode, GlobalPtr* elsewhere, std::string* resume, btree::ScanMode mode);
   // Sets `key` to `value` (nullopt: deletes it) if its value is `expected` (nullopt: absent). FailedPrecondition,
   // saying what the key holds, if not. Walks as Put does.
   Status CompareAndSwap(std::string_view key, const std::optional<std::string_view>& expected,
@@ -253,7 +253,9 @@ class GlobalTree {
   // Commits `t` here, the steps of a commit across servers taken in one go (prepare, validate, decide, apply): OK
   // (committed); Aborted (a conflict at *conflict_key; nothing applied); FailedPrecondition (some key's meganode is on
   // another server: nothing applied; commit across servers).
-  Status CommitHere(const HereTxn& t, std::string* conflict_key);
+  // *apply_left (if not null): committed, but a key's apply failed here (its meganode being split to another server,
+  // or the key moved): the caller may finish the apply (TXN_APPLY, secondaries first); else the resolver does.
+  Status CommitHere(const HereTxn& t, std::string* conflict_key, bool* apply_left = nullptr);
   // What txid's lock on key says.
   Status TxnStatus(std::string_view key, uint64_t txid, GlobalPtr start, GlobalPtr* elsewhere, TxnOutcome* outcome);
   // Resolves the locks held here that expired before now_us (wall clock): a prepared primary is aborted, a committed
@@ -422,6 +424,9 @@ class GlobalTree {
   GlobalPtr LocalLeafFor(std::string_view key) const;
   // Resolves one expired lock (ResolveExpiredLocks): true if it ended.
   bool ResolveLock(const std::string& key, uint64_t now_us);
+  // CommitHere's last step: a decided transaction's writes applied here, the secondaries first, the primary last
+  // (only once every secondary took its value); *apply_left if some key kept its lock.
+  void ApplyCommittedHere(const HereTxn& t, bool* apply_left);
   // A locked entry moving to another server (a remote split): its lock's payload gets the old record's contents
   // (TxnLock::old_inline); the receiver (Fill) makes them records of its own again (AdoptMovedLock).
   Status InlineLock(std::string_view key, std::string* payload) const;

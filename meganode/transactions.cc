@@ -11,6 +11,7 @@
 #include "common/diagnostics.h"
 #include "common/key_limits.h"
 #include "common/txn_check.h"
+#include "common/wall_clock.h"
 #include "meganode/global_tree.h"
 
 namespace cell::meganode {
@@ -24,13 +25,7 @@ constexpr auto kResolveEvery = std::chrono::milliseconds(100);
 // a key for longer.
 constexpr uint64_t kMaxLockLifeUs = 120'000'000;
 
-uint64_t NowUs() {
-  return static_cast<uint64_t>(
-      std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
-          .count());
-}
-
-std::string Quoted(std::string_view key) { return "'" + std::string(key.substr(0, 64)) + "'"; }
+std::string Quoted(std::string_view key) { return fmt::format("'{}'", key.substr(0, 64)); }
 }  // namespace
 
 LeafValue GlobalTree::PublishLock(GlobalPtr extent, std::string_view key, const TxnLock& lock) {
@@ -121,7 +116,7 @@ Status GlobalTree::TxnPrepare(const TxnPrepareRequest& r, GlobalPtr start, Globa
               fmt::format("key {} was {} since it was read", Quoted(key), current == nullptr ? "deleted" : "written"));
         }
         TxnLock lock = r.lock;
-        lock.expires_us = std::min(lock.expires_us, NowUs() + kMaxLockLifeUs);
+        lock.expires_us = std::min(lock.expires_us, WallMicros() + kMaxLockLifeUs);
         lock.state = TxnState::kPrepared;
         lock.old_present = current != nullptr;
         if (current != nullptr) lock.old = *current;
@@ -135,7 +130,7 @@ Status GlobalTree::TxnPrepare(const TxnPrepareRequest& r, GlobalPtr start, Globa
     if (!reserved.is_null()) CELL_RETURN_IF_ERROR(extents_->Free(reserved));
     return s;
   }
-  NoteLock(key, std::min(r.lock.expires_us, NowUs() + kMaxLockLifeUs));
+  NoteLock(key, std::min(r.lock.expires_us, WallMicros() + kMaxLockLifeUs));
   return Status::OK();
 }
 
@@ -210,7 +205,8 @@ Status GlobalTree::TxnStatus(std::string_view key, uint64_t txid, GlobalPtr star
       start, elsewhere, nullptr, /*free_replaced=*/false);
 }
 
-Status GlobalTree::CommitHere(const HereTxn& t, std::string* conflict_key) {
+Status GlobalTree::CommitHere(const HereTxn& t, std::string* conflict_key, bool* apply_left) {
+  if (apply_left != nullptr) *apply_left = false;
   if (t.writes.empty()) return Status::InvalidArgument("a transaction committed here writes at least one key");
   const std::string& primary = t.writes[0].key;
   std::vector<const HereTxn::Write*> locked;
@@ -269,7 +265,7 @@ Status GlobalTree::CommitHere(const HereTxn& t, std::string* conflict_key) {
     GlobalPtr at;
     std::string resume;
     Status s = Scan(range.start, range.end, range.seen.size() + t.writes.size() + 1, &now, range.from, &at, &resume,
-                    /*report_locks=*/true);
+                    btree::ScanMode{.report_locks = true});
     if (!s.ok()) return undo(s);
     if (!at.is_null()) return not_here(resume);
     if (const auto changed = RangeChanged(range.seen, now, own)) return conflict(changed->key, changed->why);
@@ -282,11 +278,38 @@ Status GlobalTree::CommitHere(const HereTxn& t, std::string* conflict_key) {
   if (!s.ok() || !at.is_null() || !committed) {
     return undo(s.ok() ? Status::Internal("a transaction's primary lost its lock while it was committed here") : s);
   }
-  for (size_t i = t.writes.size(); i-- > 0;) {
-    s = TxnApply(t.writes[i].key, t.txid, /*commit=*/true, t.writes[i].start, &at);
-    if (!s.ok()) diag::Warning("applying key {}: {} (its resolver will)", Quoted(t.writes[i].key), s.ToString());
-  }
+  ApplyCommittedHere(t, apply_left);
   return Status::OK();
+}
+
+void GlobalTree::ApplyCommittedHere(const HereTxn& t, bool* apply_left) {
+  GlobalPtr at;
+  Status s;
+  // A secondary whose apply fails here (its meganode being split to another server, say) or whose key has moved to
+  // another server keeps its committed lock, and then so does the primary: the client finishes the apply (told by
+  // *apply_left), or else the resolver once the primary's lock expires (through peers where keys moved), releasing
+  // the primary last. Releasing it now would make the secondary's resolver find no lock at the primary and read that
+  // as "aborted": a committed write lost.
+  bool all_applied = true;
+  for (size_t i = t.writes.size(); i-- > 1;) {
+    s = fault_ ? fault_("commit here apply") : Status::OK();
+    if (s.ok()) s = TxnApply(t.writes[i].key, t.txid, /*commit=*/true, t.writes[i].start, &at);
+    if (s.ok() && at.is_null()) continue;
+    all_applied = false;
+    diag::Info("transaction {:x}: applying key {}: {}; left to the client or the resolver", t.txid,
+               Quoted(t.writes[i].key), s.ok() ? "it moved to another server" : s.ToString());
+  }
+  if (!all_applied) {
+    if (apply_left != nullptr) *apply_left = true;
+    return;  // committed: the decision is made, and logged with the locks
+  }
+  const std::string& primary = t.writes[0].key;
+  s = TxnApply(primary, t.txid, /*commit=*/true, t.writes[0].start, &at);
+  if (!s.ok() || !at.is_null()) {
+    if (apply_left != nullptr) *apply_left = true;
+    diag::Warning("transaction {:x}: applying its primary {}: {}; its resolver will", t.txid, Quoted(primary),
+                  s.ok() ? "it moved to another server" : s.ToString());
+  }
 }
 
 size_t GlobalTree::ResolveExpiredLocks(uint64_t now_us) {
@@ -444,7 +467,7 @@ void GlobalTree::StartResolver(TaskScheduler* scheduler) {
 }
 
 void GlobalTree::ResolveTick() {
-  ResolveExpiredLocks(NowUs());
+  ResolveExpiredLocks(WallMicros());
   resolver_->PostAfter(kResolveEvery, [this] { ResolveTick(); });
 }
 

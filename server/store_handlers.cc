@@ -7,6 +7,7 @@
 
 #include "btree/key.h"
 #include "cell/limits.h"
+#include "common/key_limits.h"
 #include "rpc/proto/store.pb.h"
 #include "server/store_service.h"
 
@@ -18,6 +19,7 @@ namespace {
 constexpr size_t kScanReplyBytes = size_t{4} << 20;
 constexpr size_t kScanReplyPairs = 10000;
 constexpr size_t kScanBatch = 64;
+constexpr int kMultiGetKeys = 10000;
 
 template <typename Request>
 bool ParseRequest(std::string_view bytes, Request* request, rpc::Responder& responder) {
@@ -64,6 +66,51 @@ Status AnswerGet(meganode::GlobalTree& tree, const proto::KeyRequest& request, G
     reply->set_locked(meta.locked);
   } else if (!s.IsNotFound()) {
     return s;
+  }
+  return Status::OK();
+}
+
+// Each key as AnswerGet would, until the reply holds kScanReplyBytes of values (the rest: `later`). A key's own failure
+// (a bad start, a lock) is its result's error; the others are still answered.
+Status AnswerMultiGet(meganode::GlobalTree& tree, const proto::MultiGetRequest& request, proto::StoreReply* reply) {
+  if (request.keys_size() != request.meganodes_size() || request.keys_size() > kMultiGetKeys) {
+    return Status::InvalidArgument(fmt::format("a multi-get sends as many meganodes as keys, at most {} ({} and {})",
+                                               kMultiGetKeys, request.keys_size(), request.meganodes_size()));
+  }
+  size_t bytes = 0;
+  for (int i = 0; i < request.keys_size(); ++i) {
+    proto::GetResult* out = reply->add_gets();
+    if (bytes >= kScanReplyBytes) {
+      out->set_later(true);
+      continue;
+    }
+    const std::string& key = request.keys(i);
+    const GlobalPtr start = GlobalPtr::Unpack(request.meganodes(i));
+    Status s = CheckKeyValue(key, {});
+    if (s.ok() && request.meganodes(i) != 0 &&
+        (start.region != request.target().region() || !tree.IsMeganodeAddress(start))) {
+      s = Status::InvalidArgument(fmt::format("key {} begins at {}:{}, no meganode of region {}", i, start.region,
+                                              start.offset, request.target().region()));
+    }
+    std::string value;
+    GlobalPtr elsewhere;
+    btree::MeganodeRange range;
+    range.meganode = start;
+    if (s.ok()) s = tree.Get(key, &value, start, &elsewhere, &range);
+    if (!elsewhere.is_null()) {
+      out->set_elsewhere(elsewhere.Pack());
+    } else if (s.ok()) {
+      bytes += key.size() + value.size();
+      out->set_found(true);
+      out->set_value(std::move(value));
+    } else if (!s.IsNotFound()) {
+      out->set_error(s.ToString());
+    }
+    if (!range.meganode.is_null() && !(range.meganode == start)) {
+      out->set_leaf(range.meganode.Pack());
+      out->set_leaf_min(std::move(range.min));
+      out->set_leaf_max(std::move(range.max));
+    }
   }
   return Status::OK();
 }
@@ -128,9 +175,11 @@ Status AnswerCommitHere(meganode::GlobalTree& tree, const proto::KeyRequest& req
     t.ranges.push_back(std::move(range));
   }
   std::string conflict_key;
-  Status s = tree.CommitHere(t, &conflict_key);
+  bool apply_left = false;
+  Status s = tree.CommitHere(t, &conflict_key, &apply_left);
   if (s.ok()) {
     reply->set_committed(true);
+    reply->set_apply_left(apply_left);
   } else if (s.IsAborted()) {
     reply->set_conflict(s.message());
     reply->set_conflict_key(conflict_key);
@@ -209,7 +258,10 @@ Status AnswerScan(meganode::GlobalTree& tree, const proto::ScanRequest& request,
   // One reply carries at most kScanReplyBytes of pairs (at least one) and kScanReplyPairs pairs; `more` tells the
   // client to go on after the last key. Read in small batches, so that big values are not read only to be cut.
   const size_t limit = std::min<size_t>(request.limit(), kScanReplyPairs);
-  std::string from = request.start();
+  const bool reverse = request.reverse();
+  const btree::ScanMode mode{.report_locks = request.with_meta(), .keys_only = request.keys_only(), .reverse = reverse};
+  // What is left: [from, upper) (upper empty: no bound). A forward scan moves `from` up, a reverse one `upper` down.
+  std::string from = request.start(), upper = request.end();
   size_t bytes = 0, pairs = 0;
   bool finished = false;
   GlobalPtr elsewhere;
@@ -217,8 +269,7 @@ Status AnswerScan(meganode::GlobalTree& tree, const proto::ScanRequest& request,
     std::vector<btree::KeyValue> batch;
     const size_t want = std::min<size_t>(kScanBatch, limit - pairs);
     std::string resume;
-    CELL_RETURN_IF_ERROR(
-        tree.Scan(from, request.end(), want, &batch, start, &elsewhere, &resume, /*report_locks=*/request.with_meta()));
+    CELL_RETURN_IF_ERROR(tree.Scan(from, upper, want, &batch, start, &elsewhere, &resume, mode));
     for (auto& kv : batch) {
       bytes += kv.key.size() + kv.value.size();
       proto::KeyValue* out = reply->add_pairs();
@@ -232,11 +283,18 @@ Status AnswerScan(meganode::GlobalTree& tree, const proto::ScanRequest& request,
       ++pairs;
     }
     if (!elsewhere.is_null()) {  // the rest of the range begins on another server
-      from = std::move(resume);
+      (reverse ? upper : from) = std::move(resume);
       break;
     }
-    if (batch.size() < want || !btree::Successor(reply->pairs(reply->pairs_size() - 1).key(), &from)) {
-      finished = true;  // the range (or the key space) ran out
+    if (batch.size() < want) {
+      finished = true;  // the range ran out
+      break;
+    }
+    const std::string& last = reply->pairs(reply->pairs_size() - 1).key();
+    if (reverse) {
+      upper = last;
+    } else if (!btree::Successor(last, &from)) {
+      finished = true;  // the key space ran out
       break;
     }
   }
@@ -246,7 +304,7 @@ Status AnswerScan(meganode::GlobalTree& tree, const proto::ScanRequest& request,
   } else {
     reply->set_more(!finished && pairs < request.limit());
   }
-  if (reply->more()) reply->set_resume(from);
+  if (reply->more()) reply->set_resume(reverse ? upper : from);
   return Status::OK();
 }
 }  // namespace
@@ -256,6 +314,7 @@ struct StoreService::StoreRequest {
   uint16_t method = 0;
   proto::KeyRequest key_request;  // get, put, delete
   proto::ScanRequest scan_request;
+  proto::MultiGetRequest multi_get;
   const proto::Target* target = nullptr;
   uint64_t packed_start = 0;  // the meganode the client begins at (0: the tree's first)
   GlobalPtr start;
@@ -265,6 +324,9 @@ struct StoreService::StoreRequest {
       if (!ParseRequest(request, &scan_request, responder)) return false;
       target = &scan_request.target();
       packed_start = scan_request.meganode();
+    } else if (method == StoreMethod::STORE_MULTI_GET) {
+      if (!ParseRequest(request, &multi_get, responder)) return false;
+      target = &multi_get.target();  // each key names its own start
     } else {
       if (!ParseRequest(request, &key_request, responder)) return false;
       target = &key_request.target();
@@ -374,6 +436,8 @@ Status StoreService::Answer(const StoreRequest& r, proto::StoreReply* reply, btr
       return AnswerDelete(*store_, r.key_request, r.start, reply, range);
     case StoreMethod::STORE_SCAN:
       return AnswerScan(*store_, r.scan_request, r.start, reply);
+    case StoreMethod::STORE_MULTI_GET:
+      return AnswerMultiGet(*store_, r.multi_get, reply);
     case StoreMethod::STORE_CAS:
     case StoreMethod::TXN_PREPARE:
     case StoreMethod::TXN_DECIDE:

@@ -22,6 +22,7 @@
 #include <utility>
 #include <vector>
 
+#include "cell/iterator.h"
 #include "cell/selector_options.h"
 #include "cell/status.h"
 #include "cell/transaction.h"
@@ -116,6 +117,39 @@ class Client {
   // Up to `limit` pairs with start <= key < end (empty end: no bound), in key order, appended to *out.
   Status Scan(std::string_view start, std::string_view end, size_t limit,
               std::vector<std::pair<std::string, std::string>>* out);
+
+  // Reads for a database layer (cell/iterator.h). Bounds are keys of at most 255 bytes (InvalidArgument otherwise);
+  // `options.read` sets the call's timeout and search ("", "server", "client" or "adaptive"; InvalidArgument else).
+  // Get with per-call options.
+  Status Get(std::string_view key, std::string* value, const ReadOptions& options);
+  // Up to `limit` pairs with start <= key < end, descending: the greatest first. Appended to *out.
+  Status ScanReverse(std::string_view start, std::string_view end, size_t limit,
+                     std::vector<std::pair<std::string, std::string>>* out);
+  // One page of a scan: up to `limit` pairs of [start, end) in the order `options` says (reverse: the greatest
+  // first; keys_only: no values). page->pairs is replaced; page->continuation names what is left ("" if nothing).
+  Status Scan(std::string_view start, std::string_view end, size_t limit, const ScanOptions& options, ScanPage* page);
+  // The next page of the scan that `continuation` (a ScanPage::continuation) names, in its order and with its
+  // options. InvalidArgument for a token that is not one.
+  Status ScanContinue(std::string_view continuation, size_t limit, ScanPage* page);
+  // The whole range, page by page, without holding the caller: `on_page` runs once per page of up to `page_pairs`
+  // pairs, in order, on a thread of the client's, and again while it returns true and pairs are left; last with a
+  // non-OK status if a page failed (then nothing follows). Its final call has page.continuation empty (the range is
+  // done) or is the one that returned false. The callback may call the Client's synchronous methods but must not
+  // destroy the Client, whose destructor waits for scans still running (they stop at their next page, Unavailable).
+  void ScanAsync(std::string_view start, std::string_view end, const ScanOptions& options, size_t page_pairs,
+                 std::function<bool(const Status& status, ScanPage& page)> on_page);
+  // Many gets at once: keys grouped by the server that holds them, one request per server (or client-side searches,
+  // as the search mode says). (*values)[i] is keys[i]'s value; the result's [i] is its status (OK, NotFound or an
+  // error). The keys need not be sorted or distinct.
+  std::vector<Status> MultiGet(const std::vector<std::string>& keys, std::vector<std::string>* values,
+                               const ReadOptions& options = {});
+  // Deletes every key with start <= key < end (empty end: no bound) atomically: one transaction (cell/transaction.h)
+  // that scans the range and deletes what it found, so a concurrent write into the range is a conflict, retried.
+  // At most kMaxTransactionWrites (1,000) keys: a larger range fails with InvalidArgument and deletes nothing
+  // (delete it in smaller ranges). Returns the number deleted in *deleted (if not null).
+  Status DeleteRange(std::string_view start, std::string_view end, size_t* deleted = nullptr);
+  // An iterator over [options.lower, options.upper) (cell/iterator.h). Bad options show in its status().
+  std::unique_ptr<Iterator> NewIterator(const IteratorOptions& options = {});
 
   // Transactions (cell/transaction.h): serializable across keys and servers, optimistic, validated at Commit.
   StatusOr<std::unique_ptr<Transaction>> BeginTransaction(const TransactionOptions& options = {});

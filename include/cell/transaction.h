@@ -30,12 +30,14 @@
 #include <chrono>
 #include <cstddef>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
+#include "cell/iterator.h"
 #include "cell/status.h"
 
 namespace cell {
@@ -92,6 +94,13 @@ class Transaction {
   // at Commit.
   virtual Status Scan(std::string_view start, std::string_view end, size_t limit,
                       std::vector<std::pair<std::string, std::string>>* out) = 0;
+  // Scan, descending (the greatest key first); the range read (down to the last pair returned, when `limit` cut it
+  // short) is validated at Commit.
+  virtual Status ScanReverse(std::string_view start, std::string_view end, size_t limit,
+                             std::vector<std::pair<std::string, std::string>>* out) = 0;
+  // An iterator that reads through this transaction (its own writes included, its ranges validated at Commit).
+  // Destroy it before the transaction.
+  virtual std::unique_ptr<Iterator> NewIterator(const IteratorOptions& options = {}) = 0;
   // Buffered until Commit. InvalidArgument for keys and values outside cell/limits.h or a transaction over the
   // limits above; FailedPrecondition in a read-only transaction or after Commit or Rollback.
   virtual Status Put(std::string_view key, std::string_view value) = 0;

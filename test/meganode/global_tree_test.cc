@@ -35,6 +35,22 @@ std::unique_ptr<GlobalTree> SmallTree(uint64_t meganode_bytes = 32 << 10, uint32
 
 std::string Key(uint64_t i) { return "key" + std::to_string(1000000 + i); }
 
+// What a scan of [start, end) (empty: no bound) finds in `model`: up to `limit` pairs, the greatest first if reverse.
+std::vector<std::pair<std::string, std::string>> ModelScan(const std::map<std::string, std::string>& model,
+                                                           const std::string& start, const std::string& end,
+                                                           size_t limit, bool reverse) {
+  std::vector<std::pair<std::string, std::string>> out;
+  auto lo = model.lower_bound(start);
+  auto hi = end.empty() ? model.end() : model.lower_bound(end);
+  if (!end.empty() && !start.empty() && end <= start) return out;
+  if (!reverse) {
+    for (auto it = lo; it != hi && out.size() < limit; ++it) out.emplace_back(*it);
+  } else {
+    for (auto it = hi; it != lo && out.size() < limit;) out.emplace_back(*--it);
+  }
+  return out;
+}
+
 TEST(GlobalTree, AModelAgreesThroughDozensOfMeganodeSplits) {
   auto tree = SmallTree();
   ASSERT_NE(tree, nullptr);
@@ -60,17 +76,27 @@ TEST(GlobalTree, AModelAgreesThroughDozensOfMeganodeSplits) {
       Status s = tree->Delete(key);
       ASSERT_EQ(s.ok(), model.erase(key) == 1) << key << ": " << s.ToString();
     } else {
-      const std::string start = Key(rng() % 6000);
-      std::vector<btree::KeyValue> got;
+      // A scan, forward or reverse, with values or keys only, in place or through copies, with random bounds.
+      const std::string start = rng() % 8 == 0 ? std::string() : Key(rng() % 6000);
+      const std::string end = rng() % 4 == 0 ? std::string() : Key(rng() % 6000);
+      const btree::ScanMode mode{.keys_only = rng() % 4 == 0, .reverse = rng() % 2 == 0};
       const size_t limit = 1 + rng() % 300;
-      ASSERT_TRUE(tree->Scan(start, "", limit, &got).ok());
-      auto it = model.lower_bound(start);
-      for (size_t j = 0; j < got.size(); ++j, ++it) {
-        ASSERT_NE(it, model.end());
-        ASSERT_EQ(got[j].key, it->first);
-        ASSERT_EQ(got[j].value, it->second);
+      std::vector<btree::KeyValue> got;
+      if (rng() % 2 == 0) {
+        GlobalPtr elsewhere;
+        std::string resume;
+        ASSERT_TRUE(tree->Scan(start, end, limit, &got, GlobalPtr(), &elsewhere, &resume, mode).ok());
+        ASSERT_TRUE(elsewhere.is_null());
+      } else {
+        btree::CopyingNodeSource copies(testing::RegionFetcher(&tree->regions(), /*shuffle=*/false));
+        ASSERT_TRUE(btree::GlobalReader(&copies, tree->first_meganode()).Scan(start, end, limit, &got, {}, mode).ok());
       }
-      ASSERT_TRUE(got.size() == limit || it == model.end()) << got.size() << " of " << limit;
+      const auto want = ModelScan(model, start, end, limit, mode.reverse);
+      ASSERT_EQ(got.size(), want.size()) << "[" << start << ", " << end << ") reverse " << mode.reverse;
+      for (size_t j = 0; j < got.size(); ++j) {
+        ASSERT_EQ(got[j].key, want[j].first);
+        ASSERT_EQ(got[j].value, mode.keys_only ? std::string() : want[j].second);
+      }
     }
   }
   EXPECT_GT(tree->stats().splits.load(), 20u);
@@ -84,6 +110,49 @@ TEST(GlobalTree, AModelAgreesThroughDozensOfMeganodeSplits) {
     ASSERT_EQ(kv.key, it->first);
     ASSERT_EQ(kv.value, it->second);
     ++it;
+  }
+  // The whole tree backwards, across every meganode, in place and through copies.
+  btree::CopyingNodeSource copies(testing::RegionFetcher(&tree->regions(), /*shuffle=*/true));
+  for (int by_copies = 0; by_copies < 2; ++by_copies) {
+    std::vector<btree::KeyValue> back;
+    GlobalPtr elsewhere;
+    std::string resume;
+    const btree::ScanMode reverse{.reverse = true};
+    ASSERT_TRUE((by_copies
+                     ? btree::GlobalReader(&copies, tree->first_meganode()).Scan("", "", 1000000, &back, {}, reverse)
+                     : tree->Scan("", "", 1000000, &back, GlobalPtr(), &elsewhere, &resume, reverse))
+                    .ok());
+    ASSERT_EQ(back.size(), model.size());
+    auto r = model.rbegin();
+    for (const auto& kv : back) {
+      ASSERT_EQ(kv.key, r->first);
+      ASSERT_EQ(kv.value, r->second);
+      ++r;
+    }
+  }
+}
+
+// Predecessor is Successor's inverse: no valid key lies strictly between a key and its predecessor.
+TEST(GlobalTree, PredecessorIsTheGreatestKeyBelow) {
+  std::string p;
+  ASSERT_TRUE(btree::Predecessor("b", &p));
+  EXPECT_EQ(p, "a" + std::string(kMaxKeySize - 1, '\xff'));
+  ASSERT_TRUE(btree::Predecessor(std::string("a\0", 2), &p));
+  EXPECT_EQ(p, "a");
+  EXPECT_FALSE(btree::Predecessor(std::string(1, '\0'), &p));
+  EXPECT_FALSE(btree::Predecessor("", &p));
+  std::mt19937_64 rng(3);
+  for (int i = 0; i < 10000; ++i) {
+    static const std::string kAlphabet = {'\0', '\1', 'a', 'b', '\xfe', '\xff'};
+    std::string k = testing::RandomKey(rng, 1, rng() % 2 ? 4 : kMaxKeySize, kAlphabet);
+    std::string pred, back;
+    if (!btree::Predecessor(k, &pred)) {
+      EXPECT_EQ(k, std::string(1, '\0'));
+      continue;
+    }
+    ASSERT_LT(btree::CompareKeys(pred, k), 0);
+    ASSERT_TRUE(btree::Successor(pred, &back));
+    ASSERT_EQ(back, k) << "the successor of a key's predecessor is the key";
   }
 }
 
@@ -232,23 +301,30 @@ TEST(GlobalTree, ReadersRacingMeganodeSplitsAlwaysFindStableKeys) {
           if (wrong++ == 0) ADD_FAILURE() << stable(i) << " went back from #" << last_seen[i] << " to #" << seq;
         }
         last_seen[i] = std::max(last_seen[i], seq);
-        if (rng() % 5 == 0) {  // a scan over a range of stable keys
+        if (rng() % 5 == 0) {  // a scan over a range of stable keys, forward or reverse: each exactly once, in order
           const int a = static_cast<int>(rng() % kStable);
           const int b = std::min(kStable, a + 100);
+          const btree::ScanMode mode{.reverse = rng() % 2 == 0};
           std::vector<btree::KeyValue> got;
-          Status ss = r == 0 ? tree->Scan(stable(a), stable(b - 1) + "\x01", 100000, &got)
+          GlobalPtr elsewhere;
+          std::string resume;
+          Status ss = r == 0 ? tree->Scan(stable(a), stable(b - 1) + "\x01", 100000, &got, GlobalPtr(), &elsewhere,
+                                          &resume, mode)
                              : btree::GlobalReader(&copies, tree->first_meganode())
-                                   .Scan(stable(a), stable(b - 1) + "\x01", 100000, &got);
-          int next = a;
+                                   .Scan(stable(a), stable(b - 1) + "\x01", 100000, &got, {}, mode);
           for (size_t j = 1; j < got.size() && ss.ok(); ++j) {
-            if (btree::CompareKeys(got[j - 1].key, got[j].key) >= 0) ss = Status::Corruption("out of order");
+            const int order = btree::CompareKeys(got[j - 1].key, got[j].key);
+            if (mode.reverse ? order <= 0 : order >= 0) ss = Status::Corruption("out of order");
           }
+          if (mode.reverse) std::reverse(got.begin(), got.end());
+          int next = a;
           for (const auto& kv : got) {
             if (next < b && kv.key == stable(next)) ++next;
           }
           if (!ss.ok() || next != b) {
             if (wrong++ == 0)
-              ADD_FAILURE() << "scan " << a << ".." << b << ": " << ss.ToString() << " found up to " << next;
+              ADD_FAILURE() << "scan " << a << ".." << b << (mode.reverse ? " reverse" : "") << ": " << ss.ToString()
+                            << " found up to " << next;
           }
         }
       }

@@ -31,6 +31,36 @@ std::unique_ptr<GlobalTree> SmallTree(uint64_t meganode_bytes = 32 << 10) {
 
 std::string Key(int i) { return "key" + std::to_string(100000 + i); }
 
+// Two trees whose remote splits go to each other, `a` holding the root (32 KiB meganodes: splits every few hundred
+// keys). Unlinked before either is destroyed.
+struct TreePair {
+  std::atomic<GlobalTree*> root_tree{nullptr}, other_tree{nullptr};
+  std::shared_mutex gate;
+  InProcessPeers to_other{&other_tree, &gate}, to_root{&root_tree, &gate};
+  std::unique_ptr<GlobalTree> owned_a, owned_b;
+  GlobalTree* a = nullptr;
+  GlobalTree* b = nullptr;
+
+  Status Open() {
+    GlobalTreeOptions o;
+    o.meganode_bytes = 32 << 10;
+    o.meganodes = 1024;
+    o.extent_region_bytes = uint64_t{64} << 20;
+    o.peers = &to_other;
+    CELL_ASSIGN_OR_RETURN(owned_a, GlobalTree::Open(o));
+    o.root = false;
+    o.first_meganode = owned_a->first_meganode();
+    o.node_region_id = 3;
+    o.extent_region_id = 4;
+    o.peers = &to_root;
+    CELL_ASSIGN_OR_RETURN(owned_b, GlobalTree::Open(o));
+    a = root_tree = owned_a.get();
+    b = other_tree = owned_b.get();
+    return Status::OK();
+  }
+  ~TreePair() { Unlink(gate, root_tree, other_tree); }
+};
+
 // A step of a key on whichever of two trees holds it now: from the root's tree, following each `elsewhere` to the tree
 // it names, and again while the right half of a split under way is refused (Unavailable). *on_b: it ended on b.
 using Step = std::function<Status(GlobalTree&, GlobalPtr, GlobalPtr*)>;
@@ -119,7 +149,8 @@ TEST(Transactions, ALockedKeyTurnsReadersAndWritersAwayUntilItIsApplied) {
   std::string resume;
   EXPECT_TRUE(t->Scan("", "", 10, &pairs, GlobalPtr(), &elsewhere, &resume).IsUnavailable());
   pairs.clear();
-  ASSERT_TRUE(t->Scan("", "", 10, &pairs, GlobalPtr(), &elsewhere, &resume, /*report_locks=*/true).ok());
+  ASSERT_TRUE(
+      t->Scan("", "", 10, &pairs, GlobalPtr(), &elsewhere, &resume, btree::ScanMode{.report_locks = true}).ok());
   ASSERT_EQ(pairs.size(), 1u);
   EXPECT_TRUE(pairs[0].locked);
   // Another transaction cannot lock it; the same one again can (a retried request).
@@ -212,31 +243,48 @@ TEST(Transactions, CommitHereAppliesAllOrNothing) {
   EXPECT_EQ(Read(*t, "z").value, "new");
 }
 
+// A commit whose secondary cannot be applied at once (its meganode being split to another server) is still committed:
+// the primary keeps its committed lock, so that the resolver, once the locks expire, applies the secondary and only
+// then releases the primary. (Releasing the primary first made the secondary's resolver read "aborted" and roll a
+// committed write back.)
+TEST(Transactions, CommitHereKeepsThePrimaryLockedUntilEverySecondaryIsApplied) {
+  auto t = SmallTree();
+  for (const char* k : {"p", "q", "r"}) ASSERT_TRUE(t->Put(k, "old").ok());
+  HereTxn txn;
+  txn.txid = 9;
+  txn.expires_us = 1000;  // already expired by the resolver's clock below
+  for (const char* k : {"p", "q", "r"}) {
+    txn.writes.push_back({k, GlobalPtr(), TxnPrepareRequest::Expect::kChecksum, Read(*t, k).meta.checksum, true,
+                          std::string("new-") + k});
+  }
+  int failed = 0;
+  t->set_fault_injector([&](std::string_view point) {
+    if (point != "commit here apply" || failed++ > 0) return Status::OK();
+    return Status::Unavailable("meganode being split to another server (injected)");
+  });
+  std::string conflict;
+  ASSERT_TRUE(t->CommitHere(txn, &conflict).ok()) << "the decision was made: the transaction committed";
+  t->set_fault_injector(nullptr);
+  EXPECT_EQ(failed, 2);
+  // The secondary that failed ("r", applied first) and the primary are still locked; "q" was applied.
+  EXPECT_EQ(t->txn_locks(), 2u);
+  EXPECT_EQ(Read(*t, "q").value, "new-q");
+  // The resolver finishes it, in either order of its keys, within a few rounds: every write lands.
+  for (int round = 0; round < 3; ++round) t->ResolveExpiredLocks(2000);
+  EXPECT_EQ(t->txn_locks(), 0u);
+  for (const char* k : {"p", "q", "r"}) EXPECT_EQ(Read(*t, k).value, std::string("new-") + k) << k;
+}
+
 // Locks move with their entries: in local splits (the same records) and to another tree (the lock's values copied),
 // and are applied or rolled back there.
 TEST(Transactions, LocksSurviveMeganodeSplitsLocalAndRemote) {
-  std::atomic<GlobalTree*> root_tree{nullptr}, other_tree{nullptr};
-  std::shared_mutex gate;
-  InProcessPeers to_other(&other_tree, &gate), to_root(&root_tree, &gate);
-  GlobalTreeOptions o;
-  o.meganode_bytes = 32 << 10;
-  o.meganodes = 1024;
-  o.extent_region_bytes = uint64_t{64} << 20;
-  o.peers = &to_other;
-  auto a = GlobalTree::Open(o);
-  ASSERT_TRUE(a.ok()) << a.status().ToString();
-  o.root = false;
-  o.first_meganode = (*a)->first_meganode();
-  o.node_region_id = 3;
-  o.extent_region_id = 4;
-  o.peers = &to_root;
-  auto b = GlobalTree::Open(o);
-  ASSERT_TRUE(b.ok()) << b.status().ToString();
-  root_tree = a->get();
-  other_tree = b->get();
+  TreePair pair;
+  ASSERT_TRUE(pair.Open().ok());
+  GlobalTree& a = *pair.a;
+  GlobalTree& b = *pair.b;
   // Locked keys spread over the key space, half to commit and half to roll back; then enough writes that meganodes
   // split, some to the other tree.
-  const auto on = [&](const Step& step) { return OnEitherTree(**a, **b, step); };
+  const auto on = [&](const Step& step) { return OnEitherTree(a, b, step); };
   constexpr int kLocked = 200;
   for (int i = 0; i < kLocked; ++i) {
     const std::string k = Key(i * 50);
@@ -255,7 +303,7 @@ TEST(Transactions, LocksSurviveMeganodeSplitsLocalAndRemote) {
     ASSERT_TRUE(
         on([&](GlobalTree& t, GlobalPtr s, GlobalPtr* at) { return t.Put(k, std::string(100, 'f'), s, at); }).ok());
   }
-  ASSERT_GT((*a)->stats().remote_splits.load(), 0u);
+  ASSERT_GT(a.stats().remote_splits.load(), 0u);
   size_t moved = 0;
   for (int i = 0; i < kLocked; ++i) {
     const std::string k = Key(i * 50);
@@ -271,40 +319,24 @@ TEST(Transactions, LocksSurviveMeganodeSplitsLocalAndRemote) {
     EXPECT_EQ(v, i % 2 == 0 ? "after" : "before") << k;
     GlobalPtr at;
     std::string here;
-    moved += (*a)->Get(k, &here, GlobalPtr(), &at).ok() && !at.is_null() ? 1 : 0;
+    moved += a.Get(k, &here, GlobalPtr(), &at).ok() && !at.is_null() ? 1 : 0;
   }
   EXPECT_GT(moved, 0u) << "no locked key moved to the other tree";
   // Every lock was applied where it was, and is listed nowhere (a moved lock leaves its old tree's list).
-  EXPECT_EQ((*a)->txn_locks(), 0u);
-  EXPECT_EQ((*b)->txn_locks(), 0u);
+  EXPECT_EQ(a.txn_locks(), 0u);
+  EXPECT_EQ(b.txn_locks(), 0u);
   fmt::print("{} of {} locked keys moved to the other tree\n", moved, kLocked);
-  Unlink(gate, root_tree, other_tree);
 }
 
 // A lock on the tree without the root is resolved there: its walk begins at its own meganode (from the root it would
 // leave at once). One transaction's primary is on the root's tree and decided; another's are both on the other tree,
 // undecided.
 TEST(Transactions, LocksOnATreeWithoutTheRootAreResolvedThere) {
-  std::atomic<GlobalTree*> root_tree{nullptr}, other_tree{nullptr};
-  std::shared_mutex gate;
-  InProcessPeers to_other(&other_tree, &gate), to_root(&root_tree, &gate);
-  GlobalTreeOptions o;
-  o.meganode_bytes = 32 << 10;
-  o.meganodes = 1024;
-  o.extent_region_bytes = uint64_t{64} << 20;
-  o.peers = &to_other;
-  auto a = GlobalTree::Open(o);
-  ASSERT_TRUE(a.ok()) << a.status().ToString();
-  o.root = false;
-  o.first_meganode = (*a)->first_meganode();
-  o.node_region_id = 3;
-  o.extent_region_id = 4;
-  o.peers = &to_root;
-  auto b = GlobalTree::Open(o);
-  ASSERT_TRUE(b.ok()) << b.status().ToString();
-  root_tree = a->get();
-  other_tree = b->get();
-  const auto on = [&](const Step& step, bool* on_b = nullptr) { return OnEitherTree(**a, **b, step, on_b); };
+  TreePair pair;
+  ASSERT_TRUE(pair.Open().ok());
+  GlobalTree& a = *pair.a;
+  GlobalTree& b = *pair.b;
+  const auto on = [&](const Step& step, bool* on_b = nullptr) { return OnEitherTree(a, b, step, on_b); };
   for (int i = 0; i < 4000; ++i) {
     ASSERT_TRUE(on([&](GlobalTree& t, GlobalPtr s, GlobalPtr* at) {
                   return t.Put(Key(i), std::string(100, 'v'), s, at);
@@ -338,16 +370,16 @@ TEST(Transactions, LocksOnATreeWithoutTheRootAreResolvedThere) {
   // Transaction 1: primary here (decided), secondary there. Transaction 2: both there, undecided.
   ASSERT_TRUE(prepare(1, here[0], here[0], {there[0]}).ok());
   ASSERT_TRUE(prepare(1, there[0], here[0], {}).ok());
-  ASSERT_TRUE(Decide(**a, 1, here[0]));
+  ASSERT_TRUE(Decide(a, 1, here[0]));
   ASSERT_TRUE(prepare(2, there[1], there[1], {there[2]}).ok());
   ASSERT_TRUE(prepare(2, there[2], there[1], {}).ok());
-  EXPECT_EQ((*b)->txn_locks(), 3u);
+  EXPECT_EQ(b.txn_locks(), 3u);
   for (int round = 0; round < 3; ++round) {  // in either order, each learns what it needs within a few rounds
-    (*b)->ResolveExpiredLocks(2000);
-    (*a)->ResolveExpiredLocks(2000);
+    b.ResolveExpiredLocks(2000);
+    a.ResolveExpiredLocks(2000);
   }
-  EXPECT_EQ((*a)->txn_locks(), 0u);
-  EXPECT_EQ((*b)->txn_locks(), 0u);
+  EXPECT_EQ(a.txn_locks(), 0u);
+  EXPECT_EQ(b.txn_locks(), 0u);
   const auto value = [&](const std::string& k) {
     std::string v;
     EXPECT_TRUE(on([&](GlobalTree& t, GlobalPtr s, GlobalPtr* at) { return t.Get(k, &v, s, at); }).ok()) << k;
@@ -357,7 +389,6 @@ TEST(Transactions, LocksOnATreeWithoutTheRootAreResolvedThere) {
   EXPECT_EQ(value(there[0]), "new-1");
   EXPECT_EQ(value(there[1]), std::string(100, 'v'));
   EXPECT_EQ(value(there[2]), std::string(100, 'v'));
-  Unlink(gate, root_tree, other_tree);
 }
 
 }  // namespace

@@ -106,14 +106,15 @@ class Harness {
 
   void Run(FuzzedDataProvider& in) {
     for (int op = 0; op < 48 && in.remaining_bytes() > 0; ++op) {
-      static const uint16_t kMethods[] = {proto::STORE_GET,    proto::STORE_PUT,
-                                          proto::STORE_DELETE, proto::STORE_SCAN,
-                                          proto::STORE_STATS,  proto::MEGA_CREATE,
-                                          proto::MEGA_FILL,    proto::MEGA_UNSEAL,
-                                          proto::MEGA_ABANDON, proto::MEGA_INSERT_SEPARATOR,
-                                          proto::STORE_CAS,    proto::TXN_PREPARE,
-                                          proto::TXN_DECIDE,   proto::TXN_APPLY,
-                                          proto::TXN_STATUS,   proto::TXN_COMMIT_HERE};
+      static const uint16_t kMethods[] = {proto::STORE_GET,      proto::STORE_PUT,
+                                          proto::STORE_DELETE,   proto::STORE_SCAN,
+                                          proto::STORE_STATS,    proto::MEGA_CREATE,
+                                          proto::MEGA_FILL,      proto::MEGA_UNSEAL,
+                                          proto::MEGA_ABANDON,   proto::MEGA_INSERT_SEPARATOR,
+                                          proto::STORE_CAS,      proto::TXN_PREPARE,
+                                          proto::TXN_DECIDE,     proto::TXN_APPLY,
+                                          proto::TXN_STATUS,     proto::TXN_COMMIT_HERE,
+                                          proto::STORE_MULTI_GET};
       const size_t pick = in.ConsumeIntegralInRange<size_t>(0, std::size(kMethods));
       const uint16_t method = pick < std::size(kMethods) ? kMethods[pick] : in.ConsumeIntegral<uint16_t>();
       const std::string payload =
@@ -292,6 +293,19 @@ class Harness {
         r.set_limit(in.ConsumeIntegralInRange<uint32_t>(0, 40));
         if (in.ConsumeBool()) r.set_meganode(APointer(in));
         r.set_with_meta(in.ConsumeBool());
+        r.set_reverse(in.ConsumeBool());
+        r.set_keys_only(in.ConsumeBool());
+        return r.SerializeAsString();
+      }
+      case proto::STORE_MULTI_GET: {
+        proto::MultiGetRequest r;
+        Target(in, r.mutable_target());
+        const int n = in.ConsumeIntegralInRange(0, 8);
+        for (int i = 0; i < n; ++i) {
+          r.add_keys(in.ConsumeBool() ? Key(in.ConsumeIntegralInRange(1, 700)) : AKey(in));
+          r.add_meganodes(in.ConsumeBool() ? APointer(in) : 0);
+        }
+        if (in.ConsumeIntegralInRange(0, 15) == 0) r.add_meganodes(0);  // one more meganode than keys
         return r.SerializeAsString();
       }
       case proto::MEGA_CREATE: {

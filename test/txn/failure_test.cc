@@ -31,6 +31,7 @@
 
 #include "cell/client.h"
 #include "client/store_client.h"
+#include "common/wall_clock.h"
 #include "membership/zookeeper_membership.h"
 #include "rpc/key.h"
 #include "rpc/proto/store.pb.h"
@@ -54,12 +55,6 @@ std::string Key(int i) { return fmt::format("key{:05d}", i) + std::string(30, '.
 std::string Value(int i) { return fmt::format("old-{}", i); }
 std::string Account(int i) { return fmt::format("acct{:06d}", i) + std::string(100, '.'); }
 std::string Short(const std::string& key) { return key.substr(0, key.find('.')); }
-
-uint64_t WallUs() {
-  return static_cast<uint64_t>(
-      std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
-          .count());
-}
 
 double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
@@ -375,7 +370,7 @@ TEST_P(DeadClient, ItsLocksExpireAndTheResolversFinishItsTransaction) {
   std::mt19937_64 rng(std::random_device{}());
   const uint64_t txid = rng() | 1;
   constexpr auto kExpiry = 2s;
-  const uint64_t expires_us = WallUs() + std::chrono::duration_cast<std::chrono::microseconds>(kExpiry).count();
+  const uint64_t expires_us = WallMicros() + std::chrono::duration_cast<std::chrono::microseconds>(kExpiry).count();
   const auto locked_at = Clock::now();
   ASSERT_NO_FATAL_FAILURE(LockAndDie(*store, txid, writes, expires_us, decided));
 
@@ -391,7 +386,7 @@ TEST_P(DeadClient, ItsLocksExpireAndTheResolversFinishItsTransaction) {
   for (size_t i = 0; i < writes.size(); ++i) {
     readers.emplace_back([&, i] {
       waited[i] = Read(*patient, writes[i].key);
-      returned_us[i] = WallUs();
+      returned_us[i] = WallMicros();
     });
   }
   // A reader with a short timeout gives up.
@@ -510,7 +505,7 @@ TEST_P(DeadServer, ItsLocksComeBackFromItsLogAndAreFinished) {
   ASSERT_NE(store, nullptr);
   std::mt19937_64 rng(std::random_device{}());
   constexpr auto kExpiry = 6s;  // long enough for a restart to come back before it
-  const uint64_t expires_us = WallUs() + std::chrono::duration_cast<std::chrono::microseconds>(kExpiry).count();
+  const uint64_t expires_us = WallMicros() + std::chrono::duration_cast<std::chrono::microseconds>(kExpiry).count();
   const auto locked_at = Clock::now();
   ASSERT_NO_FATAL_FAILURE(
       LockAndDie(*store, rng() | 1, {{Key(pa), "new-pa"}, {Key(sa), std::nullopt}}, expires_us, /*decide=*/false));
