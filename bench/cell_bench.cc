@@ -29,6 +29,13 @@
 // included) and "checker": "ok" or "failed" (exit status 1) from a serializability check of what the transactions
 // read and wrote (bench/txn_history.h), or "not run" with --no-check [--check-max-txns=500000].
 //
+// The walk (bench/walk_workload.h; closed loop only): each thread walks every loaded key forward, then backward, in
+// pages of --scan-length (100) pairs, for --seconds (whole walks), each walk checked (a key missed, repeated or out of
+// order is exit status 1):
+//   --workload=walk [--scan-length=100] [--walk=iterator|pages]   iterator: cell::Client::NewIterator (Cell only,
+//                                                         its default); pages: the store's Scan and ScanReverse
+// Its summary has "walk_forward_pairs_per_s", "walk_backward_pairs_per_s", "walks" and "walk_ok".
+//
 // PostgreSQL (bench/postgres_store.h): a table kv(k bytea primary key, v bytea), prepared statements, transactions
 // at SERIALIZABLE retried on SQLSTATE 40001/40P01. Without --postgres the harness starts a PostgreSQL of its own
 // (bench/private_postgres.h: initdb in a temporary directory, a Unix socket there only, as the `postgres` user when
@@ -68,6 +75,7 @@
 #include "bench/series.h"
 #include "bench/store.h"
 #include "bench/txn_workload.h"
+#include "bench/walk_workload.h"
 #include "bench/workload.h"
 #include "cell/client.h"
 
@@ -237,6 +245,8 @@ int main(int argc, char** argv) {
   bool no_load = false;
   std::string postgres_conninfo, postgres_bin, durability = "sync";
   cell::bench::TxnBenchOptions txn;
+  std::string walk_name;
+  size_t scan_length = 100;
   app.add_option("--store", store_kind,
                  "what to measure: cell (a Cell cluster, --cluster), redis (a redis-server, --redis; GET/SET, scans "
                  "by a sorted set of the keys; use a Redis of the bench's own) or postgres (--postgres, or a "
@@ -271,9 +281,17 @@ int main(int argc, char** argv) {
   app.add_option("--transport", transport, "cell: tcp, shm or verbs")->capture_default_str();
   app.add_option("--keys", keys, "keys loaded (and read: a workload's inserts add more)")->capture_default_str();
   app.add_option("--workload", workload_name,
-                 "YCSB a, b, c, d, e, f, mix:<read fraction> (reads and updates), or the transactional bank or "
-                 "txn-mix (bench/txn_workload.h)")
+                 "YCSB a, b, c, d, e, f, mix:<read fraction> (reads and updates), the transactional bank or "
+                 "txn-mix (bench/txn_workload.h), or walk (whole walks of the keys both ways, bench/walk_workload.h)")
       ->capture_default_str();
+  auto* scan_length_option = app.add_option("--scan-length", scan_length, "walk: pairs per page")
+                                 ->capture_default_str()
+                                 ->check(CLI::Range(size_t{1}, size_t{1} << 20));
+  auto* walk_option = app.add_option("--walk", walk_name,
+                                     "walk: how pages are read: iterator (cell::Client::NewIterator, read-ahead fixed "
+                                     "at --scan-length; Cell only, its default) or pages (the store's Scan and "
+                                     "ScanReverse: Cell's, Redis's ZRANGEBYLEX/ZREVRANGEBYLEX + MGET, SQL's)")
+                          ->check(CLI::IsMember({"iterator", "pages"}));
   app.add_option("--audit-fraction", txn.audit_fraction, "bank: the fraction of transactions that are audits")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1.0));
@@ -401,8 +419,24 @@ int main(int argc, char** argv) {
     return 2;
   }
   const bool transactional = cell::bench::IsTxnWorkload(workload_name);
-  if (transactional && rate > 0) {
+  const bool walk = workload_name == "walk";
+  if ((transactional || walk) && rate > 0) {
     std::fprintf(stderr, "cell-bench: --workload=%s runs a closed loop only (no --rate)\n", workload_name.c_str());
+    return 2;
+  }
+  if (!walk && (scan_length_option->count() > 0 || walk_option->count() > 0)) {
+    std::fprintf(stderr, "cell-bench: --scan-length and --walk are for --workload=walk\n");
+    return 2;
+  }
+  if (walk_name.empty()) walk_name = store_kind == "cell" ? "iterator" : "pages";
+  if (walk && walk_name == "iterator" && store_kind != "cell") {
+    std::fprintf(stderr, "cell-bench: --walk=iterator is Cell's (cell::Client::NewIterator); %s walks in pages\n",
+                 store_kind.c_str());
+    return 2;
+  }
+  if (walk && shape == "fixed" && key_bytes >= 255) {
+    // A forward page goes on from the last key + "\0", which must still be a key.
+    std::fprintf(stderr, "cell-bench: --workload=walk needs keys under 255 bytes (--key-bytes)\n");
     return 2;
   }
   if (workload_name == "bank" && keys < 2) {
@@ -410,10 +444,11 @@ int main(int argc, char** argv) {
     return 2;
   }
 
-  cell::bench::Workload transactions;  // a name and a key distribution; its operations are bench/txn_workload.h's
-  transactions.name = workload_name;
-  auto workload =
-      transactional ? cell::StatusOr<cell::bench::Workload>(transactions) : cell::bench::ParseWorkload(workload_name);
+  // A name and a key distribution; the operations are bench/txn_workload.h's or bench/walk_workload.h's.
+  cell::bench::Workload own_loop;
+  own_loop.name = workload_name;
+  auto workload = transactional || walk ? cell::StatusOr<cell::bench::Workload>(own_loop)
+                                        : cell::bench::ParseWorkload(workload_name);
   if (!workload.ok()) {
     std::fprintf(stderr, "cell-bench: %s\n", workload.status().ToString().c_str());
     return 2;
@@ -457,7 +492,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "cell-bench: cannot write %s\n", csv_path.c_str());
       return 2;
     }
-    csv << cell::bench::CsvHeader() << "\n";
+    csv << (walk ? cell::bench::WalkCsvHeader() : cell::bench::CsvHeader()) << "\n";
   }
   keys = std::max<uint64_t>(keys, 1);
   Shapes shapes{shape == "cell", key_bytes, value_bytes, keys * 2};
@@ -538,6 +573,28 @@ int main(int argc, char** argv) {
         store_kind, workload_name, search_name, transport_name, durability, opened.postgres_json, shape, keys, threads,
         seconds, load_seconds);
     return cell::bench::RunTxnBench(txn, *store, sessions, hogs, csv.is_open() ? &csv : nullptr, head);
+  }
+  if (walk) {
+    cell::bench::WalkOptions walk_options;
+    walk_options.keys = keys;
+    walk_options.page_pairs = scan_length;
+    walk_options.reader = *cell::bench::ParseWalkReader(walk_name);
+    walk_options.client = opened.client;
+    walk_options.threads = threads;
+    walk_options.seconds = seconds;
+    walk_options.interval_ms = interval_ms;
+    walk_options.windows = windows;
+    walk_options.key_of = [&shapes](uint64_t i) { return shapes.Key(i); };
+    walk_options.belongs = [&shapes](std::string_view value, std::string_view key) {
+      return shapes.Belongs(value, key);
+    };
+    const std::string head = fmt::format(
+        "\"bench\":\"cell\",\"store\":\"{}\",\"workload\":\"walk\",\"search\":\"{}\",\"transport\":\"{}\","
+        "\"durability\":\"{}\"{},\"shape\":\"{}\",\"keys\":{},\"key_bytes\":{},\"value_bytes\":{},\"threads\":{},"
+        "\"seconds\":{:.2f},\"load_s\":{:.2f}",
+        store_kind, search_name, transport_name, durability, opened.postgres_json, shape, keys, key_bytes, value_bytes,
+        threads, seconds, load_seconds);
+    return cell::bench::RunWalkBench(walk_options, *store, sessions, hogs, csv.is_open() ? &csv : nullptr, head);
   }
   Errors session_failures;  // a session that failed (Redis: a lost connection) stops the run
   std::atomic<bool> aborted{false};

@@ -36,6 +36,10 @@ class CellSession final : public StoreSession {
   Status Scan(std::string_view start, size_t limit, std::vector<std::pair<std::string, std::string>>* out) override {
     return client_.Scan(start, "", limit, out);
   }
+  Status ScanReverse(std::string_view before, size_t limit,
+                     std::vector<std::pair<std::string, std::string>>* out) override {
+    return client_.ScanReverse("", before, limit, out);
+  }
 
   bool completes_in_caller() const override { return false; }
   void AwaitCompletion() override {}

@@ -67,6 +67,7 @@ StatusOr<OpenedStore> OpenStore(const StoreConfig& config) {
   if (!opened.ok()) return opened.status();
   out.search = options.search;
   out.transport = config.transport;
+  out.client = opened->get();
   out.store = std::make_unique<CellStore>(std::move(*opened));
   return out;
 }

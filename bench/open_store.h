@@ -30,6 +30,7 @@ struct StoreConfig {
 struct OpenedStore {
   std::unique_ptr<PrivatePostgres> private_postgres;  // declared first: it outlives the store
   std::unique_ptr<Store> store;
+  Client* client = nullptr;   // Cell's client, owned by `store` (null for the others): for what only Cell has
   std::string search;         // the summary's "search" ("none" but for Cell)
   std::string transport;      // Cell's, tcp or unix (Redis), unix (a private PostgreSQL) or libpq
   std::string postgres_json;  // ,"postgres":{the server's version, fsync, synchronous_commit, full_page_writes}

@@ -68,7 +68,7 @@ class PostgresSession final : public StoreSession {
  public:
   PostgresSession(ConnPtr conn, std::string where) : c_(std::move(conn)), where_(std::move(where)) {}
 
-  // Prepares the three statements on this connection.
+  // Prepares the statements on this connection.
   Status Prepare() {
     const Oid get_types[] = {kByteaOid}, put_types[] = {kByteaOid, kByteaOid}, scan_types[] = {kByteaOid, kInt8Oid};
     struct {
@@ -80,6 +80,8 @@ class PostgresSession final : public StoreSession {
         {"get", "SELECT v FROM kv WHERE k = $1", 1, get_types},
         {"put", "INSERT INTO kv (k, v) VALUES ($1, $2) ON CONFLICT (k) DO UPDATE SET v = EXCLUDED.v", 2, put_types},
         {"scan", "SELECT k, v FROM kv WHERE k >= $1 ORDER BY k LIMIT $2", 2, scan_types},
+        {"scan_reverse", "SELECT k, v FROM kv WHERE k < $1 ORDER BY k DESC LIMIT $2", 2, scan_types},
+        {"scan_reverse_all", "SELECT k, v FROM kv ORDER BY k DESC LIMIT $1", 1, scan_types + 1},
     };
     for (const auto& s : statements) {
       ResultPtr r(PQprepare(c_.get(), s.name, s.sql, s.n, s.types));
@@ -98,6 +100,18 @@ class PostgresSession final : public StoreSession {
   }
   Status Scan(std::string_view start, size_t limit, std::vector<std::pair<std::string, std::string>>* out) override {
     return ScanNow(start, limit, out);
+  }
+  Status ScanReverse(std::string_view before, size_t limit,
+                     std::vector<std::pair<std::string, std::string>>* out) override {
+    if (limit == 0) return failed_;
+    const std::string count = std::to_string(limit);
+    const char* values[] = {Bytes(before), count.c_str()};
+    const int lengths[] = {static_cast<int>(before.size()), 0}, formats[] = {kBinary, kText};
+    auto r = before.empty() ? Exec("scan_reverse_all", 1, values + 1, lengths + 1, formats + 1)  // no bound
+                            : Exec("scan_reverse", 2, values, lengths, formats);
+    if (!r.ok()) return r.status();
+    AppendRows(r->get(), out);
+    return Status::OK();
   }
 
   // Everything completes before the call returns: there is never anything outstanding to wait for.
@@ -151,14 +165,19 @@ class PostgresSession final : public StoreSession {
     const int lengths[] = {static_cast<int>(start.size()), 0}, formats[] = {kBinary, kText};
     auto r = Exec("scan", 2, values, lengths, formats);
     if (!r.ok()) return r.status();
-    for (int i = 0; i < PQntuples(r->get()); ++i) {
-      out->emplace_back(std::string(PQgetvalue(r->get(), i, 0), PQgetlength(r->get(), i, 0)),
-                        std::string(PQgetvalue(r->get(), i, 1), PQgetlength(r->get(), i, 1)));
-    }
+    AppendRows(r->get(), out);
     return Status::OK();
   }
 
  private:
+  // A scan's rows (k, v), in the result's order.
+  static void AppendRows(const PGresult* r, std::vector<std::pair<std::string, std::string>>* out) {
+    for (int i = 0; i < PQntuples(r); ++i) {
+      out->emplace_back(std::string(PQgetvalue(r, i, 0), PQgetlength(r, i, 0)),
+                        std::string(PQgetvalue(r, i, 1), PQgetlength(r, i, 1)));
+    }
+  }
+
   // Runs a prepared statement with binary results: its rows, or the error (see Check).
   StatusOr<ResultPtr> Exec(const char* name, int n, const char* const* values, const int* lengths, const int* formats) {
     if (!failed_.ok()) return failed_;

@@ -8,6 +8,8 @@
 //   get    SELECT v FROM kv WHERE k = $1                                            (no row: NotFound)
 //   put    INSERT INTO kv VALUES ($1, $2) ON CONFLICT (k) DO UPDATE SET v = EXCLUDED.v
 //   scan   SELECT k, v FROM kv WHERE k >= $1 ORDER BY k LIMIT $2
+//   reverse scan (ScanReverse)
+//          SELECT k, v FROM kv WHERE k < $1 ORDER BY k DESC LIMIT $2  (no bound: without the WHERE)
 // Outside a transaction each runs on its own (autocommit). RunTransaction runs a body between
 // BEGIN ISOLATION LEVEL SERIALIZABLE and COMMIT and runs it again (after ConflictBackoff) when any statement, COMMIT
 // included, fails with SQLSTATE 40001 (serialization failure) or 40P01 (deadlock detected): the store's Aborted.

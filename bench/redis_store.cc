@@ -107,30 +107,21 @@ class RedisSession final : public StoreSession {
     from.append(start);
     const std::string count = std::to_string(limit);
     const std::string_view range[] = {"ZRANGEBYLEX", RedisStore::kKeySet, from, "+", "LIMIT", "0", count};
-    auto keys = Command(range, 7);
-    if (!keys.ok()) return keys.status();
-    const redisReply& k = **keys;
-    if (k.type != REDIS_REPLY_ARRAY) return Unexpected("ZRANGEBYLEX", k);
-    if (k.elements == 0) return Status::OK();
-    std::vector<std::string_view> mget = {"MGET"};
-    mget.reserve(k.elements + 1);
-    for (size_t i = 0; i < k.elements; ++i) {
-      if (k.element[i]->type != REDIS_REPLY_STRING) return Unexpected("ZRANGEBYLEX", *k.element[i]);
-      mget.push_back(Text(k.element[i]));
+    return RangeThenValues(range, out);
+  }
+
+  // The mirror image of Scan: ZREVRANGEBYLEX from below `before` (exclusive; "+" for no bound) down to "-", then MGET.
+  Status ScanReverse(std::string_view before, size_t limit,
+                     std::vector<std::pair<std::string, std::string>>* out) override {
+    if (limit == 0) return failed_;
+    std::string below = "+";
+    if (!before.empty()) {
+      below = "(";  // exclusive
+      below.append(before);
     }
-    auto values = Command(mget.data(), mget.size());
-    if (!values.ok()) return values.status();
-    const redisReply& v = **values;
-    if (v.type != REDIS_REPLY_ARRAY || v.elements != k.elements) return Unexpected("MGET", v);
-    for (size_t i = 0; i < v.elements; ++i) {
-      if (v.element[i]->type == REDIS_REPLY_NIL) {
-        return Status::Corruption(fmt::format("redis at {}: scan: key '{}' is in {} but has no value", address_,
-                                              mget[i + 1], RedisStore::kKeySet));
-      }
-      if (v.element[i]->type != REDIS_REPLY_STRING) return Unexpected("MGET", *v.element[i]);
-      out->emplace_back(mget[i + 1], Text(v.element[i]));
-    }
-    return Status::OK();
+    const std::string count = std::to_string(limit);
+    const std::string_view range[] = {"ZREVRANGEBYLEX", RedisStore::kKeySet, below, "-", "LIMIT", "0", count};
+    return RangeThenValues(range, out);
   }
 
   bool completes_in_caller() const override { return true; }
@@ -208,6 +199,35 @@ class RedisSession final : public StoreSession {
     PutDone put;
     Kept* kept;
   };
+
+  // A scan: `range` (7 arguments: ZRANGEBYLEX or ZREVRANGEBYLEX over the key set) names the keys, in its order, then
+  // one MGET reads their values; the pairs are appended to *out in the range's order.
+  Status RangeThenValues(const std::string_view (&range)[7], std::vector<std::pair<std::string, std::string>>* out) {
+    auto keys = Command(range, 7);
+    if (!keys.ok()) return keys.status();
+    const redisReply& k = **keys;
+    if (k.type != REDIS_REPLY_ARRAY) return Unexpected(range[0], k);
+    if (k.elements == 0) return Status::OK();
+    std::vector<std::string_view> mget = {"MGET"};
+    mget.reserve(k.elements + 1);
+    for (size_t i = 0; i < k.elements; ++i) {
+      if (k.element[i]->type != REDIS_REPLY_STRING) return Unexpected(range[0], *k.element[i]);
+      mget.push_back(Text(k.element[i]));
+    }
+    auto values = Command(mget.data(), mget.size());
+    if (!values.ok()) return values.status();
+    const redisReply& v = **values;
+    if (v.type != REDIS_REPLY_ARRAY || v.elements != k.elements) return Unexpected("MGET", v);
+    for (size_t i = 0; i < v.elements; ++i) {
+      if (v.element[i]->type == REDIS_REPLY_NIL) {
+        return Status::Corruption(fmt::format("redis at {}: scan: key '{}' is in {} but has no value", address_,
+                                              mget[i + 1], RedisStore::kKeySet));
+      }
+      if (v.element[i]->type != REDIS_REPLY_STRING) return Unexpected("MGET", *v.element[i]);
+      out->emplace_back(mget[i + 1], Text(v.element[i]));
+    }
+    return Status::OK();
+  }
 
   Status Unexpected(std::string_view command, const redisReply& r) const {
     if (r.type == REDIS_REPLY_ERROR) return Status::FailedPrecondition(fmt::format("redis {}: {}", command, Text(&r)));

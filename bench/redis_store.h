@@ -3,6 +3,8 @@
 //   get    GET key                                   (nil: NotFound)
 //   put    SET key value; an insert (and every put of the load) also ZADD cell-bench:keys 0 key, so scans find it
 //   scan   ZRANGEBYLEX cell-bench:keys [start + LIMIT 0 n, then MGET of the keys it named
+//   reverse scan (ScanReverse)
+//          ZREVRANGEBYLEX cell-bench:keys (before - LIMIT 0 n ("+" for no bound), then MGET: scan's mirror image
 //   transaction (RunTransaction)
 //          a get: WATCH key, GET key; a scan: WATCH cell-bench:keys, ZRANGEBYLEX, then WATCH and MGET of its keys;
 //          puts wait in the session until the commit: MULTI, SET key value and ZADD cell-bench:keys 0 key for each,
@@ -17,8 +19,9 @@
 // A session is a connection of its own (one redisContext per bench thread). Commands go out as soon as an operation
 // starts (one send each, as Cell's asynchronous calls do) and are pipelined: Redis answers in order, so a FIFO of the
 // pending operations matches the replies. Replies are read only by the session's thread (completes_in_caller):
-// AwaitCompletion and Scan wait for them; Progress and WaitUntil take those that have come, by poll() on the socket
-// and hiredis's reader, so an open loop records a latency when its reply arrives, not when the thread next looks.
+// AwaitCompletion, Scan and ScanReverse wait for them; Progress and WaitUntil take those that have come, by poll() on
+// the socket and hiredis's reader, so an open loop records a latency when its reply arrives, not when the thread next
+// looks.
 //
 // Errors: a reply of type error fails its operation (FailedPrecondition with Redis's text). A lost connection, a
 // protocol error or no reply within the timeout fails the session: every pending operation, and every later one,

@@ -5,8 +5,8 @@
 // A Store hands out one StoreSession per bench thread. Operations complete through callbacks, in one of two ways:
 //   on the store's own threads (Cell: the client's transport threads), whatever the bench thread is doing; or
 //   only while the session's own thread is inside the session (Redis: its thread reads the replies), in Get, Put,
-//   Scan, AwaitCompletion, Progress and WaitUntil. completes_in_caller() says which; the harness's in-flight window
-//   waits on a condition variable for the first kind and drives the session for the second.
+//   Scan, ScanReverse, AwaitCompletion, Progress and WaitUntil. completes_in_caller() says which; the harness's
+//   in-flight window waits on a condition variable for the first kind and drives the session for the second.
 //
 // Transactions (the bank and txn-mix workloads, bench/txn_workload.h) are synchronous: RunTransaction runs a body
 // against a TxnOps in one serializable transaction of the store's own and commits it, running it again on the
@@ -72,6 +72,10 @@ class StoreSession {
   virtual void Put(std::string_view key, std::string_view value, bool insert, PutDone done) = 0;
   // Synchronously: up to `limit` pairs with keys at or after `start`, in key order, appended to *out.
   virtual Status Scan(std::string_view start, size_t limit, std::vector<std::pair<std::string, std::string>>* out) = 0;
+  // Synchronously: up to `limit` pairs with keys before `before` (empty: no bound), the greatest first, appended to
+  // *out. The reverse of Scan, so that a walk down the key space reads pages as one up it does (bench/walk_workload.h).
+  virtual Status ScanReverse(std::string_view before, size_t limit,
+                             std::vector<std::pair<std::string, std::string>>* out) = 0;
 
   // Whether callbacks run only while this session's thread is inside it (see the file comment).
   virtual bool completes_in_caller() const = 0;

@@ -339,6 +339,14 @@ class FakeStore final : public Store {
       out->emplace_back(it->first, it->second);
     }
   }
+  void ScanReverse(std::string_view before, size_t limit, std::vector<std::pair<std::string, std::string>>* out) {
+    std::lock_guard lock(map_mu_);
+    auto it = before.empty() ? data_.end() : data_.lower_bound(std::string(before));
+    for (; it != data_.begin() && limit > 0; --limit) {
+      --it;
+      out->emplace_back(it->first, it->second);
+    }
+  }
   std::mutex& txn_mu() { return txn_mu_; }
 
  private:
@@ -403,6 +411,11 @@ class FakeSession final : public StoreSession {
   }
   Status Scan(std::string_view start, size_t limit, std::vector<std::pair<std::string, std::string>>* out) override {
     store_.Scan(start, limit, out);
+    return Status::OK();
+  }
+  Status ScanReverse(std::string_view before, size_t limit,
+                     std::vector<std::pair<std::string, std::string>>* out) override {
+    store_.ScanReverse(before, limit, out);
     return Status::OK();
   }
   bool completes_in_caller() const override { return false; }
