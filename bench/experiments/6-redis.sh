@@ -27,21 +27,7 @@ NIC="" CPU=0  # the real machine: no models
 redis_pid=""
 trap '[ -z "$redis_pid" ] || { kill "$redis_pid" 2>/dev/null; wait "$redis_pid" 2>/dev/null; }; exp_cleanup' EXIT
 start_server
-redis_dir="$work/redis"
-mkdir -p "$redis_dir"
-taskset -c "$SERVER_CPU" redis-server --port 0 --unixsocket "$redis_dir/redis.sock" --save "" --appendonly no \
-  --daemonize no --dir "$redis_dir" --logfile "$redis_dir/redis.log" &
-redis_pid=$!
-ready=""
-for _ in $(seq 200); do
-  if [ -S "$redis_dir/redis.sock" ] && redis-cli -s "$redis_dir/redis.sock" ping 2>/dev/null | grep -q PONG; then
-    ready=1
-    break
-  fi
-  kill -0 "$redis_pid" 2>/dev/null || { cat "$redis_dir/redis.log" >&2; die "redis-server exited"; }
-  sleep 0.05  # polling redis-server's readiness, bounded (10 s)
-done
-[ -n "$ready" ] || { cat "$redis_dir/redis.log" >&2; die "redis-server did not answer PING within 10 s"; }
+start_redis  # lib.sh: sets redis_dir and redis_pid
 log "loading $KEYS keys into each store"
 bench --workload=c --search=server --duration=0.2 >/dev/null
 bench_redis "$redis_dir/redis.sock" --workload=c --duration=0.2 >/dev/null

@@ -55,21 +55,7 @@ huge=()
 free_pages=$(awk '/HugePages_Free/ {print $2}' /proc/meminfo)
 [ "${free_pages:-0}" -lt 700 ] || huge=(--huge-pages)
 start_server ${huge[@]+"${huge[@]}"}  # lib.sh: 8 meganodes of 64 MiB, 1 GiB of records
-redis_dir="$work/redis"
-mkdir -p "$redis_dir"
-taskset -c "$SERVER_CPU" redis-server --port 0 --unixsocket "$redis_dir/redis.sock" --save "" --appendonly no \
-  --daemonize no --dir "$redis_dir" --logfile "$redis_dir/redis.log" &
-redis_pid=$!
-ready=""
-for _ in $(seq 200); do
-  if [ -S "$redis_dir/redis.sock" ] && redis-cli -s "$redis_dir/redis.sock" ping 2>/dev/null | grep -q PONG; then
-    ready=1
-    break
-  fi
-  kill -0 "$redis_pid" 2>/dev/null || { cat "$redis_dir/redis.log" >&2; die "redis-server exited"; }
-  sleep 0.05  # polling redis-server's readiness, bounded (10 s)
-done
-[ -n "$ready" ] || { cat "$redis_dir/redis.log" >&2; die "redis-server did not answer PING within 10 s"; }
+start_redis  # lib.sh: sets redis_dir and redis_pid
 
 walk=(--workload=walk --scan-length="$scan_length" --threads=1 "${shape_flags[@]}")
 # The load phase of a first, short walk of each store (its walks are checked too, not kept).

@@ -71,6 +71,26 @@ start_server() {
   CLUSTER=$(sed -n 's/^listening \(tcp:.*\)/\1/p' "$out")
 }
 
+# Starts a redis-server without persistence, pinned to $SERVER_CPU, on a Unix socket in $work/redis (sets redis_dir
+# and redis_pid; the caller stops it), and waits up to 10 s for it to answer PING.
+start_redis() {
+  redis_dir="$work/redis"
+  mkdir -p "$redis_dir"
+  taskset -c "$SERVER_CPU" redis-server --port 0 --unixsocket "$redis_dir/redis.sock" --save "" --appendonly no \
+    --daemonize no --dir "$redis_dir" --logfile "$redis_dir/redis.log" &
+  redis_pid=$!
+  local ready=""
+  for _ in $(seq 200); do
+    if [ -S "$redis_dir/redis.sock" ] && redis-cli -s "$redis_dir/redis.sock" ping 2>/dev/null | grep -q PONG; then
+      ready=1
+      break
+    fi
+    kill -0 "$redis_pid" 2>/dev/null || { cat "$redis_dir/redis.log" >&2; die "redis-server exited"; }
+    sleep 0.05  # polling redis-server's readiness, bounded (10 s)
+  done
+  [ -n "$ready" ] || { cat "$redis_dir/redis.log" >&2; die "redis-server did not answer PING within 10 s"; }
+}
+
 stop_server() {
   if [ -n "${server_pid:-}" ]; then
     kill "$server_pid" 2>/dev/null || true
