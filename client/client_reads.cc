@@ -112,10 +112,7 @@ Status Client::ScanReverse(std::string_view start, std::string_view end, size_t 
 
 Status Client::Scan(std::string_view start, std::string_view end, size_t limit, const ScanOptions& options,
                     ScanPage* page) {
-  CELL_ASSIGN_OR_RETURN(const Side side, SideOf(options.read));
-  if (start.size() > kMaxKeySize || end.size() > kMaxKeySize) {
-    return Status::InvalidArgument(fmt::format("scan bounds are at most {} bytes", kMaxKeySize));
-  }
+  CELL_ASSIGN_OR_RETURN(const Side side, SideOf(options.read));  // the bounds are checked by the scan
   Continuation c{std::string(start),
                  std::string(end),
                  options.reverse,

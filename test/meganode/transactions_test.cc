@@ -245,8 +245,7 @@ TEST(Transactions, CommitHereAppliesAllOrNothing) {
 
 // A commit whose secondary cannot be applied at once (its meganode being split to another server) is still committed:
 // the primary keeps its committed lock, so that the resolver, once the locks expire, applies the secondary and only
-// then releases the primary. (Releasing the primary first made the secondary's resolver read "aborted" and roll a
-// committed write back.)
+// then releases the primary (released first, the secondary's resolver would read "aborted" and roll it back).
 TEST(Transactions, CommitHereKeepsThePrimaryLockedUntilEverySecondaryIsApplied) {
   auto t = SmallTree();
   for (const char* k : {"p", "q", "r"}) ASSERT_TRUE(t->Put(k, "old").ok());

@@ -157,14 +157,9 @@ TEST_F(Transactions, CompareAndSwapIncrementsLoseNoUpdate) {
   EXPECT_TRUE(client->Get("counter", &v).IsNotFound());
 }
 
-// Random transactions, one at a time, against an in-memory model, while the keys spread over three servers through
-// meganode splits. Every read inside a transaction matches the model with the transaction's own writes over it; a
-// transaction commits exactly when nothing it read was changed meanwhile (by a plain put made between its reads and
-// its commit, on purpose), and then the model takes its writes.
 // Large transactions of new keys, committed while their meganodes split to other servers: a key whose apply meets a
 // split is applied by the client after the commit (the server says some were left), so every committed write is
-// there at once and no lock is left for the resolver. (The server used to release the primary anyway, and the
-// resolver then rolled such keys back.)
+// there at once and no lock is left for the resolver.
 TEST_F(Transactions, BigCommitsThatMeetMeganodeSplitsLoseNoWriteAndLeaveNoLock) {
   auto client = Open();
   ASSERT_NE(client, nullptr);
@@ -191,6 +186,10 @@ TEST_F(Transactions, BigCommitsThatMeetMeganodeSplitsLoseNoWriteAndLeaveNoLock) 
   EXPECT_EQ(all.size(), static_cast<size_t>(kTxns * kKeys));
 }
 
+// Random transactions, one at a time, against an in-memory model, while the keys spread over three servers through
+// meganode splits. Every read inside a transaction matches the model with the transaction's own writes over it; a
+// transaction commits exactly when nothing it read was changed meanwhile (by a plain put made between its reads and
+// its commit, on purpose), and then the model takes its writes.
 TEST_F(Transactions, RandomTransactionsAgreeWithAModelThroughMeganodeSplits) {
   std::mt19937_64 rng(2026);
   auto client = Open("server");
