@@ -170,6 +170,34 @@ Status GlobalReader::Scan(std::string_view start, std::string_view end, size_t l
   return TooManySteps();
 }
 
+Status GlobalReader::ApproximateSize(std::string_view start, std::string_view end, SizeEstimate* out,
+                                     GlobalPtr from_meganode) {
+  exit_ = GlobalPtr();
+  std::string from = start.empty() ? std::string(1, '\0') : std::string(start);
+  GlobalPtr hint = from_meganode;
+  for (int step = 0; step < kMaxSteps; ++step) {
+    if (!end.empty() && CompareKeys(from, end) >= 0) return Status::OK();
+    GlobalPtr m;
+    CELL_RETURN_IF_ERROR(Locate(from, 0, &m, nullptr, hint));
+    if (exited()) {
+      resume_ = std::move(from);
+      return Status::OK();
+    }
+    hint = m;
+    TreeReader reader(source_, m);
+    TreeReader::Header header;
+    CELL_RETURN_IF_ERROR(reader.ReadHeader(nullptr, &header, /*with_range=*/true));
+    const bool last = header.max.empty() || (!end.empty() && CompareKeys(header.max, end) >= 0);
+    if (!last && CompareKeys(header.max, from) <= 0) continue;  // split since Locate: `from` lies further right
+    Status s = reader.Estimate(from, last ? end : std::string_view(header.max), out);
+    if (!s.ok() && reader.beyond_meganode()) continue;  // the meganode split after its header was read: locate again
+    CELL_RETURN_IF_ERROR(s);
+    if (last) return Status::OK();
+    from = std::move(header.max);
+  }
+  return TooManySteps();
+}
+
 Status GlobalReader::ScanReverse(std::string_view start, std::string_view end, size_t limit, std::vector<KeyValue>* out,
                                  GlobalPtr from_meganode, ScanMode mode) {
   const size_t wanted = out->size() + limit;

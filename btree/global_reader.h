@@ -49,6 +49,11 @@ class GlobalReader {
   // scan goes on: its start (forward) or its exclusive end (reverse; empty: no bound). `mode`: as for TreeReader.
   Status Scan(std::string_view start, std::string_view end, size_t limit, std::vector<KeyValue>* out,
               GlobalPtr from_meganode = GlobalPtr(), ScanMode mode = {});
+  // Adds to *out an estimate of the keys in [start, end) (empty end: no bound) and their bytes: TreeReader::Estimate
+  // in each leaf meganode the range overlaps, left to right, beginning at `from_meganode` (null: the root). After an
+  // exit, resume_key() is the start of what is left.
+  Status ApproximateSize(std::string_view start, std::string_view end, SizeEstimate* out,
+                         GlobalPtr from_meganode = GlobalPtr());
   // The meganode at `level` (0: a leaf meganode) whose range holds `key`, beginning at `start` (null: the root);
   // path[l] is the meganode passed at level l (path must have room for every level; unvisited levels are left null).
   Status Locate(std::string_view key, int level, GlobalPtr* meganode, std::vector<GlobalPtr>* path,

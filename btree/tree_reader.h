@@ -53,6 +53,13 @@ struct RecordMeta {
   bool locked = false;  // a transaction is committing the key: no value was read
 };
 
+// How many keys a range holds, and their bytes (keys and values, without record headers), as estimated from the
+// tree's shape (TreeReader::Estimate): never a count of the keys themselves.
+struct SizeEstimate {
+  uint64_t keys = 0;
+  uint64_t bytes = 0;
+};
+
 // A scan or get that met a key a transaction is committing, and did not ask to see locks: retry shortly.
 Status LockedKey(std::string_view key);
 
@@ -102,6 +109,14 @@ class TreeReader {
   // before_meganode() when what is left lies below its min; resume_key() is then the exclusive end of what is left.
   Status Scan(std::string_view start, std::string_view end, size_t limit, std::vector<KeyValue>* out,
               ScanMode mode = {});
+  // Adds to *out an estimate of the keys in [lo, hi) (empty lo: from the first key; empty hi: to the last) and their
+  // bytes, from two descents, one to each bound (InnoDB's records_in_range does the same): at each level the entries
+  // between the two paths count as subtrees of the average size the paths saw below, and the leaf bytes per key is
+  // what the two leaves hold. Exact when both bounds fall in one leaf; otherwise good to a small factor (nodes are
+  // between half and wholly full), and it costs two descents whatever the range. The caller keeps hi at or below the
+  // meganode's max (a bound beyond it gives FailedPrecondition with beyond_meganode(): the meganode split meanwhile).
+  Status Estimate(std::string_view lo, std::string_view hi, SizeEstimate* out);
+
   bool beyond_meganode() const { return beyond_; }
   bool before_meganode() const { return before_; }
   const std::string& resume_key() const { return resume_; }
@@ -158,6 +173,10 @@ class TreeReader {
   template <class Source>
   Status ReadRecord(Source* src, const NodeHandle& leaf, const LeafValue& entry, std::string_view key,
                     std::string* value, uint64_t* version);
+
+  // What a descent to one bound of an estimate saw (btree/size_estimate.cc).
+  struct Dive;
+  Status DiveTo(std::string_view key, bool inclusive, Dive* dive);
 
   NodeSource* source_;
   LocalNodeSource* local_;  // source_ itself if it is an in-place source, else nullptr

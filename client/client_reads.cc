@@ -185,6 +185,15 @@ std::vector<Status> Client::MultiGet(const std::vector<std::string>& keys, std::
   return impl_->store->MultiGet(keys, values, *side, impl_->store->DeadlineFor(options.timeout));
 }
 
+StatusOr<SizeEstimate> Client::ApproximateSize(std::string_view start, std::string_view end,
+                                               const ReadOptions& options) {
+  CELL_ASSIGN_OR_RETURN(const Side side, SideOf(options));
+  btree::SizeEstimate estimate;
+  CELL_RETURN_IF_ERROR(
+      impl_->store->ApproximateSize(start, end, side, impl_->store->DeadlineFor(options.timeout), &estimate));
+  return SizeEstimate{estimate.keys, estimate.bytes};
+}
+
 Status Client::DeleteRange(std::string_view start, std::string_view end, size_t* deleted) {
   if (start.size() > kMaxKeySize || end.size() > kMaxKeySize) {
     return Status::InvalidArgument(fmt::format("DeleteRange's bounds are at most {} bytes", kMaxKeySize));

@@ -292,6 +292,58 @@ Status StoreClient::ScanClientSide(std::string_view start, std::string_view end,
       deadline, cached);
 }
 
+Status StoreClient::ApproximateSize(std::string_view start, std::string_view end, Side side, Deadline deadline,
+                                    btree::SizeEstimate* out) {
+  CELL_RETURN_IF_ERROR(CheckMayWait());
+  if (start.size() > kMaxKeySize || end.size() > kMaxKeySize) {
+    return Status::InvalidArgument(fmt::format("ApproximateSize's bounds are at most {} bytes", kMaxKeySize));
+  }
+  *out = btree::SizeEstimate{};
+  GlobalPtr at = paths_.Lookup(start.empty() ? std::string_view("\0", 1) : start);
+  uint64_t server = 0;
+  if (side == Side::kClient ||
+      (side == Side::kSelector && !SearchOnServer(measure_ ? at : GlobalPtr(), /*may_block=*/true, &server))) {
+    return Run(
+        [&](rpc::Connection& connection, const Route& route, GlobalPtr begin, Deadline d) -> Attempt {
+          auto root = Root();
+          if (!root.ok()) return {root.status(), root.status().IsUnavailable() || root.status().IsDeadlineExceeded()};
+          ReadRouter router(this, d, route, connection);
+          btree::CopyingNodeSource source(router.Fetcher(), nodes_.get());
+          btree::GlobalReader reader(&source, GlobalPtr{*root, 0});
+          btree::SizeEstimate estimate;
+          Status s = reader.ApproximateSize(start, end, &estimate, begin);
+          if (s.ok()) *out = estimate;
+          return {s, ShouldRetry(s)};
+        },
+        deadline, at);
+  }
+  // On the servers: each estimates the meganodes it holds, from where the last one stopped.
+  std::string from(start);
+  while (true) {
+    cell::proto::StoreReply reply;
+    CELL_RETURN_IF_ERROR(RunRequest(
+        StoreMethod::STORE_APPROXIMATE_SIZE, /*idempotent=*/true, /*follow=*/false, at, deadline,
+        [&from, end](const Route& route, GlobalPtr begin) {
+          cell::proto::ScanRequest request;
+          request.mutable_target()->set_region(route.entry.region);
+          request.mutable_target()->set_epoch(route.entry.epoch);
+          request.set_start(from);
+          request.set_end(std::string(end));
+          request.set_meganode(begin.Pack());
+          return request.SerializeAsString();
+        },
+        &reply));
+    out->keys += reply.size_keys();
+    out->bytes += reply.size_bytes();
+    if (!reply.more()) return Status::OK();
+    if (reply.elsewhere() == 0 || reply.resume().empty()) {
+      return Status::Corruption("a size estimate asked to go on but did not say where");
+    }
+    from = reply.resume();
+    at = NextFrom(reply);
+  }
+}
+
 Status StoreClient::GetWithMeta(std::string_view key, Side side, std::string* value, btree::RecordMeta* meta,
                                 Deadline deadline) {
   CELL_RETURN_IF_ERROR(CheckKeyValue(key, {}));

@@ -102,6 +102,9 @@ class StoreClient {
   // A scan as `mode` says (reverse, keys only, locks reported with meta), searched by `side`, appended to *out.
   Status ScanRange(std::string_view start, std::string_view end, size_t limit, btree::ScanMode mode, Side side,
                    Deadline deadline, std::vector<btree::KeyValue>* out);
+  // An estimate of the keys in [start, end) and their bytes (btree::GlobalReader::ApproximateSize), by `side`.
+  Status ApproximateSize(std::string_view start, std::string_view end, Side side, Deadline deadline,
+                         btree::SizeEstimate* out);
   // The side a ReadOptions::search or TransactionOptions::search names: "" and "adaptive" the selector's.
   static StatusOr<Side> SideFor(std::string_view search);
   Deadline DeadlineFor(std::chrono::milliseconds timeout) const {

@@ -441,6 +441,19 @@ Status GlobalTree::Scan(std::string_view start, std::string_view end, size_t lim
   return Status::OK();
 }
 
+Status GlobalTree::ApproximateSize(std::string_view start, std::string_view end, btree::SizeEstimate* out,
+                                   GlobalPtr from_meganode, GlobalPtr* elsewhere, std::string* resume) {
+  *elsewhere = GlobalPtr();
+  if (from_meganode == first_) from_meganode = GlobalPtr();  // the first meganode stands for the root
+  GlobalReader reader(source_.get(), first_, node_region_->id());
+  CELL_RETURN_IF_ERROR(reader.ApproximateSize(start, end, out, from_meganode));
+  if (reader.exited()) {
+    *elsewhere = reader.exit();
+    *resume = reader.resume_key();
+  }
+  return Status::OK();
+}
+
 Status GlobalTree::CheckInvariants() const {
   struct Seen {
     GlobalPtr ptr, right;

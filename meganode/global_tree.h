@@ -230,6 +230,10 @@ class GlobalTree {
   // Scan as `mode` says (btree::ScanMode: locks reported, keys only, reverse; *resume as GlobalReader::Scan's).
   Status Scan(std::string_view start, std::string_view end, size_t limit, std::vector<btree::KeyValue>* out,
               GlobalPtr from_meganode, GlobalPtr* elsewhere, std::string* resume, btree::ScanMode mode);
+  // btree::GlobalReader::ApproximateSize over this tree's meganodes: an estimate of the keys in [start, end) and
+  // their bytes, added to *out; *elsewhere and *resume as Scan's (the estimate goes on there).
+  Status ApproximateSize(std::string_view start, std::string_view end, btree::SizeEstimate* out,
+                         GlobalPtr from_meganode, GlobalPtr* elsewhere, std::string* resume);
   // Sets `key` to `value` (nullopt: deletes it) if its value is `expected` (nullopt: absent). FailedPrecondition,
   // saying what the key holds, if not. Walks as Put does.
   Status CompareAndSwap(std::string_view key, const std::optional<std::string_view>& expected,

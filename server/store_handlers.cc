@@ -307,6 +307,21 @@ Status AnswerScan(meganode::GlobalTree& tree, const proto::ScanRequest& request,
   if (reply->more()) reply->set_resume(reverse ? upper : from);
   return Status::OK();
 }
+Status AnswerApproximateSize(meganode::GlobalTree& tree, const proto::ScanRequest& request, GlobalPtr start,
+                             proto::StoreReply* reply) {
+  btree::SizeEstimate estimate;
+  GlobalPtr elsewhere;
+  std::string resume;
+  CELL_RETURN_IF_ERROR(tree.ApproximateSize(request.start(), request.end(), &estimate, start, &elsewhere, &resume));
+  reply->set_size_keys(estimate.keys);
+  reply->set_size_bytes(estimate.bytes);
+  if (!elsewhere.is_null()) {  // the rest of the range begins on another server
+    reply->set_elsewhere(elsewhere.Pack());
+    reply->set_more(true);
+    reply->set_resume(std::move(resume));
+  }
+  return Status::OK();
+}
 }  // namespace
 
 // A get, put, delete or scan, parsed.
@@ -320,7 +335,7 @@ struct StoreService::StoreRequest {
   GlobalPtr start;
 
   bool Parse(std::string_view request, rpc::Responder& responder) {
-    if (method == StoreMethod::STORE_SCAN) {
+    if (method == StoreMethod::STORE_SCAN || method == StoreMethod::STORE_APPROXIMATE_SIZE) {
       if (!ParseRequest(request, &scan_request, responder)) return false;
       target = &scan_request.target();
       packed_start = scan_request.meganode();
@@ -415,7 +430,7 @@ bool StoreService::Admit(const StoreRequest& r, bool serving, rpc::Responder& re
     refused =
         Status::InvalidArgument(fmt::format("the request begins at {}:{}, which is no meganode's address on server {}",
                                             r.start.region, r.start.offset, server_id_));
-  } else if (r.method == StoreMethod::STORE_SCAN &&
+  } else if ((r.method == StoreMethod::STORE_SCAN || r.method == StoreMethod::STORE_APPROXIMATE_SIZE) &&
              (r.scan_request.start().size() > kMaxKeySize || r.scan_request.end().size() > kMaxKeySize)) {
     refused =
         Status::InvalidArgument(fmt::format("a scan's start and end keys are at most {} bytes (these are {} and {})",
@@ -438,6 +453,8 @@ Status StoreService::Answer(const StoreRequest& r, proto::StoreReply* reply, btr
       return AnswerScan(*store_, r.scan_request, r.start, reply);
     case StoreMethod::STORE_MULTI_GET:
       return AnswerMultiGet(*store_, r.multi_get, reply);
+    case StoreMethod::STORE_APPROXIMATE_SIZE:
+      return AnswerApproximateSize(*store_, r.scan_request, r.start, reply);
     case StoreMethod::STORE_CAS:
     case StoreMethod::TXN_PREPARE:
     case StoreMethod::TXN_DECIDE:

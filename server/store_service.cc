@@ -52,8 +52,13 @@ uint32_t StoreService::RegionOf(uint16_t method, std::string_view request) {
     return message->ParseFromArray(request.data(), static_cast<int>(request.size()));
   };
   switch (method) {
-    case StoreMethod::STORE_SCAN: {
+    case StoreMethod::STORE_SCAN:
+    case StoreMethod::STORE_APPROXIMATE_SIZE: {
       proto::ScanRequest r;
+      return parse(&r) ? r.target().region() : 0;
+    }
+    case StoreMethod::STORE_MULTI_GET: {
+      proto::MultiGetRequest r;
       return parse(&r) ? r.target().region() : 0;
     }
     case StoreMethod::STORE_STATS:

@@ -148,6 +148,13 @@ class Client {
   // At most kMaxTransactionWrites (1,000) keys: a larger range fails with InvalidArgument and deletes nothing
   // (delete it in smaller ranges). Returns the number deleted in *deleted (if not null).
   Status DeleteRange(std::string_view start, std::string_view end, size_t* deleted = nullptr);
+  // An estimate of how many keys [start, end) holds (empty end: no bound) and their bytes, for planning (a query
+  // planner's row counts, where to cut a range into parts), never for correctness: read from the shape of the trees
+  // the range lies in, two descents per meganode it overlaps and no keys counted, so it costs the same whatever the
+  // range holds. Exact when the range lies within one leaf node (a few dozen keys); otherwise within a factor of two of
+  // the truth, give or take a leaf's worth of keys at each end (nodes are between half and wholly full). Searched as
+  // options.search says, like any read.
+  StatusOr<SizeEstimate> ApproximateSize(std::string_view start, std::string_view end, const ReadOptions& options = {});
   // An iterator over [options.lower, options.upper) (cell/iterator.h). Bad options show in its status().
   std::unique_ptr<Iterator> NewIterator(const IteratorOptions& options = {});
 

@@ -17,6 +17,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -50,6 +51,12 @@ struct ScanPage {
   // Client::ScanContinue(token, ...) returns the next page. A token is valid across clients and servers and for as
   // long as the caller likes (it holds no server state); it is at most about 520 bytes.
   std::string continuation;
+};
+
+// What Client::ApproximateSize estimates a range holds: its keys, and their keys' and values' bytes.
+struct SizeEstimate {
+  uint64_t keys = 0;
+  uint64_t bytes = 0;
 };
 
 struct IteratorOptions {

@@ -1,7 +1,7 @@
 // The database layer's reads (include/cell/iterator.h) against three real cell-server processes and ZooKeeper, with
 // meganodes small enough that the keys spread over all three servers and meganodes split as the tests write:
 // iterators against a std::map model, in both directions and both searches, continuation tokens, asynchronous scans,
-// MultiGet, DeleteRange, an iterator inside a transaction, and iterators racing writers.
+// MultiGet, ApproximateSize, DeleteRange, an iterator inside a transaction, and iterators racing writers.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -294,6 +294,55 @@ TEST_P(Reads, MultiGetAnswersEveryKeyInItsPlace) {
   }
   EXPECT_GT(found, 100);
   EXPECT_TRUE(statuses.back().IsInvalidArgument()) << statuses.back().ToString();
+}
+
+TEST_P(Reads, ApproximateSizesAreWithinAFactorOfTwoAndBothSearchesAgree) {
+  StartCluster();
+  auto client = Open(GetParam());
+  ASSERT_NE(client, nullptr);
+  Model model;
+  Load(*client, 1500, &model);
+  ASSERT_EQ(ServersWithMeganodes(*client), 3);
+  const auto truth = [&](const std::string& start, const std::string& end) {
+    SizeEstimate t;
+    for (auto it = model.lower_bound(start); it != model.end() && (end.empty() || it->first < end); ++it) {
+      ++t.keys;
+      t.bytes += it->first.size() + it->second.size();
+    }
+    return t;
+  };
+  // Within a factor of two, give or take two leaves' worth at each end (60 entries a node at most).
+  const auto plausible = [](uint64_t truth, uint64_t estimate, uint64_t slack) {
+    return 2 * estimate + 2 * slack >= truth && estimate <= 2 * truth + slack;
+  };
+  EXPECT_FALSE(plausible(1000, 3000, 120)) << "the check must reject a wrong estimate";
+  EXPECT_FALSE(plausible(1000, 300, 120)) << "the check must reject a wrong estimate";
+  std::mt19937_64 rng(6);
+  ReadOptions other;
+  other.search = GetParam() == "server" ? "client" : "server";
+  for (int i = 0; i < 60; ++i) {
+    int a = static_cast<int>(rng() % 3000), b = static_cast<int>(rng() % 3000);
+    if (a > b) std::swap(a, b);
+    const std::string start = i == 0 ? "" : Key(a), end = i < 2 ? "" : Key(b);
+    const StatusOr<SizeEstimate> est = client->ApproximateSize(start, end);
+    ASSERT_TRUE(est.ok()) << est.status().ToString();
+    const SizeEstimate t = truth(start, end);
+    EXPECT_TRUE(plausible(t.keys, est->keys, 120))
+        << "[" << start << ", " << end << "): " << t.keys << " keys, estimated " << est->keys;
+    EXPECT_TRUE(plausible(t.bytes, est->bytes, 120 * 80)) << t.bytes << " bytes, estimated " << est->bytes;
+    // Nothing is written meanwhile: the other search reads the same nodes, and so estimates the same.
+    const StatusOr<SizeEstimate> by_other = client->ApproximateSize(start, end, other);
+    ASSERT_TRUE(by_other.ok()) << by_other.status().ToString();
+    EXPECT_EQ(by_other->keys, est->keys);
+    EXPECT_EQ(by_other->bytes, est->bytes);
+  }
+  const StatusOr<SizeEstimate> empty = client->ApproximateSize(Key(9000), "");
+  ASSERT_TRUE(empty.ok());
+  EXPECT_EQ(empty->keys, 0u) << "above every key";
+  EXPECT_TRUE(client->ApproximateSize(std::string(300, 'k'), "").status().IsInvalidArgument());
+  ReadOptions bad;
+  bad.search = "sideways";
+  EXPECT_TRUE(client->ApproximateSize("", "", bad).status().IsInvalidArgument());
 }
 
 TEST_P(Reads, DeleteRangeDeletesAllOrNothingAndRefusesTooLargeARange) {

@@ -106,15 +106,15 @@ class Harness {
 
   void Run(FuzzedDataProvider& in) {
     for (int op = 0; op < 48 && in.remaining_bytes() > 0; ++op) {
-      static const uint16_t kMethods[] = {proto::STORE_GET,      proto::STORE_PUT,
-                                          proto::STORE_DELETE,   proto::STORE_SCAN,
-                                          proto::STORE_STATS,    proto::MEGA_CREATE,
-                                          proto::MEGA_FILL,      proto::MEGA_UNSEAL,
-                                          proto::MEGA_ABANDON,   proto::MEGA_INSERT_SEPARATOR,
-                                          proto::STORE_CAS,      proto::TXN_PREPARE,
-                                          proto::TXN_DECIDE,     proto::TXN_APPLY,
-                                          proto::TXN_STATUS,     proto::TXN_COMMIT_HERE,
-                                          proto::STORE_MULTI_GET};
+      static const uint16_t kMethods[] = {proto::STORE_GET,       proto::STORE_PUT,
+                                          proto::STORE_DELETE,    proto::STORE_SCAN,
+                                          proto::STORE_STATS,     proto::MEGA_CREATE,
+                                          proto::MEGA_FILL,       proto::MEGA_UNSEAL,
+                                          proto::MEGA_ABANDON,    proto::MEGA_INSERT_SEPARATOR,
+                                          proto::STORE_CAS,       proto::TXN_PREPARE,
+                                          proto::TXN_DECIDE,      proto::TXN_APPLY,
+                                          proto::TXN_STATUS,      proto::TXN_COMMIT_HERE,
+                                          proto::STORE_MULTI_GET, proto::STORE_APPROXIMATE_SIZE};
       const size_t pick = in.ConsumeIntegralInRange<size_t>(0, std::size(kMethods));
       const uint16_t method = pick < std::size(kMethods) ? kMethods[pick] : in.ConsumeIntegral<uint16_t>();
       const std::string payload =
@@ -285,7 +285,8 @@ class Harness {
         }
         return r.SerializeAsString();
       }
-      case proto::STORE_SCAN: {
+      case proto::STORE_SCAN:
+      case proto::STORE_APPROXIMATE_SIZE: {  // the same request; an estimate reads only start, end and meganode
         proto::ScanRequest r;
         Target(in, r.mutable_target());
         r.set_start(AKey(in));
