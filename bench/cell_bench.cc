@@ -72,6 +72,7 @@
 
 #include "bench/hogs.h"
 #include "bench/open_store.h"
+#include "bench/progress.h"
 #include "bench/series.h"
 #include "bench/store.h"
 #include "bench/txn_workload.h"
@@ -200,8 +201,10 @@ struct Errors {
 double Load(cell::bench::StoreSession& loader, bool batched, uint64_t keys,
             const std::function<std::pair<std::string, std::string>(uint64_t)>& pair_of) {
   const auto start = Clock::now();
+  cell::bench::Progress progress("loading", keys);
   if (batched) {
-    if (cell::Status s = cell::bench::LoadInTransactions(loader, keys, pair_of); !s.ok()) {
+    const auto each = [&](uint64_t done) { progress.Update(done); };
+    if (cell::Status s = cell::bench::LoadInTransactions(loader, keys, pair_of, each); !s.ok()) {
       std::fprintf(stderr, "cell-bench: %s\n", s.ToString().c_str());
       return -1;
     }
@@ -210,6 +213,7 @@ double Load(cell::bench::StoreSession& loader, bool batched, uint64_t keys,
     Errors failed;
     for (uint64_t i = 0; i < keys && loader.status().ok(); ++i) {
       window.Acquire();
+      progress.Update(i);
       const auto [key, value] = pair_of(i);
       loader.Put(key, value, /*insert=*/true, [&](const cell::Status& s) {
         if (!s.ok()) failed.Add(s.ToString());
@@ -223,6 +227,7 @@ double Load(cell::bench::StoreSession& loader, bool batched, uint64_t keys,
       return -1;
     }
   }
+  progress.Finish();
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
   std::fprintf(stderr, "loaded %llu keys in %.2f s\n", static_cast<unsigned long long>(keys), seconds);
   return seconds;

@@ -158,7 +158,8 @@ Status Bank::Total(StoreSession& session, int64_t* sum, ThreadHistory* history) 
 }
 
 Status LoadInTransactions(StoreSession& session, uint64_t n,
-                          const std::function<std::pair<std::string, std::string>(uint64_t)>& pair_of) {
+                          const std::function<std::pair<std::string, std::string>(uint64_t)>& pair_of,
+                          const std::function<void(uint64_t done)>& on_progress) {
   constexpr uint64_t kBatch = 100;
   Pairs batch;
   for (uint64_t i = 0; i < n; i += kBatch) {
@@ -173,6 +174,7 @@ Status LoadInTransactions(StoreSession& session, uint64_t n,
         },
         &attempts);
     if (!s.ok()) return Status::FromCode(s.code(), fmt::format("load of keys {}..{}: {}", i, end - 1, s.message()));
+    if (on_progress) on_progress(end);
   }
   return Status::OK();
 }

@@ -97,8 +97,10 @@ class Bank {
 
 // Puts the pairs pair_of(0 .. n - 1) in transactions of up to 100 puts each: a load for a store whose single puts
 // are each a commit of their own (PostgreSQL; a synchronous commit each would take minutes at 100k keys).
+// `on_progress`, if given, is called with the number put so far after each transaction.
 Status LoadInTransactions(StoreSession& session, uint64_t n,
-                          const std::function<std::pair<std::string, std::string>(uint64_t)>& pair_of);
+                          const std::function<std::pair<std::string, std::string>(uint64_t)>& pair_of,
+                          const std::function<void(uint64_t done)>& on_progress = nullptr);
 
 struct TxnBenchOptions {
   std::string workload;  // "bank" or "txn-mix"

@@ -95,9 +95,12 @@ Status WriteCheckpoint(const std::string& dir, uint64_t lsn, const std::vector<C
   for (const CheckpointRegion& r : regions) {
     for (uint64_t offset = 0; offset < r.size; offset += chunk) {
       const size_t n = static_cast<size_t>(std::min<uint64_t>(chunk, r.size - offset));
-      buffer.resize(4 + n);
-      CELL_RETURN_IF_ERROR(r.read(offset, n, buffer.data() + 4));
-      const uint32_t stored = AllZero(buffer.data() + 4, n) ? 0 : static_cast<uint32_t>(n);
+      uint32_t stored = 0;
+      if (!r.hole || !r.hole(offset, n)) {
+        buffer.resize(4 + n);
+        CELL_RETURN_IF_ERROR(r.read(offset, n, buffer.data() + 4));
+        stored = AllZero(buffer.data() + 4, n) ? 0 : static_cast<uint32_t>(n);
+      }
       buffer.resize(4 + stored);
       EncodeFixed32(buffer.data(), stored);
       const uint32_t crc = crc32c::Mask(crc32c::Value(buffer));

@@ -41,6 +41,9 @@ struct CheckpointRegion {
   uint64_t size = 0;
   RegionReadFn read;
   RegionWriteFn write;
+  // Optional: whether n bytes at offset were never written (zeros). Such a chunk is stored as zeros without being
+  // read, so a checkpoint of a large, mostly unused region costs what is used, not the region's size.
+  std::function<bool(uint64_t offset, size_t n)> hole;
 };
 
 std::string CheckpointPath(const std::string& dir, uint64_t lsn);

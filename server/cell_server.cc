@@ -192,6 +192,10 @@ Status CellServer::OpenStore() {
   store.peer_key = peer_key_;
   store.scheduler = &scheduler_;
   store.lease = &lease_;
+  for (const std::string& uri : config_.listen) {
+    auto endpoint = rpc::Endpoint::Parse(uri);
+    if (endpoint.ok() && endpoint->scheme == rpc::Endpoint::Scheme::kVerbs) store.rdma_registered = true;
+  }
   if (store.data_dir.empty()) {
     diag::Warning("server {}: no --data-dir: writes are not logged, and a restart loses the data", config_.id);
   }

@@ -180,27 +180,20 @@ std::vector<logging::CheckpointRegion> TreeCheckpointRegions(const meganode::Reg
   return {
       {.id = nodes.id(),
        .size = nodes.size(),
-       .read =
-           [&nodes](uint64_t offset, size_t n, char* out) {
-             if (nodes.IsHole(offset, n)) {  // never written: zeros, without committing memory to read them
-               std::memset(out, 0, n);
-               return Status::OK();
-             }
-             return CopyNodeRegion(nodes.Resolve(0, nodes.size()), offset, n, out);
-           },
-       .write = write(&nodes)},
+       .read = [&nodes](uint64_t offset, size_t n,
+                        char* out) { return CopyNodeRegion(nodes.Resolve(0, nodes.size()), offset, n, out); },
+       .write = write(&nodes),
+       // Never written: zeros, not read (reading would commit memory to them).
+       .hole = [&nodes](uint64_t offset, size_t n) { return nodes.IsHole(offset, n); }},
       {.id = extents.id(),
        .size = extents.size(),
        .read =
            [&extents](uint64_t offset, size_t n, char* out) {
-             if (extents.IsHole(offset, n)) {
-               std::memset(out, 0, n);
-               return Status::OK();
-             }
              CopyBytesFromShared(out, extents.base() + offset, n);
              return Status::OK();
            },
-       .write = write(&extents)},
+       .write = write(&extents),
+       .hole = [&extents](uint64_t offset, size_t n) { return extents.IsHole(offset, n); }},
   };
 }
 

@@ -7,10 +7,12 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 
 #include "common/diagnostics.h"
 #include "logging/checkpoint.h"
@@ -77,6 +79,46 @@ StatusOr<std::pair<uint32_t, uint32_t>> StoreService::RecordedRegions(const std:
   return std::pair<uint32_t, uint32_t>{regions.node_region(), regions.extent_region()};
 }
 
+namespace {
+// The memory this process may use: the machine's, or its cgroup's limit if lower (a container's).
+uint64_t UsableMemory() {
+  uint64_t bytes = uint64_t(sysconf(_SC_PHYS_PAGES)) * uint64_t(sysconf(_SC_PAGESIZE));
+  std::ifstream limit("/sys/fs/cgroup/memory.max");  // cgroup v2; "max" when unlimited
+  uint64_t cgroup = 0;
+  if (limit >> cgroup && cgroup > 0) bytes = std::min(bytes, cgroup);
+  return bytes;
+}
+
+// Fills the sizes `config` leaves at 0 for a fresh start. Records get half the usable memory (whole GiB, at least 1)
+// and the node region room for half as many bytes (at 64 MiB meganodes: 96 meganodes beside 12 GiB of records on
+// 24 GiB, about 20M keys of Cell's shapes). Regions commit memory only as they are used, so this bounds what one
+// server may hold rather than taking it; servers sharing a machine share it as they fill. Where memory is taken when
+// the regions are made (huge pages, reserved beforehand; RDMA registration, which pins the regions), unset sizes
+// stay small (1 GiB, 16 meganodes): give the sizes the machine can spare.
+void MachineSized(StoreConfig* config) {
+  constexpr uint64_t kGiB = uint64_t{1} << 30;
+  const bool taken_at_once = config->huge_pages || config->rdma_registered;
+  if (config->meganode_bytes == 0) config->meganode_bytes = uint64_t{64} << 20;
+  if (config->extent_region_bytes == 0) {
+    config->extent_region_bytes = taken_at_once ? kGiB : std::max(kGiB, UsableMemory() / 2 / kGiB * kGiB);
+  }
+  if (config->meganodes == 0) {
+    const uint64_t room = taken_at_once ? 16 : config->extent_region_bytes / 2 / config->meganode_bytes;
+    config->meganodes = static_cast<uint32_t>(std::clamp<uint64_t>(room, 16, 65536));
+  }
+}
+
+// Fills the sizes `config` leaves at 0 for a restart, from the MANIFEST in `log_dir`.
+Status SizedAsRecorded(logging::Env* env, const std::string& log_dir, uint32_t node_region, StoreConfig* config) {
+  if (config->meganode_bytes != 0 && config->meganodes != 0 && config->extent_region_bytes != 0) return Status::OK();
+  CELL_ASSIGN_OR_RETURN(const disk::Manifest manifest, ReadManifest(env, log_dir, node_region));
+  if (config->meganode_bytes == 0) config->meganode_bytes = manifest.meganode_bytes();
+  if (config->meganodes == 0) config->meganodes = manifest.meganodes();
+  if (config->extent_region_bytes == 0) config->extent_region_bytes = manifest.extent_region_bytes();
+  return Status::OK();
+}
+}  // namespace
+
 std::unique_ptr<StoreService> StoreService::NewService(const StoreConfig& config, uint64_t server_id) {
   auto service = std::unique_ptr<StoreService>(new StoreService());
   service->server_id_ = server_id;
@@ -85,7 +127,7 @@ std::unique_ptr<StoreService> StoreService::NewService(const StoreConfig& config
   return service;
 }
 
-StatusOr<std::unique_ptr<StoreService>> StoreService::Open(const StoreConfig& config,
+StatusOr<std::unique_ptr<StoreService>> StoreService::Open(const StoreConfig& config_in,
                                                            membership::Membership* membership, uint64_t server_id) {
   // The cases, told apart by PlanOpen before anything is made:
   //  - Fresh start (no data_dir; no server-<id>.regions; or the recorded regions are another server's now, taken
@@ -99,14 +141,21 @@ StatusOr<std::unique_ptr<StoreService>> StoreService::Open(const StoreConfig& co
   //    entered in the table again.
   // Every case ends with the regions in the table, owned by this server at the epoch it serves them at. (Adoption of
   // a dead server's regions is Adopt, below.)
-  auto service = NewService(config, server_id);
-  if (!config.data_dir.empty()) {
+  auto service = NewService(config_in, server_id);
+  if (!config_in.data_dir.empty()) {
     // One process per server id and data directory: two would append to one log.
     CELL_ASSIGN_OR_RETURN(service->lock_fd_,
-                          LockFile(fmt::format("{}/server-{}.lock", config.data_dir, server_id),
+                          LockFile(fmt::format("{}/server-{}.lock", config_in.data_dir, server_id),
                                    fmt::format("another process is server {} on this data directory", server_id)));
   }
-  CELL_ASSIGN_OR_RETURN(const OpenPlan plan, PlanOpen(config, membership, server_id, service->env_));
+  CELL_ASSIGN_OR_RETURN(const OpenPlan plan, PlanOpen(config_in, membership, server_id, service->env_));
+  StoreConfig config = config_in;
+  if (plan.kind == OpenPlan::Case::kFreshStart) {
+    MachineSized(&config);
+  } else {
+    CELL_RETURN_IF_ERROR(SizedAsRecorded(service->env_, LogDir(config.data_dir, plan.node_region, plan.log_epoch),
+                                         plan.node_region, &config));
+  }
   if (plan.kind == OpenPlan::Case::kFreshStart) {
     CELL_ASSIGN_OR_RETURN(service->node_region_, membership->AllocateRegionId());
     CELL_ASSIGN_OR_RETURN(service->extent_region_, membership->AllocateRegionId());

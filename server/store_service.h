@@ -37,6 +37,10 @@ class Manifest;
 }  // namespace disk
 
 struct StoreConfig {
+  // The regions' shape. A size left at 0 (cell-server leaves those it is not given) is chosen at Open: a restart's
+  // from the MANIFEST of its log (a restart need not repeat the sizes, and cannot change them); a fresh start's by
+  // MachineSized (server/store_open.cc): 64 MiB meganodes, records in half the machine's memory and node room for
+  // half as much again, committed only as used.
   uint64_t meganode_bytes = uint64_t{64} << 20;      // one meganode
   uint32_t meganodes = 16;                           // the node region has room for this many
   std::chrono::milliseconds peer_timeout{5000};      // requests to other servers (meganode splits, separators)
@@ -45,6 +49,9 @@ struct StoreConfig {
   // On 2 MiB huge pages (a hugetlb memfd; the administrator must reserve them, vm.nr_hugepages): far fewer TLB
   // misses for client-side searches. Sizes must then be multiples of 2 MiB.
   bool huge_pages = false;
+  // The regions are registered for RDMA (a verbs listener), which pins them whole when made: like huge pages, sizes
+  // left unset then stay small (MachineSized).
+  bool rdma_registered = false;
   // Experiments only (cell-server --search-cpu-us): every get, put, delete and scan searched here burns this many
   // more microseconds of its worker's CPU, as a slower CPU or a costlier search would. With the shm NIC model it lets
   // a two-core machine give the server's CPU and the "network" comparable capacities (docs/BENCHMARKS.md).

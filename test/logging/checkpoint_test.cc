@@ -121,6 +121,22 @@ TEST_F(CheckpointTest, DamageAnywhereIsFoundAndLocated) {
   EXPECT_NE(chunk.message().find("region 1 offset 2097152"), std::string::npos) << chunk.ToString();
 }
 
+TEST_F(CheckpointTest, ChunksTheRegionSaysAreHolesAreStoredAsZerosUnread) {
+  // Region 2's first chunk is zeros and said to be a hole: it must not be read.
+  auto regions = Live();
+  regions[1].read = [&](uint64_t offset, size_t n, char* out) {
+    if (offset < (1 << 20)) return Status::Internal("a hole was read");
+    std::memcpy(out, other_.data() + offset, n);
+    return Status::OK();
+  };
+  regions[1].hole = [](uint64_t offset, size_t n) { return offset + n <= (1 << 20); };
+  ASSERT_TRUE(WriteCheckpoint(dir_, 7, regions).ok());
+  std::string loaded(kSize, 'x'), loaded_other(kOtherSize, 'x');
+  ASSERT_TRUE(LoadCheckpoint(dir_, 7, Regions(&loaded, &loaded_other), /*zero=*/false).ok());
+  EXPECT_EQ(loaded, region_);
+  EXPECT_EQ(loaded_other, other_) << "the hole loads as zeros";
+}
+
 TEST_F(CheckpointTest, ACrashWhileWritingLeavesNothingUnderItsName) {
   int reads = 0;
   const RegionReadFn failing = [&](uint64_t offset, size_t n, char* out) {

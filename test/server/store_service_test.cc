@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <filesystem>
 #include <fstream>
@@ -224,6 +225,55 @@ TEST_F(StoreRestart, RefusesAGarbledManifest) {
   ExpectRestartRefused(Status::Code::kCorruption, ManifestFile(), "has no node_region");
   Write(ManifestFile(), fmt::format("version: 1\nnode_region: {}\n", node_));  // fields missing
   ExpectRestartRefused(Status::Code::kCorruption, ManifestFile(), "has no extent_region");
+}
+
+// What a service's regions hold: node bytes and extent bytes, used and free.
+std::pair<uint64_t, uint64_t> Capacity(StoreService& service) {
+  auto reply = std::make_shared<Reply>();
+  service.Handle(proto::STORE_STATS, "", rpc::Responder(reply, 1), /*serving=*/true);
+  EXPECT_TRUE(reply->answered_.load()) << "stats are answered at once";
+  proto::StoreStats stats;
+  EXPECT_TRUE(stats.ParseFromString(reply->payload_));
+  return {stats.node_bytes_used() + stats.node_bytes_free(), stats.extent_bytes_used() + stats.extent_bytes_free()};
+}
+
+TEST_F(StoreRestart, SizesNotGivenAreTheRecordedOnes) {
+  config_.meganode_bytes = 0;
+  config_.meganodes = 0;
+  config_.extent_region_bytes = 0;
+  auto service = StoreService::Open(config_, &membership_, 1);
+  ASSERT_TRUE(service.ok()) << service.status().ToString();
+  EXPECT_EQ(Capacity(**service), std::make_pair(uint64_t{16} * (64 << 10), uint64_t{1} << 20));
+  auto value = Send(**service, proto::STORE_GET);
+  ASSERT_TRUE(value.ok()) << value.status().ToString();
+  EXPECT_EQ(*value, "v1");
+}
+
+TEST_F(StoreRestart, SizesGivenMustBeTheRecordedOnes) {
+  config_.meganodes = 32;
+  ExpectRestartRefused(Status::Code::kFailedPrecondition, ManifestFile(), "--meganodes");
+  config_.meganodes = 0;  // the recorded 16
+  config_.extent_region_bytes = 2 << 20;
+  ExpectRestartRefused(Status::Code::kFailedPrecondition, ManifestFile(), "--region-size");
+}
+
+TEST(StoreSizes, AFreshStartWithoutSizesIsSizedToTheMachine) {
+  membership::InMemoryMembership membership;
+  ASSERT_TRUE(membership.RegisterServer(membership::ServerInfo{.id = 1, .addresses = {}}).ok());
+  StoreConfig config;
+  config.meganode_bytes = 0;
+  config.meganodes = 0;
+  config.extent_region_bytes = 0;
+  auto service = StoreService::Open(config, &membership, 1);
+  ASSERT_TRUE(service.ok()) << service.status().ToString();
+  const auto [nodes, extents] = Capacity(**service);
+  constexpr uint64_t kGiB = uint64_t{1} << 30;
+  const uint64_t memory = uint64_t(sysconf(_SC_PHYS_PAGES)) * uint64_t(sysconf(_SC_PAGESIZE));
+  EXPECT_GE(extents, kGiB);
+  EXPECT_EQ(extents % kGiB, 0u);
+  EXPECT_TRUE(extents == kGiB || extents <= memory / 2) << extents << " of " << memory;
+  EXPECT_EQ(nodes % (uint64_t{64} << 20), 0u) << "64 MiB meganodes";
+  EXPECT_EQ(nodes, std::max(uint64_t{16} << 26, extents / 2 / (uint64_t{64} << 20) * (uint64_t{64} << 20)));
 }
 
 TEST_F(StoreRestart, RefusesAGarbledRegionsFile) {
