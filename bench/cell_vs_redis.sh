@@ -4,8 +4,9 @@
 #   client_vs_redis   Cell get/s by client-side search (one-sided reads over shm) / Redis GET/s
 # Cell: one cell-server with --workers=1 pinned to CPU 0 (embedded membership, regions on 2 MiB pages when they can
 # be had), 1M keys of 16 bytes with 100-byte values loaded once; cell-bench pinned to CPU 1, one thread, 50 gets in
-# flight for server-side search. Redis: redis-server on CPU 0, redis-benchmark -c 50 -d 100 on CPU 1
-# (bench/peers/redis-baseline.sh). Prints each round, then one JSON line with the medians.
+# flight for server-side search. Redis: redis-server on CPU 0, redis-benchmark -c 1 -P 50 -d 100 on CPU 1 (the same
+# 50 in flight on one connection; bench/peers/redis-baseline.sh). Experiment 6 (bench/experiments/6-redis.sh) makes
+# the same comparison through one harness for both, on YCSB workloads. Prints each round, then one JSON line with the medians.
 #
 #   bench/cell_vs_redis.sh [--rounds=3] [--keys=1000000] [--seconds=3] [--build=build]
 #

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The rpc issue's two ratios, measured in one run, alternating peers each round:
-#   tcp_vs_redis     Cell TCP RPC GET/s (server workers=1 on CPU 0, client on CPU 1, 50 outstanding)
-#                    / redis GET/s (redis-server on CPU 0, redis-benchmark -c 50 -d 100 on CPU 1)
+#   tcp_vs_redis     Cell TCP RPC GET/s (server workers=1 on CPU 0, client on CPU 1, 50 outstanding on one
+#                    connection) / redis GET/s (redis-server on CPU 0, redis-benchmark -c 1 -P 50 -d 100 on CPU 1:
+#                    the same 50 requests in flight on one connection; bench/peers/redis-baseline.sh)
 #   shm_read_vs_tcp  shm 1 KB one-sided reads/s from one client thread / the Cell TCP RPC GET/s above, with the
 #                    64 MB region on 2 MiB pages (a hugetlb memfd); shm_read_vs_tcp_4k is the same on 4 KiB pages
 # Prints each round's numbers, then one JSON line with the medians.

@@ -1,16 +1,21 @@
 #!/usr/bin/env bash
-# Redis GET throughput measured the way cell-rpc-bench measures Cell's TCP RPC: Debian's redis-server pinned to
-# one CPU, redis-benchmark (GET, 50 connections, 100-byte values) pinned to the other. Prints one JSON line.
+# Redis GET throughput measured the way cell-rpc-bench and cell-bench measure Cell: Debian's redis-server pinned to
+# one CPU, redis-benchmark (GET, 100-byte values) pinned to the other, by default over one connection with 50
+# requests pipelined, as Cell's one client thread keeps 50 requests in flight on its one connection. (--connections=50
+# --pipeline=1 is redis-benchmark's own default shape: 50 clients, one request each in flight.) Prints one JSON line.
 #
-#   bench/peers/redis-baseline.sh [--server-cpu=0] [--client-cpu=1] [--requests=300000]
+#   bench/peers/redis-baseline.sh [--server-cpu=0] [--client-cpu=1] [--requests=300000] [--connections=1]
+#                                 [--pipeline=50]
 set -euo pipefail
 
-server_cpu=0 client_cpu=1 requests=300000
+server_cpu=0 client_cpu=1 requests=300000 connections=1 pipeline=50
 for arg in "$@"; do
   case "$arg" in
     --server-cpu=*) server_cpu=${arg#*=} ;;
     --client-cpu=*) client_cpu=${arg#*=} ;;
     --requests=*) requests=${arg#*=} ;;
+    --connections=*) connections=${arg#*=} ;;
+    --pipeline=*) pipeline=${arg#*=} ;;
     *) echo "redis-baseline.sh: unknown argument $arg" >&2; exit 2 ;;
   esac
 done
@@ -40,11 +45,12 @@ for _ in $(seq 1 200); do
 done
 redis-cli -s "$sock" ping | grep -q PONG || { echo "redis-baseline.sh: redis-server did not start" >&2; exit 1; }
 
-out=$(taskset -c "$client_cpu" redis-benchmark -h 127.0.0.1 -p "$port" -t get -c 50 -d 100 -n "$requests" --csv)
+out=$(taskset -c "$client_cpu" redis-benchmark -h 127.0.0.1 -p "$port" -t get -c "$connections" -P "$pipeline" \
+  -d 100 -n "$requests" --csv)
 # CSV: "test","rps","avg_latency_ms","min_latency_ms","p50_latency_ms","p95_latency_ms","p99_latency_ms","max_latency_ms"
 line=$(echo "$out" | grep '^"GET"')
 rps=$(echo "$line" | cut -d, -f2 | tr -d '"')
 p50=$(echo "$line" | cut -d, -f5 | tr -d '"')
 p99=$(echo "$line" | cut -d, -f7 | tr -d '"')
 version=$(redis-server --version | sed -n 's/.*v=\([^ ]*\).*/\1/p')
-echo "{\"peer\":\"redis\",\"version\":\"$version\",\"test\":\"GET\",\"connections\":50,\"value_bytes\":100,\"requests\":$requests,\"get_per_s\":$rps,\"p50_ms\":$p50,\"p99_ms\":$p99}"
+echo "{\"peer\":\"redis\",\"version\":\"$version\",\"test\":\"GET\",\"connections\":$connections,\"pipeline\":$pipeline,\"value_bytes\":100,\"requests\":$requests,\"get_per_s\":$rps,\"p50_ms\":$p50,\"p99_ms\":$p99}"
