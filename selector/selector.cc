@@ -80,7 +80,7 @@ double ModelSelector::ReadsOf(uint64_t meganode) const {
   return it->second.sum / static_cast<double>(it->second.ring.size());
 }
 
-Side ModelSelector::PreferredLocked(uint64_t server, uint64_t meganode, uint64_t now_us, bool* measured) {
+Side ModelSelector::PreferredLocked(uint64_t server, uint64_t meganode, uint64_t now_us, bool* measured, Costs* costs) {
   ServerState& st = StateOf(server);
   st.search.Expire(now_us);
   st.read.Expire(now_us);
@@ -95,6 +95,7 @@ Side ModelSelector::PreferredLocked(uint64_t server, uint64_t meganode, uint64_t
   }
   const double m = ReadsOf(meganode);
   const double ls = st.search.mean(), lr = st.read.mean();
+  if (costs != nullptr) *costs = Costs{ls, m * lr};
   if (rule_ == Rule::kDex) return ls < m * (lr + 0.040) * 1.2 ? Side::kServer : Side::kClient;
   const double rtt_r = options_.floor == SelectorOptions::Floor::kNone ? 0 : st.read.floor();
   const double rtt_s = options_.floor == SelectorOptions::Floor::kPerSide ? st.search.floor() : rtt_r;
@@ -135,11 +136,15 @@ void ModelSelector::CountSearch(ServerState& st, uint64_t now_us) const {
 Side ModelSelector::Choose(uint64_t server, uint64_t meganode, uint64_t now_us) {
   std::lock_guard lock(mu_);
   bool measured = false;
-  const Side preferred = PreferredLocked(server, meganode, now_us, &measured);
+  Costs costs;
+  const Side preferred = PreferredLocked(server, meganode, now_us, &measured, &costs);
   Side side = preferred;
   if (rule_ == Rule::kCell && options_.steer_per_s > 0) {
     ServerState& st = StateOf(server);
     CountSearch(st, now_us);
+    if (measured && !st.split_timed && costs.server + costs.client > 0) {
+      st.split = costs.client / (costs.server + costs.client);  // where the whole latencies share the time evenly
+    }
     if (measured) {
       // A step in this client's own load on the server (its searches per second over the last ~load_fast_us
       // against the last ~load_slow_us, by load_step or more either way) rescales the split, for the next
@@ -172,7 +177,14 @@ Side ModelSelector::Choose(uint64_t server, uint64_t meganode, uint64_t now_us) 
       side = std::uniform_real_distribution<double>(0, 1)(rng_) < st.split ? Side::kServer : Side::kClient;
     }
   }
-  if (measured && options_.explore > 0 && std::uniform_real_distribution<double>(0, 1)(rng_) < options_.explore) {
+  // Exploration: about a fraction `explore` of the time on the side estimated worse, not of the searches.
+  double explore = options_.explore;
+  if (rule_ == Rule::kCell && measured) {
+    const double better = preferred == Side::kServer ? costs.server : costs.client;
+    const double worse = preferred == Side::kServer ? costs.client : costs.server;
+    if (worse > better && worse > 0) explore *= better / worse;
+  }
+  if (measured && explore > 0 && std::uniform_real_distribution<double>(0, 1)(rng_) < explore) {
     side = preferred == Side::kServer ? Side::kClient : Side::kServer;  // the side the rule estimates worse
     ++explorations_;
   }

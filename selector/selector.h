@@ -13,13 +13,19 @@
 //                    SelectorOptions::floor offers two other forms where an RPC's round trip costs much more than a
 //                    read's (shm): kPerSide, each side's own lowest latency, and kNone, whole latencies.
 //                    Each mean is over a LatencyWindow (last n samples, outliers beyond K sigma dropped, history
-//                    dropped when outliers win a window, after an idle gap, or past max_age). With probability p the
-//                    side estimated worse is taken, so that both estimates stay current.
+//                    dropped when outliers win a window, after an idle gap, or past max_age). Exploration keeps both
+//                    estimates current at a bounded cost: the side estimated worse is taken with probability p times
+//                    the ratio of the better side's expected latency to the worse side's (whole latencies: l_s
+//                    against m x l_r), so that exploring takes about a fraction p of the time whatever the ratio (on
+//                    shm a server-side search costs ~30x a client-side one: 1% of searches would cost ~30%).
 //                    Steering (steer_per_s): rather than applying the rule to each operation, which makes the threads
 //                    sharing a selector stampede to one side together, each server has a split (the fraction of
 //                    searches sent to it) that moves toward the side the rule prefers at steer_per_s per second,
 //                    starting at one half, and each search draws from it; it settles where the rule's two sides are
-//                    equal. 0: per operation, as the paper has it.
+//                    equal. 0: per operation, as the paper has it. The split starts, once both sides are measured,
+//                    where the two sides' whole latencies would share the time evenly (the server's fraction is
+//                    m x l_r / (l_s + m x l_r)): far from the side that is many times dearer, so steering does not
+//                    spend its first half second sending half the searches there.
 //                    Load steps (load_step): a step in this client's own rate of searches to a server (x1.5 either
 //                    way, its last 50 ms against its last second) rescales the split at once, so that the rate sent
 //                    to the server stays what it was: the server's capacity has not changed, and steering alone would
@@ -176,7 +182,11 @@ class ModelSelector final : public Selector {
   ServerState& StateOf(uint64_t server);                     // under mu_
   void CountSearch(ServerState& st, uint64_t now_us) const;  // under mu_
   double ReadsOf(uint64_t meganode) const;                   // under mu_
-  Side PreferredLocked(uint64_t server, uint64_t meganode, uint64_t now_us, bool* measured);
+  // The rule's side; when *measured, *costs holds each side's whole expected latency (l_s, and m x l_r).
+  struct Costs {
+    double server = 0, client = 0;
+  };
+  Side PreferredLocked(uint64_t server, uint64_t meganode, uint64_t now_us, bool* measured, Costs* costs = nullptr);
 
   const Rule rule_;
   SelectorOptions options_;  // as given, with the rates' time constants at least 1 us
