@@ -20,6 +20,28 @@ struct ParsedOptions {
 };
 
 // Declares every command-line option, with its help text, bound to `config` (or to `raw`).
+// The regions' sizes. Those not given stay 0: a restart takes the recorded ones, a fresh start sizes to the machine
+// (StoreConfig).
+void DeclareSizeOptions(CLI::App& app, cell::server::StoreConfig& store) {
+  store.meganode_bytes = 0;
+  store.meganodes = 0;
+  store.extent_region_bytes = 0;
+  const char* kSizes = "; default: as recorded on a restart, else sized to the machine (records in half its memory)";
+  app.add_option("--meganode-size", store.meganode_bytes,
+                 std::string("bytes of one meganode (e.g. 64MiB)") + "; default: as recorded on a restart, else 64MiB")
+      ->transform(CLI::AsSizeValue(false))
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 40));
+  app.add_option(
+         "--meganodes", store.meganodes,
+         std::string("room for this many meganodes in the node region (memory is committed as it is used)") + kSizes)
+      ->check(CLI::Range(1u, 1u << 20));
+  app.add_option(
+         "--region-size", store.extent_region_bytes,
+         std::string("bytes of the extent region that holds the records (e.g. 1GiB; committed as it is used)") + kSizes)
+      ->transform(CLI::AsSizeValue(false))
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 40));
+}
+
 void DeclareOptions(CLI::App& app, cell::server::ServerConfig& config, ParsedOptions& raw) {
   raw.session_ms = config.zk_session_timeout.count();
   raw.flush_ms = config.store.async_flush_interval.count();
@@ -67,24 +89,7 @@ void DeclareOptions(CLI::App& app, cell::server::ServerConfig& config, ParsedOpt
                  "experiments: every get, put, delete and scan searched on this server burns this many more "
                  "microseconds of its worker's CPU (a slower CPU; the counterpart of --nic-model)")
       ->check(CLI::Range(0.0, 100000.0));
-  // Sizes not given stay 0: a restart takes the recorded ones, a fresh start sizes to the machine (StoreConfig).
-  config.store.meganode_bytes = 0;
-  config.store.meganodes = 0;
-  config.store.extent_region_bytes = 0;
-  const char* kSizes = "; default: as recorded on a restart, else sized to the machine (records in half its memory)";
-  app.add_option("--meganode-size", config.store.meganode_bytes,
-                 std::string("bytes of one meganode (e.g. 64MiB)") + "; default: as recorded on a restart, else 64MiB")
-      ->transform(CLI::AsSizeValue(false))
-      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 40));
-  app.add_option(
-         "--meganodes", config.store.meganodes,
-         std::string("room for this many meganodes in the node region (memory is committed as it is used)") + kSizes)
-      ->check(CLI::Range(1u, 1u << 20));
-  app.add_option(
-         "--region-size", config.store.extent_region_bytes,
-         std::string("bytes of the extent region that holds the records (e.g. 1GiB; committed as it is used)") + kSizes)
-      ->transform(CLI::AsSizeValue(false))
-      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 40));
+  DeclareSizeOptions(app, config.store);
   app.add_flag("--huge-pages", config.store.huge_pages,
                "put the regions on 2 MiB huge pages (reserve them first: vm.nr_hugepages); fewer TLB misses for "
                "one-sided reads");
