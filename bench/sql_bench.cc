@@ -280,6 +280,9 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"point", "range"}));
   app.add_option("--cluster", f.store.cluster, "cell: the cluster (the module's cluster='...', e.g. tcp://HOST:PORT)");
   app.add_option("--key-file", f.store.key_file, "cell: the client key file (default: CELL_KEY_FILE, if set)");
+  app.add_option("--search", f.store.search,
+                 "cell: how the table's reads search (the module's search='...'): "
+                 "adaptive (default), server or client");
   app.add_option("--prefix", f.store.prefix, "cell: the table's tuple prefix (default: one of this run's own)");
   app.add_option("--keys", f.keys, "rows loaded into each store")->check(CLI::Range(uint64_t{1}, uint64_t{1} << 40));
   app.add_option("--seconds", f.seconds, "seconds of each (round, store, query)")->check(CLI::PositiveNumber);

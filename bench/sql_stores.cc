@@ -147,11 +147,12 @@ class SqliteStore final : public SqlStore {
       if (const int rc = cell::sql::Register(db_); rc != SQLITE_OK) return Error("registering the cell module");
       std::string where = "cluster=" + Quoted(options.cluster) + ", prefix=" + Quoted(options.prefix);
       if (!options.key_file.empty()) where += ", key_file=" + Quoted(options.key_file);
+      if (!options.search.empty()) where += ", search=" + Quoted(options.search);
       CELL_RETURN_IF_ERROR(
           Exec(fmt::format("CREATE VIRTUAL TABLE t USING cell({}, schema={})", where, Quoted(kColumns))));
       // The module's client (one per cluster and key file in the process, sql/client_registry.h): the same one
       // while the table holds it, for its search counters.
-      CELL_ASSIGN_OR_RETURN(client_, cell::sql::SharedClient(options.cluster, options.key_file));
+      CELL_ASSIGN_OR_RETURN(client_, cell::sql::SharedClient(options.cluster, options.key_file, options.search));
       CELL_RETURN_IF_ERROR(Prepare("SELECT cell_sql_counters('t')", &counters_));
     } else {
       CELL_RETURN_IF_ERROR(Exec(fmt::format("CREATE TABLE t({})", kColumns)));

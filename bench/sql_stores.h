@@ -68,6 +68,7 @@ class SqlStore {
 struct SqlStoreOptions {
   std::string cluster;       // cell: ClientOptions::cluster (the module's cluster='...')
   std::string key_file;      // cell: the module's key_file='...' ("" : CELL_KEY_FILE, if set)
+  std::string search;        // cell: the module's search='...' ("": its default, adaptive)
   std::string prefix;        // cell: the table's tuple prefix (a run of its own: its rows are not deleted)
   uint64_t range_limit = 0;  // > 0: the range query ends with LIMIT range_limit (every store)
   PrivatePostgresOptions postgres;

@@ -50,7 +50,7 @@ int Connect(sqlite3* db, void* aux, int argc, const char* const* argv, sqlite3_v
   };
   StatusOr<TableOptions> options = ParseTableOptions(name, std::vector<std::string>(argv + 3, argv + argc));
   if (!options.ok()) return fail(SQLITE_ERROR, options.status().message());
-  StatusOr<std::shared_ptr<Client>> client = SharedClient(options->cluster, options->key_file);
+  StatusOr<std::shared_ptr<Client>> client = SharedClient(options->cluster, options->key_file, options->search);
   if (!client.ok()) {
     return fail(SqliteCode(client.status()),
                 fmt::format("cannot open cluster {}: {}", options->cluster, client.status().ToString()));

@@ -19,7 +19,7 @@
 // other, not atomically. SQLite tells a virtual table nothing when a transaction that only read ends: the reads of a
 // BEGIN ... COMMIT that writes no Cell table are not validated.
 //
-// CLIENTS. Tables share one cell::Client per (cluster, key_file) in the process, reference-counted
+// CLIENTS. Tables share one cell::Client per (cluster, key_file, search) in the process, reference-counted
 // (sql/client_registry.h): opened by the first table that needs it, closed when the last table (and transaction)
 // using it is gone.
 //

@@ -13,7 +13,7 @@ namespace cell::sql {
 
 namespace {
 
-constexpr const char* kOptions = "cluster, schema, key_file, prefix, index";
+constexpr const char* kOptions = "cluster, schema, key_file, prefix, index, search";
 
 std::string Trim(std::string_view s) {
   const size_t b = s.find_first_not_of(" \t\r\n");
@@ -85,6 +85,13 @@ StatusOr<TableOptions> ParseTableOptions(const std::string& table_name, const st
       options.prefix = value;
     } else if (name == "index") {
       indexes.push_back(value);
+    } else if (name == "search") {
+      if (value != "adaptive" && value != "server" && value != "client" && value != "dex" &&
+          value.rfind("fixed:", 0) != 0) {
+        return Status::InvalidArgument(fmt::format(
+            "search '{}' is not one of adaptive, server, client, dex, fixed:<fraction searched on the server>", value));
+      }
+      options.search = value;
     } else if (name == "schema") {
       CELL_ASSIGN_OR_RETURN(options.schema, ParseSchema(value));
       have_schema = true;

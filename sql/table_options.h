@@ -6,6 +6,8 @@
 //   key_file='/etc/cell/client.key'               ClientOptions::key_file (empty: CELL_KEY_FILE, if set)
 //   prefix='t'                                    the tuple prefix of the table's keys (default: the table's name)
 //   index='name'                                  a secondary index on that column; repeat for more
+//   search='client'                               how the table's reads search: adaptive (the default), server,
+//                                                 client, dex or fixed:<fraction> (ClientOptions::search)
 #pragma once
 
 #include <string>
@@ -22,6 +24,7 @@ struct TableOptions {
   std::string prefix;
   Schema schema;
   std::vector<int> indexes;  // indexed columns, in the order given
+  std::string search;        // ClientOptions::search ("": the client's default)
 };
 
 // Longest prefix accepted, packed as a tuple: keys need room after it for the primary key (cell/limits.h: 255 bytes

@@ -67,6 +67,10 @@ TEST(SqlTableOptions, ParsesArgumentsAndRefusesBadOnes) {
   auto quoted = ParseTableOptions("t", {"cluster=tcp://h:1", "schema='a TEXT'", "prefix='it''s'"});
   ASSERT_TRUE(quoted.ok());
   EXPECT_EQ(quoted->prefix, "it's");
+  EXPECT_EQ(quoted->search, "") << "the client's default";
+  auto client = ParseTableOptions("t", {"cluster=tcp://h:1", "schema='a TEXT'", "search=client"});
+  ASSERT_TRUE(client.ok());
+  EXPECT_EQ(client->search, "client");
   const std::vector<std::pair<std::vector<std::string>, std::string>> bad = {
       {{"schema='a TEXT'"}, "no cluster"},
       {{"cluster='c'"}, "no schema"},
@@ -78,6 +82,7 @@ TEST(SqlTableOptions, ParsesArgumentsAndRefusesBadOnes) {
       {{"cluster='c'", "schema='a TEXT'", "bare"}, "not an option=value pair"},
       {{"cluster='c", "schema='a TEXT'"}, "not one quoted string"},
       {{"cluster='c'", "schema='a TEXT'", "prefix='" + std::string(200, 'p') + "'"}, "at most 130"},
+      {{"cluster='c'", "schema='a TEXT'", "search='sideways'"}, "search 'sideways' is not one of"},
   };
   for (const auto& [args, why] : bad) {
     auto r = ParseTableOptions("t", args);

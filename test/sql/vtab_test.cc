@@ -10,6 +10,7 @@
 #include <set>
 
 #include "cell/client.h"
+#include "sql/client_registry.h"
 #include "sql/row_codec.h"
 #include "test/sql/sql_harness.h"
 
@@ -282,6 +283,24 @@ TEST_F(SqlVtab, DropTableKeepsTheRowsAndAPrefixHoldsOneDefinition) {
   EXPECT_NE(other.error.find("already holds a table defined as"), std::string::npos) << other.error;
   Outcome indexed = db.Run(Create("indexed", "id INTEGER PRIMARY KEY, v TEXT", ", index='v'", prefix));
   EXPECT_FALSE(indexed.ok()) << "an index the rows under the prefix do not have";
+}
+
+TEST_F(SqlVtab, ATablesSearchOptionPicksTheSideItsReadsSearch) {
+  for (const std::string side : {"server", "client"}) {
+    Db db;
+    db.Must(Create("t", "id INTEGER PRIMARY KEY, name TEXT", fmt::format(", search='{}'", side), "search-" + side));
+    db.Must("INSERT INTO t VALUES (1, 'a'), (2, 'b'), (3, 'c')");
+    // The table's client, as the module shares it: one per cluster, key file and search mode.
+    auto client = SharedClient(cluster_->cluster(), cluster_->key_file(), side);
+    ASSERT_TRUE(client.ok()) << client.status().ToString();
+    const Client::Stats before = (*client)->stats();
+    for (int i = 0; i < 20; ++i) db.Must(fmt::format("SELECT name FROM t WHERE id = {}", 1 + i % 3));
+    const Client::Stats after = (*client)->stats();
+    const uint64_t server = after.server_searches - before.server_searches;
+    const uint64_t client_side = after.client_searches - before.client_searches;
+    EXPECT_EQ(side == "server" ? client_side : server, 0u) << side;
+    EXPECT_GE(side == "server" ? server : client_side, 20u) << side;
+  }
 }
 
 TEST_F(SqlVtab, AScanOutsideATransactionIsValidatedInChunks) {
