@@ -104,7 +104,8 @@ void DeclareOptions(CLI::App& app, cell::server::ServerConfig& config, ParsedOpt
   app.add_option("--async-flush-ms", raw.flush_ms, "async durability: how often the log is synced")
       ->check(CLI::Range(int64_t{1}, int64_t{10000}));
   app.add_option("--checkpoint-every", config.store.checkpoint_log_bytes,
-                 "take a checkpoint (and drop the log before it) once the log has grown by this much (e.g. 256MiB)")
+                 "take a checkpoint (and drop the log before it) once the log has grown by this much (e.g. 256MiB), "
+                 "and by as much as the store held at the last checkpoint")
       ->transform(CLI::AsSizeValue(false));
 }
 

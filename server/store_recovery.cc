@@ -3,6 +3,7 @@
 // taken in the background so that a restart need not replay the whole log.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <map>
 
@@ -152,17 +153,20 @@ void StoreService::StartCheckpointer(const StoreConfig& config) {
 
 void StoreService::Checkpoint() {
   const auto next = [this](std::chrono::seconds after) { checkpointer_->PostAfter(after, [this] { Checkpoint(); }); };
-  if (!checkpoint_due_ && log_->appended_bytes() - checkpoint_at_last_ < checkpoint_every_) {
+  if (!checkpoint_due_ &&
+      log_->appended_bytes() - checkpoint_at_last_ < std::max(checkpoint_every_, checkpoint_held_)) {
     return next(std::chrono::seconds(1));
   }
   checkpoint_due_ = false;
   if (lost_.load(std::memory_order_acquire)) return;  // another server's regions now: their directory too
   const auto start = std::chrono::steady_clock::now();
   const uint64_t bytes = log_->appended_bytes();
+  const uint64_t held = store_->node_bytes_used() + store_->extent_bytes_used();
   auto lsn = logging::TakeCheckpoint(log_dir_, log_.get(),
                                      TreeCheckpointRegions(store_->node_region(), store_->extent_region()), env_);
   if (lsn.ok()) {
     checkpoint_at_last_ = bytes;
+    checkpoint_held_ = held;
     checkpoint_failures_ = 0;
     diag::Info("server {}: checkpoint at lsn {} in {:.2f} s", server_id_, *lsn,
                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());

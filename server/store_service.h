@@ -65,7 +65,11 @@ struct StoreConfig {
   // acknowledged at once, on disk within async_flush_interval plus one fdatasync.
   logging::Durability durability = logging::Durability::kSync;
   std::chrono::milliseconds async_flush_interval{10};
-  // A checkpoint is taken (in the background) once the log has grown by this much since the last one.
+  // A checkpoint is taken (in the background) once the log has grown since the last one by this much, or by as many
+  // bytes as the regions held at the last one, whichever is more. A checkpoint copies all that the regions hold, so
+  // the second bound keeps the copying in proportion to what is written (a load of 20M keys would otherwise copy
+  // gigabytes back to back), as Redis's auto-aof-rewrite-percentage 100 does; a restart then replays a log about as
+  // large as the store at most.
   uint64_t checkpoint_log_bytes = uint64_t{256} << 20;
   // The file operations of the log and checkpoints (tests inject faults and power losses); null: POSIX. Not owned.
   logging::Env* env = nullptr;
@@ -221,8 +225,8 @@ class StoreService {
   // The error a write gets when its records could not be made durable.
   Status NotLogged(const Status& s) const;
   // The checkpointer lane's task, every second until the service is destroyed: takes a checkpoint if the log has
-  // grown by checkpoint_every_ since the last one (or once after a recovery that replayed records), and backs off
-  // after a failure.
+  // grown by checkpoint_every_, and by checkpoint_held_, since the last one (or once after a recovery that replayed
+  // records), and backs off after a failure.
   void Checkpoint();
 
   double search_cpu_us_ = 0;
@@ -241,6 +245,7 @@ class StoreService {
   // The checkpointer lane's own (its tasks run one at a time): what Checkpoint keeps from one run to the next.
   uint64_t checkpoint_every_ = 0;
   uint64_t checkpoint_at_last_ = 0;  // the log's appended bytes when the last checkpoint began
+  uint64_t checkpoint_held_ = 0;     // the regions' bytes in use when the last checkpoint began
   bool checkpoint_due_ = false;      // take one at the next run whatever the log's growth
   int checkpoint_failures_ = 0;      // in a row
   uint64_t server_id_ = 0;
