@@ -217,9 +217,9 @@ Status StoreClient::ScanRange(std::string_view start, std::string_view end, size
   }
   const GlobalPtr cached = paths_.Lookup(first);
   uint64_t server = 0;
-  const bool on_server =
-      side == Side::kServer ||
-      (side == Side::kSelector && SearchOnServer(measure_ ? cached : GlobalPtr(), /*may_block=*/true, &server));
+  const bool on_server = side == Side::kServer ||
+                         (side == Side::kSelector && SearchOnServer(measure_ ? cached : GlobalPtr(), /*may_block=*/true,
+                                                                    &server, /*reports=*/false));
   if (on_server) {
     stats_.server_searches.fetch_add(1, std::memory_order_relaxed);
     return ScanServerSide(start, end, limit, mode, cached, deadline, out);
@@ -302,7 +302,8 @@ Status StoreClient::ApproximateSize(std::string_view start, std::string_view end
   GlobalPtr at = paths_.Lookup(start.empty() ? std::string_view("\0", 1) : start);
   uint64_t server = 0;
   if (side == Side::kClient ||
-      (side == Side::kSelector && !SearchOnServer(measure_ ? at : GlobalPtr(), /*may_block=*/true, &server))) {
+      (side == Side::kSelector &&
+       !SearchOnServer(measure_ ? at : GlobalPtr(), /*may_block=*/true, &server, /*reports=*/false))) {
     return Run(
         [&](rpc::Connection& connection, const Route& route, GlobalPtr begin, Deadline d) -> Attempt {
           auto root = Root();
@@ -350,8 +351,8 @@ Status StoreClient::GetWithMeta(std::string_view key, Side side, std::string* va
   CELL_RETURN_IF_ERROR(CheckMayWait());
   uint64_t server = 0;
   const bool on_server = side == Side::kServer ||
-                         (side == Side::kSelector &&
-                          SearchOnServer(measure_ ? paths_.Lookup(key) : GlobalPtr(), /*may_block=*/true, &server));
+                         (side == Side::kSelector && SearchOnServer(measure_ ? paths_.Lookup(key) : GlobalPtr(),
+                                                                    /*may_block=*/true, &server, /*reports=*/false));
   *meta = btree::RecordMeta{};
   if (!on_server) {
     stats_.client_searches.fetch_add(1, std::memory_order_relaxed);

@@ -76,7 +76,7 @@ void StoreClient::Schedule(Deadline due, std::function<void()> task) {
   task();
 }
 
-bool StoreClient::SearchOnServer(GlobalPtr start, bool may_block, uint64_t* server) {
+bool StoreClient::SearchOnServer(GlobalPtr start, bool may_block, uint64_t* server, bool reports) {
   *server = 0;
   if (!measure_) return selector_->Choose(0, 0, 0) == selector::Side::kServer;
   uint32_t region = start.region;
@@ -96,7 +96,8 @@ bool StoreClient::SearchOnServer(GlobalPtr start, bool may_block, uint64_t* serv
   }
   // Not knowing the server yet: by RPC (the request finds its way), measuring nothing.
   if (*server == 0) return true;
-  return selector_->Choose(*server, start.Pack(), NowUs()) == selector::Side::kServer;
+  return (reports ? selector_->Choose(*server, start.Pack(), NowUs())
+                  : selector_->Follow(*server, start.Pack(), NowUs())) == selector::Side::kServer;
 }
 
 StatusOr<uint32_t> StoreClient::Root() {

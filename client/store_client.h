@@ -248,7 +248,9 @@ class StoreClient {
   // The selector's choice for an operation beginning at meganode `start` (null: the root); *server is the server it
   // was made for (the start region's owner), to which measurements are reported; 0 if not known, and then nothing
   // is measured. `may_block`: the owner may be looked up (synchronous operations); otherwise only the cache is asked.
-  bool SearchOnServer(GlobalPtr start, bool may_block, uint64_t* server);
+  // `reports`: the operation reports its latency (a get); scans, MultiGets and estimates do not, and follow the
+  // gets' decisions (selector::Selector::Follow).
+  bool SearchOnServer(GlobalPtr start, bool may_block, uint64_t* server, bool reports = true);
   // True for one client-side search in options_.sample_one_in, counted per thread.
   bool SampleThisSearch() const {
     thread_local uint32_t count = 0;

@@ -192,6 +192,20 @@ Side ModelSelector::Choose(uint64_t server, uint64_t meganode, uint64_t now_us) 
   return side;
 }
 
+Side ModelSelector::Follow(uint64_t server, uint64_t meganode, uint64_t now_us) {
+  std::lock_guard lock(mu_);
+  Side side = Side::kServer;
+  if (rule_ == Rule::kCell && options_.steer_per_s > 0) {
+    side = std::uniform_real_distribution<double>(0, 1)(rng_) < StateOf(server).split ? Side::kServer : Side::kClient;
+  } else {
+    bool measured = false;
+    const Side preferred = PreferredLocked(server, meganode, now_us, &measured);
+    if (measured) side = preferred;
+  }
+  ++(side == Side::kServer ? server_decisions_ : client_decisions_);
+  return side;
+}
+
 void ModelSelector::OnServerSearch(uint64_t server, double us, uint64_t now_us) {
   std::lock_guard lock(mu_);
   StateOf(server).search.Add(us, now_us);

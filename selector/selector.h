@@ -106,6 +106,10 @@ class Selector {
   virtual ~Selector() = default;
   // The side to search `meganode` (a packed pointer; 0 if not known) of server `server` on, at `now_us`.
   virtual Side Choose(uint64_t server, uint64_t meganode, uint64_t now_us) = 0;
+  // The side for an operation that will report no latency (a scan, a MultiGet: their costs are not a get's): it
+  // follows what the gets have decided, and neither explores nor asks for the measurement a side lacks (the answer
+  // would never come, and the operation would be sent to the unmeasured side for as long as no get ran).
+  virtual Side Follow(uint64_t server, uint64_t meganode, uint64_t now_us) { return Choose(server, meganode, now_us); }
   // A server-side search to `server` took `us`.
   virtual void OnServerSearch(uint64_t server, double us, uint64_t now_us) = 0;
   // A one-sided read from `server` took `us`.
@@ -149,6 +153,9 @@ class ModelSelector final : public Selector {
   enum class Rule { kCell, kDex };
   ModelSelector(Rule rule, const SelectorOptions& options);
   Side Choose(uint64_t server, uint64_t meganode, uint64_t now_us) override;
+  // Steered (adaptive): drawn from the server's split as the gets left it. Otherwise the rule's side once both are
+  // measured, and the server's side before (as an unknown server's operation goes).
+  Side Follow(uint64_t server, uint64_t meganode, uint64_t now_us) override;
   void OnServerSearch(uint64_t server, double us, uint64_t now_us) override;
   void OnRead(uint64_t server, double us, uint64_t now_us) override;
   void OnReads(uint64_t server, const double* us, size_t n, uint64_t now_us) override;

@@ -421,6 +421,32 @@ TEST(CellSelector, ASideManyTimesDearerIsNeitherStartedAtHalfNorExploredOftenWhe
   EXPECT_LT(s.stats().explorations, 30u) << "expected about 7 (1% of the time, at 30x the cost)";
 }
 
+TEST(CellSelector, OperationsThatReportNothingFollowTheSplitAndNeverForceAMeasurement) {
+  // Steered: gets leave the split near the client side (a search 300 us, a traversal 10 us).
+  ModelSelector s(ModelSelector::Rule::kCell,
+                  SelectorOptions{.explore = 0.01, .max_age_us = 1'000'000, .seed = 13, .steer_per_s = 1.0});
+  uint64_t t = 0;
+  Feed(s, 300, 2.5, 2.5, 100, &t);
+  for (int i = 0; i < 1000; ++i) s.Choose(1, 0, t += 1000);  // 1 s of gets: the split goes to 0
+  ASSERT_LT(s.stats().servers[0].split, 0.01);
+  // 2 s later every sample has aged out: a get would be sent to be measured, a scan follows the split.
+  t += 2'000'000;
+  int server = 0;
+  for (int i = 0; i < 1000; ++i) server += s.Follow(1, 0, t += 10) == Side::kServer ? 1 : 0;
+  EXPECT_LT(server, 30) << "about 1% expected (the split), not every one as an unmeasured side would have it";
+  // Gets are what measure the sides whose samples aged out: with both windows empty, they alternate.
+  const Side first = s.Choose(1, 0, t), second = s.Choose(1, 0, t);
+  EXPECT_NE(first, second);
+
+  // Per operation (no steering): the rule's side once measured, the server before.
+  ModelSelector per_get(ModelSelector::Rule::kCell, NoExploration());
+  uint64_t u = 0;
+  EXPECT_EQ(per_get.Follow(1, 0, u), Side::kServer) << "unmeasured";
+  Feed(per_get, 300, 2.5, 2.5, 100, &u);
+  for (int i = 0; i < 100; ++i) EXPECT_EQ(per_get.Follow(1, 0, u), Side::kClient);
+  EXPECT_EQ(per_get.stats().explorations, 0u);
+}
+
 TEST(DexSelector, PushesToTheServerWhenItBeatsTheMissingNodesReadCost) {
   ModelSelector s(ModelSelector::Rule::kDex, NoExploration());
   uint64_t t = 0;
