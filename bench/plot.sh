@@ -12,11 +12,15 @@
 #       One line per file of rows "x y" (e.g. throughput against the read fraction).
 #   bench/plot.sh bars OUT.png TITLE YLABEL values.dat
 #       One bar per row "label value" (e.g. the fixed-ratio sweep's throughputs).
+#   bench/plot.sh groups OUT.png TITLE YLABEL=values.dat [YLABEL=values.dat ...]
+#       One panel per file, stacked: bars grouped by the first column and coloured by the others (a column's name has
+#       the same colour in every panel), with a legend and each bar's value on it. The file's first row names the columns ("keys" "server-side" "client-side" ...;
+#       names with spaces in double quotes), each further row is a group: its label, then one value per column.
 set -euo pipefail
 
 die() { echo "plot.sh: $*" >&2; exit 2; }
 command -v gnuplot >/dev/null || die "gnuplot not found (deploy/install-deps.sh installs gnuplot-nox)"
-[ $# -ge 3 ] || die "usage: plot.sh series|curve|lines|bars OUT.png TITLE ... (see the header of bench/plot.sh)"
+[ $# -ge 3 ] || die "usage: plot.sh series|curve|lines|bars|groups OUT.png TITLE ... (see the header of bench/plot.sh)"
 kind=$1 out=$2 title=$3
 shift 3
 
@@ -26,7 +30,10 @@ quote() { printf "'%s'" "${1//\'/\'\'}"; }
 script=$(mktemp)
 trap 'rm -f "$script"' EXIT
 {
-  echo "set terminal pngcairo size 1100,$([ "$kind" = series ] && echo 900 || echo 600) font ',11'"
+  height=600
+  [ "$kind" != series ] || height=900
+  [ "$kind" != groups ] || height=$((80 + 300 * ($# > 0 ? $# : 1)))
+  echo "set terminal pngcairo size 1100,$height font ',11'"
   echo "set output $(quote "$out")"
   echo "set grid"
   echo "set key outside right top"
@@ -141,7 +148,44 @@ case "$kind" in
       echo "plot $(quote "$file") using 0:2:xtic(1) with boxes lc rgb '#4080c0', '' using 0:2:(sprintf('%.0f', \$2)) with labels offset 0,0.7"
     } >>"$script"
     ;;
-  *) die "unknown plot kind '$kind' (series, curve, lines or bars)" ;;
+  groups)
+    [ $# -gt 0 ] || die "groups: usage: plot.sh groups OUT.png TITLE YLABEL=values.dat [YLABEL=values.dat ...]"
+    colours=() # a column's colour is its name's: the same name has the same colour in every panel
+    {
+      echo "set multiplot layout $#,1 title $(quote "$title")"
+      echo "set style data histogram"
+      echo "set style histogram clustered gap 1"
+      echo "set style fill solid 0.8 border -1"
+      echo "set yrange [0:*]"
+      echo "set offsets 0, 0, graph 0.12, 0"
+      echo "set key autotitle columnhead"  # every file's first row names its columns (and is not a group)
+      # A bar's label: whole numbers from 100 up, else three significant digits.
+      echo "fmt(v) = v >= 100 ? sprintf('%.0f', v) : sprintf('%.3g', v)"
+      for panel in "$@"; do
+        case "$panel" in *=*) ;; *) die "groups: '$panel' is not YLABEL=values.dat" ;; esac
+        file=${panel#*=}
+        [ -r "$file" ] || die "groups: cannot read $file"
+        # The names of the columns after the group's (gnuplot reads a quoted name as one column).
+        mapfile -t names < <(python3 -c 'import shlex, sys; print(*shlex.split(open(sys.argv[1]).readline())[1:], sep="\n")' "$file")
+        n=${#names[@]}
+        [ "$n" -gt 0 ] || die "groups: $file names no columns after the group's"
+        f=$(quote "$file")
+        plots=()
+        for i in $(seq 0 $((n - 1))); do
+          c=0
+          while [ "$c" -lt ${#colours[@]} ] && [ "${colours[$c]}" != "${names[$i]}" ]; do c=$((c + 1)); done
+          [ "$c" -lt ${#colours[@]} ] || colours+=("${names[$i]}")
+          # Bar i of group g is centred at g + (i - (n-1)/2) / (n + 1) (n bars and a gap of one bar).
+          plots+=("$f using $((i + 2)):xtic(1) lc $((c + 1))")
+          plots+=("$f using (\$0 + ($i - ($n - 1) / 2.0) / ($n + 1.0)):$((i + 2)):(fmt(column($((i + 2))))) with labels offset 0,0.7 font ',9' notitle")
+        done
+        echo "set ylabel $(quote "${panel%%=*}")"
+        (IFS=,; echo "plot ${plots[*]}")
+      done
+      echo "unset multiplot"
+    } >>"$script"
+    ;;
+  *) die "unknown plot kind '$kind' (series, curve, lines, bars or groups)" ;;
 esac
 
 gnuplot "$script" || die "gnuplot failed on $out"
