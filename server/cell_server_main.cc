@@ -26,7 +26,8 @@ void DeclareSizeOptions(CLI::App& app, cell::server::StoreConfig& store) {
   store.meganode_bytes = 0;
   store.meganodes = 0;
   store.extent_region_bytes = 0;
-  const char* kSizes = "; default: as recorded on a restart, else sized to the machine (records in half its memory)";
+  const char* kSizes =
+      "; default: as recorded on a restart, else sized to the machine (records and nodes in 3/8 of its memory each)";
   app.add_option("--meganode-size", store.meganode_bytes,
                  std::string("bytes of one meganode (e.g. 64MiB)") + "; default: as recorded on a restart, else 64MiB")
       ->transform(CLI::AsSizeValue(false))

@@ -89,10 +89,12 @@ uint64_t UsableMemory() {
   return bytes;
 }
 
-// Fills the sizes `config` leaves at 0 for a fresh start. Records get half the usable memory (whole GiB, at least 1)
-// and the node region room for half as many bytes (at 64 MiB meganodes: 96 meganodes beside 12 GiB of records on
-// 24 GiB, about 20M keys of Cell's shapes). Regions commit memory only as they are used, so this bounds what one
-// server may hold rather than taking it; servers sharing a machine share it as they fill. Where memory is taken when
+// Fills the sizes `config` leaves at 0 for a fresh start. Records get 3/8 of the usable memory (whole GiB, at least
+// 1) and the node region as much room: Cell's shapes take about as many node bytes as record bytes per key (282 and
+// 274 at 20M keys, docs/BENCHMARKS.md "Scale"), so both fill together, near 30M keys on 24 GiB (128 meganodes of
+// 64 MiB beside 8 GiB of records), with a quarter of the memory left to the rest. Regions commit memory only as they
+// are used, so this bounds what one server may hold rather than taking it; servers sharing a machine share it as
+// they fill. Where memory is taken when
 // the regions are made (huge pages, reserved beforehand; RDMA registration, which pins the regions), unset sizes
 // stay small (1 GiB, 16 meganodes): give the sizes the machine can spare.
 void MachineSized(StoreConfig* config) {
@@ -100,10 +102,10 @@ void MachineSized(StoreConfig* config) {
   const bool taken_at_once = config->huge_pages || config->rdma_registered;
   if (config->meganode_bytes == 0) config->meganode_bytes = uint64_t{64} << 20;
   if (config->extent_region_bytes == 0) {
-    config->extent_region_bytes = taken_at_once ? kGiB : std::max(kGiB, UsableMemory() / 2 / kGiB * kGiB);
+    config->extent_region_bytes = taken_at_once ? kGiB : std::max(kGiB, UsableMemory() / 8 * 3 / kGiB * kGiB);
   }
   if (config->meganodes == 0) {
-    const uint64_t room = taken_at_once ? 16 : config->extent_region_bytes / 2 / config->meganode_bytes;
+    const uint64_t room = taken_at_once ? 16 : config->extent_region_bytes / config->meganode_bytes;
     config->meganodes = static_cast<uint32_t>(std::clamp<uint64_t>(room, 16, 65536));
   }
 }

@@ -39,8 +39,8 @@ class Manifest;
 struct StoreConfig {
   // The regions' shape. A size left at 0 (cell-server leaves those it is not given) is chosen at Open: a restart's
   // from the MANIFEST of its log (a restart need not repeat the sizes, and cannot change them); a fresh start's by
-  // MachineSized (server/store_open.cc): 64 MiB meganodes, records in half the machine's memory and node room for
-  // half as much again, committed only as used.
+  // MachineSized (server/store_open.cc): 64 MiB meganodes, records in 3/8 of the machine's memory and as much node
+  // room, committed only as used.
   uint64_t meganode_bytes = uint64_t{64} << 20;      // one meganode
   uint32_t meganodes = 16;                           // the node region has room for this many
   std::chrono::milliseconds peer_timeout{5000};      // requests to other servers (meganode splits, separators)
