@@ -272,8 +272,8 @@ Status StoreClient::ScanServerSide(std::string_view start, std::string_view end,
   return Status::OK();
 }
 
-Status StoreClient::ScanClientSide(std::string_view start, std::string_view end, size_t limit, btree::ScanMode mode,
-                                   GlobalPtr cached, Deadline deadline, std::vector<btree::KeyValue>* out) {
+Status StoreClient::WalkClientSide(GlobalPtr cached, Deadline deadline,
+                                   const std::function<Status(btree::GlobalReader& reader, GlobalPtr begin)>& walk) {
   return Run(
       [&](rpc::Connection& connection, const Route& route, GlobalPtr begin, Deadline d) -> Attempt {
         auto root = Root();
@@ -281,15 +281,22 @@ Status StoreClient::ScanClientSide(std::string_view start, std::string_view end,
         ReadRouter router(this, d, route, connection);
         btree::CopyingNodeSource source(router.Fetcher(), nodes_.get());
         btree::GlobalReader reader(&source, GlobalPtr{*root, 0});
-        std::vector<btree::KeyValue> pairs;
-        Status s = reader.Scan(start, end, limit, &pairs, begin, mode);
-        if (s.ok()) {
-          for (auto& kv : pairs) out->push_back(std::move(kv));
-        }
-        if (ShouldRetry(s)) return {s, true};
-        return {s, false};
+        Status s = walk(reader, begin);
+        return {s, ShouldRetry(s)};
       },
       deadline, cached);
+}
+
+Status StoreClient::ScanClientSide(std::string_view start, std::string_view end, size_t limit, btree::ScanMode mode,
+                                   GlobalPtr cached, Deadline deadline, std::vector<btree::KeyValue>* out) {
+  return WalkClientSide(cached, deadline, [&](btree::GlobalReader& reader, GlobalPtr begin) {
+    std::vector<btree::KeyValue> pairs;
+    Status s = reader.Scan(start, end, limit, &pairs, begin, mode);
+    if (s.ok()) {
+      for (auto& kv : pairs) out->push_back(std::move(kv));
+    }
+    return s;
+  });
 }
 
 Status StoreClient::ApproximateSize(std::string_view start, std::string_view end, Side side, Deadline deadline,
@@ -304,19 +311,12 @@ Status StoreClient::ApproximateSize(std::string_view start, std::string_view end
   if (side == Side::kClient ||
       (side == Side::kSelector &&
        !SearchOnServer(measure_ ? at : GlobalPtr(), /*may_block=*/true, &server, /*reports=*/false))) {
-    return Run(
-        [&](rpc::Connection& connection, const Route& route, GlobalPtr begin, Deadline d) -> Attempt {
-          auto root = Root();
-          if (!root.ok()) return {root.status(), root.status().IsUnavailable() || root.status().IsDeadlineExceeded()};
-          ReadRouter router(this, d, route, connection);
-          btree::CopyingNodeSource source(router.Fetcher(), nodes_.get());
-          btree::GlobalReader reader(&source, GlobalPtr{*root, 0});
-          btree::SizeEstimate estimate;
-          Status s = reader.ApproximateSize(start, end, &estimate, begin);
-          if (s.ok()) *out = estimate;
-          return {s, ShouldRetry(s)};
-        },
-        deadline, at);
+    return WalkClientSide(at, deadline, [&](btree::GlobalReader& reader, GlobalPtr begin) {
+      btree::SizeEstimate estimate;
+      Status s = reader.ApproximateSize(start, end, &estimate, begin);
+      if (s.ok()) *out = estimate;
+      return s;
+    });
   }
   // On the servers: each estimates the meganodes it holds, from where the last one stopped.
   std::string from(start);

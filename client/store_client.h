@@ -217,6 +217,10 @@ class StoreClient {
                         GlobalPtr cached, Deadline deadline, std::vector<btree::KeyValue>* out);
   Status ScanClientSide(std::string_view start, std::string_view end, size_t limit, btree::ScanMode mode,
                         GlobalPtr cached, Deadline deadline, std::vector<btree::KeyValue>* out);
+  // Runs `walk` over a GlobalReader of one-sided reads, beginning at `cached` (null: the root), retried as Run
+  // retries; `walk` leaves its results in its caller's variables only when it returns OK.
+  Status WalkClientSide(GlobalPtr cached, Deadline deadline,
+                        const std::function<Status(btree::GlobalReader& reader, GlobalPtr begin)>& walk);
   Status GetServerSide(std::string_view key, std::string* value, Deadline deadline);
   // `sample_server`: not 0, time the reads from that server for the selector (the server the choice was made for).
   // `meta`: as for GetWithMeta (null: a locked key is retried until the deadline).

@@ -16,8 +16,8 @@
 //                    dropped when outliers win a window, after an idle gap, or past max_age). Exploration keeps both
 //                    estimates current at a bounded cost: the side estimated worse is taken with probability p times
 //                    the ratio of the better side's expected latency to the worse side's (whole latencies: l_s
-//                    against m x l_r), so that exploring takes about a fraction p of the time whatever the ratio (on
-//                    shm a server-side search costs ~30x a client-side one: 1% of searches would cost ~30%).
+//                    against m x l_r), so that exploring takes about a fraction p of the time whatever the ratio
+//                    (where one side costs many times the other, a fraction p of the searches would cost far more).
 //                    Steering (steer_per_s): rather than applying the rule to each operation, which makes the threads
 //                    sharing a selector stampede to one side together, each server has a split (the fraction of
 //                    searches sent to it) that moves toward the side the rule prefers at steer_per_s per second,

@@ -90,13 +90,12 @@ uint64_t UsableMemory() {
 }
 
 // Fills the sizes `config` leaves at 0 for a fresh start. Records get 3/8 of the usable memory (whole GiB, at least
-// 1) and the node region as much room: Cell's shapes take about as many node bytes as record bytes per key (282 and
-// 274 at 20M keys, docs/BENCHMARKS.md "Scale"), so both fill together, near 30M keys on 24 GiB (128 meganodes of
-// 64 MiB beside 8 GiB of records), with a quarter of the memory left to the rest. Regions commit memory only as they
-// are used, so this bounds what one server may hold rather than taking it; servers sharing a machine share it as
-// they fill. Where memory is taken when
-// the regions are made (huge pages, reserved beforehand; RDMA registration, which pins the regions), unset sizes
-// stay small (1 GiB, 16 meganodes): give the sizes the machine can spare.
+// 1) and the node region as much room: Cell's shapes take about as many node bytes as record bytes per key
+// (docs/BENCHMARKS.md, "Scale"), so both fill together, with a quarter of the memory left to the rest. Regions
+// commit memory only as they are used, so this bounds what one server may hold rather than taking it; servers
+// sharing a machine share it as they fill. Where memory is taken when the regions are made (huge pages, reserved
+// beforehand; RDMA registration, which pins the regions), unset sizes stay small (1 GiB, 16 meganodes): give the
+// sizes the machine can spare.
 void MachineSized(StoreConfig* config) {
   constexpr uint64_t kGiB = uint64_t{1} << 30;
   const bool taken_at_once = config->huge_pages || config->rdma_registered;

@@ -67,8 +67,8 @@ struct StoreConfig {
   std::chrono::milliseconds async_flush_interval{10};
   // A checkpoint is taken (in the background) once the log has grown since the last one by this much, or by as many
   // bytes as the regions held at the last one, whichever is more. A checkpoint copies all that the regions hold, so
-  // the second bound keeps the copying in proportion to what is written (a load of 20M keys would otherwise copy
-  // gigabytes back to back), as Redis's auto-aof-rewrite-percentage 100 does; a restart then replays a log about as
+  // the second bound keeps the copying in proportion to what is written (a large load would otherwise copy the
+  // store back to back), as Redis's auto-aof-rewrite-percentage 100 does; a restart then replays a log about as
   // large as the store at most.
   uint64_t checkpoint_log_bytes = uint64_t{256} << 20;
   // The file operations of the log and checkpoints (tests inject faults and power losses); null: POSIX. Not owned.
