@@ -272,12 +272,16 @@ Status GlobalTree::CommitHere(const HereTxn& t, std::string* conflict_key, bool*
   }
   // Decide, then apply: the secondaries first, the primary last (as across servers: a crash in between leaves the
   // decision, and the resolver finishes it).
+  // The primary may have moved to another server since it was locked (its meganode split there, its lock with it):
+  // then the transaction is "not here", and the client commits it across servers under the same id (each lock that
+  // moved is held already; those rolled back here are taken again). A lock gone is one its resolver ended: aborted.
   bool committed = false;
   GlobalPtr at;
-  Status s = TxnDecide(primary, t.txid, t.writes[0].start, &at, &committed);
-  if (!s.ok() || !at.is_null() || !committed) {
-    return undo(s.ok() ? Status::Internal("a transaction's primary lost its lock while it was committed here") : s);
-  }
+  Status s = fault_ ? fault_("commit here decide") : Status::OK();
+  if (s.ok()) s = TxnDecide(primary, t.txid, t.writes[0].start, &at, &committed);
+  if (!s.ok()) return undo(s);
+  if (!at.is_null()) return not_here(primary);
+  if (!committed) return conflict(primary, "had its lock expire before the transaction could commit");
   ApplyCommittedHere(t, apply_left);
   return Status::OK();
 }

@@ -274,6 +274,99 @@ TEST(Transactions, CommitHereKeepsThePrimaryLockedUntilEverySecondaryIsApplied) 
   for (const char* k : {"p", "q", "r"}) EXPECT_EQ(Read(*t, k).value, std::string("new-") + k) << k;
 }
 
+// A primary whose meganode moved to another tree between its lock and the decision: the commit is "not here"
+// (FailedPrecondition), and the client then commits across servers under the same id, finding each moved lock held
+// already. Before, the server called this an internal error and the client gave up on a transaction it could finish.
+TEST(Transactions, CommitHereWhosePrimaryMovedAwayIsNotHereAndFinishesAcrossServers) {
+  TreePair pair;
+  ASSERT_TRUE(pair.Open().ok());
+  GlobalTree& a = *pair.a;
+  GlobalTree& b = *pair.b;
+  const auto on = [&](const Step& step) { return OnEitherTree(a, b, step); };
+  const std::string primary = Key(50000), secondary = Key(50001);
+  for (const std::string& k : {primary, secondary}) ASSERT_TRUE(a.Put(k, "old").ok());
+  HereTxn txn;
+  txn.txid = 21;
+  txn.expires_us = kFar;
+  for (const std::string& k : {primary, secondary}) {
+    txn.writes.push_back(
+        {k, GlobalPtr(), TxnPrepareRequest::Expect::kChecksum, Read(a, k).meta.checksum, true, "new-" + k});
+  }
+  // At the decision, smaller keys fill the meganode until a split moves its right half (both keys) to b.
+  bool moved = false;
+  a.set_fault_injector([&](std::string_view point) {
+    if (point != "commit here decide") return Status::OK();
+    for (int i = 0; i < 20000 && !moved; ++i) {
+      const std::string k = Key(i);
+      CELL_RETURN_IF_ERROR(
+          on([&](GlobalTree& t, GlobalPtr s, GlobalPtr* at) { return t.Put(k, std::string(100, 'f'), s, at); }));
+      std::string v;
+      GlobalPtr at;
+      Status s = a.Get(primary, &v, GlobalPtr(), &at);
+      moved = (s.ok() || s.IsNotFound()) && !at.is_null();
+    }
+    return Status::OK();
+  });
+  std::string conflict;
+  Status s = a.CommitHere(txn, &conflict);
+  a.set_fault_injector(nullptr);
+  ASSERT_TRUE(moved) << "no split moved the primary to the other tree";
+  EXPECT_EQ(s.code(), Status::Code::kFailedPrecondition) << s.ToString();
+  EXPECT_TRUE(conflict.empty());
+  // What the client does then: prepare every key (held already), decide at the primary's server, apply.
+  for (const std::string& k : {primary, secondary}) {
+    ASSERT_TRUE(on([&](GlobalTree& t, GlobalPtr start, GlobalPtr* at) {
+                  TxnPrepareRequest r;
+                  r.key = k;
+                  r.lock =
+                      TxnLock{.txid = 21, .expires_us = kFar, .put = true, .new_value = "new-" + k, .primary = primary};
+                  if (k == primary) r.lock.secondaries = {secondary};
+                  return t.TxnPrepare(r, start, at);
+                }).ok())
+        << k;
+  }
+  bool committed = false;
+  ASSERT_TRUE(on([&](GlobalTree& t, GlobalPtr start, GlobalPtr* at) {
+                return t.TxnDecide(primary, 21, start, at, &committed);
+              }).ok());
+  EXPECT_TRUE(committed);
+  for (const std::string& k : {secondary, primary}) {
+    ASSERT_TRUE(
+        on([&](GlobalTree& t, GlobalPtr start, GlobalPtr* at) { return t.TxnApply(k, 21, true, start, at); }).ok());
+    std::string v;
+    ASSERT_TRUE(on([&](GlobalTree& t, GlobalPtr start, GlobalPtr* at) { return t.Get(k, &v, start, at); }).ok());
+    EXPECT_EQ(v, "new-" + k);
+  }
+  EXPECT_EQ(a.txn_locks() + b.txn_locks(), 0u);
+}
+
+// A commit whose locks the resolver ended before the decision (they expired) is aborted, a conflict to run again,
+// with nothing applied.
+TEST(Transactions, CommitHereWhoseLocksExpiredBeforeTheDecisionIsAConflict) {
+  auto t = SmallTree();
+  for (const char* k : {"p", "q"}) ASSERT_TRUE(t->Put(k, "old").ok());
+  HereTxn txn;
+  txn.txid = 22;
+  txn.expires_us = 1000;
+  for (const char* k : {"p", "q"}) {
+    txn.writes.push_back({k, GlobalPtr(), TxnPrepareRequest::Expect::kChecksum, Read(*t, k).meta.checksum, true,
+                          std::string("new-") + k});
+  }
+  size_t resolved = 0;
+  t->set_fault_injector([&](std::string_view point) {
+    if (point == "commit here decide") resolved = t->ResolveExpiredLocks(2000);
+    return Status::OK();
+  });
+  std::string conflict;
+  Status s = t->CommitHere(txn, &conflict);
+  t->set_fault_injector(nullptr);
+  EXPECT_GT(resolved, 0u);
+  EXPECT_TRUE(s.IsAborted()) << s.ToString();
+  EXPECT_EQ(conflict, "p");
+  for (const char* k : {"p", "q"}) EXPECT_EQ(Read(*t, k).value, "old") << k;
+  EXPECT_EQ(t->txn_locks(), 0u);
+}
+
 // Locks move with their entries: in local splits (the same records) and to another tree (the lock's values copied),
 // and are applied or rolled back there.
 TEST(Transactions, LocksSurviveMeganodeSplitsLocalAndRemote) {
