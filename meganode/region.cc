@@ -43,9 +43,11 @@ StatusOr<std::unique_ptr<Region>> Region::Create(uint32_t id, uint64_t size, Reg
     return Status::ResourceExhausted("mapping region " + std::to_string(id) + " of " + std::to_string(size) +
                                      " bytes failed: " + std::strerror(e));
   }
-  if (fd < 0) {
-    // Transparent huge pages where the kernel allows them ("madvise" mode): far fewer TLB misses and page faults
-    // for a tree whose nodes and records are touched at random. Advisory; failure changes nothing.
+  if (backing != RegionBacking::kHugetlb) {
+    // Transparent huge pages where the kernel allows them: far fewer TLB misses and page faults for a tree whose
+    // nodes and records are touched at random. Anonymous memory takes them in the "madvise" mode of
+    // /sys/kernel/mm/transparent_hugepage/enabled; a memfd region (shared memory) in the "advise" mode of
+    // .../shmem_enabled (often "never"; README.md, "Huge pages"). Advisory; failure changes nothing.
     madvise(p, size, MADV_HUGEPAGE);
   }
   return std::unique_ptr<Region>(new Region(id, size, static_cast<char*>(p), fd));

@@ -11,6 +11,16 @@ namespace cell::selector {
 
 namespace {
 uint64_t SeedOf(uint64_t seed) { return seed != 0 ? seed : std::random_device{}(); }
+
+// A uniform draw in [0, 1) from this thread's own generator (splitmix64), for decisions made without the lock.
+double ThreadUniform() {
+  thread_local uint64_t state = SeedOf(0);
+  uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  z ^= z >> 31;
+  return static_cast<double>(z >> 11) * 0x1.0p-53;
+}
 }  // namespace
 
 StatusOr<std::unique_ptr<Selector>> MakeSelector(std::string_view mode, const SelectorOptions& options) {
@@ -71,7 +81,40 @@ ModelSelector::ModelSelector(Rule rule, const SelectorOptions& options)
 }
 
 ModelSelector::ServerState& ModelSelector::StateOf(uint64_t server) {
-  return servers_.try_emplace(server, window_).first->second;
+  auto [it, inserted] = servers_.try_emplace(server, window_);
+  if (inserted) {
+    const Index* old = index_.load(std::memory_order_relaxed);
+    auto next = std::make_unique<Index>(old != nullptr ? *old : Index());
+    next->insert(
+        std::lower_bound(next->begin(), next->end(), std::make_pair(server, static_cast<ServerState*>(nullptr))),
+        {server, &it->second});
+    index_.store(next.get(), std::memory_order_release);
+    indexes_.push_back(std::move(next));
+  }
+  return it->second;
+}
+
+ModelSelector::ServerState* ModelSelector::Find(uint64_t server) const {
+  const Index* index = index_.load(std::memory_order_acquire);
+  if (index == nullptr) return nullptr;
+  auto it = std::lower_bound(index->begin(), index->end(), server,
+                             [](const auto& entry, uint64_t id) { return entry.first < id; });
+  return it != index->end() && it->first == server ? it->second : nullptr;
+}
+
+bool ModelSelector::ChooseWithoutLock(ServerState& st, uint64_t now_us, Side* side) {
+  Published& p = st.published;
+  if (now_us >= p.until_us.load(std::memory_order_acquire)) return false;
+  const bool preferred_server = p.server_preferred.load(std::memory_order_relaxed);
+  bool server = ThreadUniform() < p.split.load(std::memory_order_relaxed);
+  if (ThreadUniform() < p.explore.load(std::memory_order_relaxed)) {
+    server = !preferred_server;  // the side the rule estimates worse
+    explorations_.fetch_add(1, std::memory_order_relaxed);
+  }
+  p.uncounted.fetch_add(1, std::memory_order_relaxed);
+  (server ? server_decisions_ : client_decisions_).fetch_add(1, std::memory_order_relaxed);
+  *side = server ? Side::kServer : Side::kClient;
+  return true;
 }
 
 double ModelSelector::ReadsOf(uint64_t meganode) const {
@@ -108,8 +151,9 @@ Side ModelSelector::Preferred(uint64_t server, uint64_t meganode, uint64_t now_u
   return PreferredLocked(server, meganode, now_us, &measured);
 }
 
-void ModelSelector::CountSearch(ServerState& st, uint64_t now_us) const {
-  // Event-rate estimates with exponential decay: each search adds 1/tau, and the estimate decays by e^(-dt/tau).
+void ModelSelector::CountSearch(ServerState& st, uint64_t now_us, uint64_t searches) const {
+  // Event-rate estimates with exponential decay: each search adds 1/tau, and the estimate decays by e^(-dt/tau)
+  // (the searches decided without the lock since the last count are counted now, as if made now).
   // After a pause longer than load_slow_us they start afresh, as the latency windows do after an idle gap.
   if (st.rate_timed && now_us > st.rate_at_us && now_us - st.rate_at_us > options_.load_slow_us) {
     st.rate_timed = st.rate_settled = false;
@@ -122,8 +166,9 @@ void ModelSelector::CountSearch(ServerState& st, uint64_t now_us) const {
   const double dt = now_us > st.rate_at_us ? static_cast<double>(now_us - st.rate_at_us) : 0.0;
   st.rate_at_us = std::max(st.rate_at_us, now_us);
   const double fast = static_cast<double>(options_.load_fast_us), slow = static_cast<double>(options_.load_slow_us);
-  st.fast_per_s = st.fast_per_s * std::exp(-dt / fast) + 1e6 / fast;
-  st.slow_per_s = st.slow_per_s * std::exp(-dt / slow) + 1e6 / slow;
+  const double n = static_cast<double>(searches);
+  st.fast_per_s = st.fast_per_s * std::exp(-dt / fast) + n * 1e6 / fast;
+  st.slow_per_s = st.slow_per_s * std::exp(-dt / slow) + n * 1e6 / slow;
   if (!st.rate_settled && st.rate_at_us - st.rate_since_us >= options_.load_slow_us) {
     // Both started from 0, so each is low by e^(-age/tau) until then: correct that once, and trust them from now.
     const double age = static_cast<double>(st.rate_at_us - st.rate_since_us);
@@ -134,48 +179,20 @@ void ModelSelector::CountSearch(ServerState& st, uint64_t now_us) const {
 }
 
 Side ModelSelector::Choose(uint64_t server, uint64_t meganode, uint64_t now_us) {
+  const bool steered = rule_ == Rule::kCell && options_.steer_per_s > 0;
+  if (steered) {
+    Side side;
+    if (ServerState* st = Find(server); st != nullptr && ChooseWithoutLock(*st, now_us, &side)) return side;
+  }
   std::lock_guard lock(mu_);
   bool measured = false;
   Costs costs;
   const Side preferred = PreferredLocked(server, meganode, now_us, &measured, &costs);
   Side side = preferred;
-  if (rule_ == Rule::kCell && options_.steer_per_s > 0) {
+  if (steered) {
     ServerState& st = StateOf(server);
-    CountSearch(st, now_us);
-    if (measured && !st.split_timed && costs.server + costs.client > 0) {
-      st.split = costs.client / (costs.server + costs.client);  // where the whole latencies share the time evenly
-    }
-    if (measured) {
-      // A step in this client's own load on the server (its searches per second over the last ~load_fast_us
-      // against the last ~load_slow_us, by load_step or more either way) rescales the split, for the next
-      // 3 x load_fast_us while the fast estimate settles on the new load, so that the rate of searches sent to the
-      // server stays what it was: the server's capacity has not changed with the client's load, and steering would
-      // take most of a second to move the difference, while the server's queue grows (a load spike) or it idles
-      // (the spike's end). Only once the estimates rest on enough searches to tell a step from noise
-      // (load_min_searches within load_fast_us, and load_slow_us since the first).
-      const double min_per_s = options_.load_min_searches * 1e6 / static_cast<double>(options_.load_fast_us);
-      if (options_.load_step > 1 && st.rate_settled && now_us >= st.load_step_until_us && st.fast_per_s >= min_per_s &&
-          st.slow_per_s >= min_per_s &&
-          (st.fast_per_s >= options_.load_step * st.slow_per_s ||
-           st.fast_per_s * options_.load_step <= st.slow_per_s)) {
-        st.load_step_until_us = now_us + 3 * options_.load_fast_us;
-        st.load_ref_per_s = st.slow_per_s;
-        ++load_steps_;
-      }
-      if (now_us < st.load_step_until_us) {
-        st.split = std::clamp(st.split * st.load_ref_per_s / st.fast_per_s, 0.0, 1.0);
-        st.load_ref_per_s = st.slow_per_s = st.fast_per_s;  // the new load is the reference now
-      }
-      // The split moves toward the preferred side for the time since it last moved (at most 100 ms' worth: a
-      // server not searched for a while starts again from where it was, not from a jump). Threads read the clock
-      // before taking the lock, so a call may come with an earlier time than the last: it moves nothing.
-      const uint64_t since_us = !st.split_timed || now_us < st.split_at_us ? 0 : now_us - st.split_at_us;
-      const double step = options_.steer_per_s * static_cast<double>(std::min<uint64_t>(since_us, 100'000)) / 1e6;
-      st.split = std::clamp(st.split + (preferred == Side::kServer ? step : -step), 0.0, 1.0);
-      st.split_at_us = st.split_timed ? std::max(st.split_at_us, now_us) : now_us;
-      st.split_timed = true;
-      side = std::uniform_real_distribution<double>(0, 1)(rng_) < st.split ? Side::kServer : Side::kClient;
-    }
+    CountSearch(st, now_us, 1 + st.published.uncounted.exchange(0, std::memory_order_relaxed));
+    if (measured) side = Steer(st, preferred, costs, now_us);
   }
   // Exploration: about a fraction `explore` of the time on the side estimated worse, not of the searches.
   double explore = options_.explore;
@@ -186,23 +203,70 @@ Side ModelSelector::Choose(uint64_t server, uint64_t meganode, uint64_t now_us) 
   }
   if (measured && explore > 0 && std::uniform_real_distribution<double>(0, 1)(rng_) < explore) {
     side = preferred == Side::kServer ? Side::kClient : Side::kServer;  // the side the rule estimates worse
-    ++explorations_;
+    explorations_.fetch_add(1, std::memory_order_relaxed);
   }
-  ++(side == Side::kServer ? server_decisions_ : client_decisions_);
+  (side == Side::kServer ? server_decisions_ : client_decisions_).fetch_add(1, std::memory_order_relaxed);
+  if (steered) {
+    // What the decisions until the next refresh draw from: none while unmeasured (each must ask for its
+    // measurement) or in a load step (the split follows each search's load).
+    ServerState& st = StateOf(server);
+    Published& p = st.published;
+    p.split.store(st.split, std::memory_order_relaxed);
+    p.explore.store(measured ? explore : 0, std::memory_order_relaxed);
+    p.server_preferred.store(preferred == Side::kServer, std::memory_order_relaxed);
+    p.until_us.store(measured && now_us >= st.load_step_until_us ? now_us + kRefreshUs : 0, std::memory_order_release);
+  }
   return side;
 }
 
+Side ModelSelector::Steer(ServerState& st, Side preferred, const Costs& costs, uint64_t now_us) {
+  if (!st.split_timed && costs.server + costs.client > 0) {
+    st.split = costs.client / (costs.server + costs.client);  // where the whole latencies share the time evenly
+  }
+  // A step in this client's own load on the server (its searches per second over the last ~load_fast_us against
+  // the last ~load_slow_us, by load_step or more either way) rescales the split, for the next 3 x load_fast_us while
+  // the fast estimate settles on the new load, so that the rate of searches sent to the server stays what it was:
+  // the server's capacity has not changed with the client's load, and steering would take most of a second to move
+  // the difference, while the server's queue grows (a load spike) or it idles (the spike's end). Only once the
+  // estimates rest on enough searches to tell a step from noise (load_min_searches within load_fast_us, and
+  // load_slow_us since the first).
+  const double min_per_s = options_.load_min_searches * 1e6 / static_cast<double>(options_.load_fast_us);
+  if (options_.load_step > 1 && st.rate_settled && now_us >= st.load_step_until_us && st.fast_per_s >= min_per_s &&
+      st.slow_per_s >= min_per_s &&
+      (st.fast_per_s >= options_.load_step * st.slow_per_s || st.fast_per_s * options_.load_step <= st.slow_per_s)) {
+    st.load_step_until_us = now_us + 3 * options_.load_fast_us;
+    st.load_ref_per_s = st.slow_per_s;
+    ++load_steps_;
+  }
+  if (now_us < st.load_step_until_us) {
+    st.split = std::clamp(st.split * st.load_ref_per_s / st.fast_per_s, 0.0, 1.0);
+    st.load_ref_per_s = st.slow_per_s = st.fast_per_s;  // the new load is the reference now
+  }
+  // The split moves toward the preferred side for the time since it last moved (at most 100 ms' worth: a server not
+  // searched for a while starts again from where it was, not from a jump). Threads read the clock before taking the
+  // lock, so a call may come with an earlier time than the last: it moves nothing.
+  const uint64_t since_us = !st.split_timed || now_us < st.split_at_us ? 0 : now_us - st.split_at_us;
+  const double step = options_.steer_per_s * static_cast<double>(std::min<uint64_t>(since_us, 100'000)) / 1e6;
+  st.split = std::clamp(st.split + (preferred == Side::kServer ? step : -step), 0.0, 1.0);
+  st.split_at_us = st.split_timed ? std::max(st.split_at_us, now_us) : now_us;
+  st.split_timed = true;
+  return std::uniform_real_distribution<double>(0, 1)(rng_) < st.split ? Side::kServer : Side::kClient;
+}
+
 Side ModelSelector::Follow(uint64_t server, uint64_t meganode, uint64_t now_us) {
-  std::lock_guard lock(mu_);
   Side side = Side::kServer;
   if (rule_ == Rule::kCell && options_.steer_per_s > 0) {
-    side = std::uniform_real_distribution<double>(0, 1)(rng_) < StateOf(server).split ? Side::kServer : Side::kClient;
+    // The split as the gets' last refresh published it (one half for a server no get has been decided for).
+    const ServerState* st = Find(server);
+    const double split = st != nullptr ? st->published.split.load(std::memory_order_relaxed) : 0.5;
+    side = ThreadUniform() < split ? Side::kServer : Side::kClient;
   } else {
+    std::lock_guard lock(mu_);
     bool measured = false;
     const Side preferred = PreferredLocked(server, meganode, now_us, &measured);
     if (measured) side = preferred;
   }
-  ++(side == Side::kServer ? server_decisions_ : client_decisions_);
+  (side == Side::kServer ? server_decisions_ : client_decisions_).fetch_add(1, std::memory_order_relaxed);
   return side;
 }
 
@@ -239,9 +303,9 @@ void ModelSelector::OnTraversal(uint64_t meganode, int reads) {
 SelectorStats ModelSelector::stats() const {
   std::lock_guard lock(mu_);
   SelectorStats s;
-  s.server_decisions = server_decisions_;
-  s.client_decisions = client_decisions_;
-  s.explorations = explorations_;
+  s.server_decisions = server_decisions_.load(std::memory_order_relaxed);
+  s.client_decisions = client_decisions_.load(std::memory_order_relaxed);
+  s.explorations = explorations_.load(std::memory_order_relaxed);
   s.load_steps = load_steps_;
   double reads = 0, traversals = 0;
   for (const auto& [meganode, r] : reads_) {

@@ -34,7 +34,12 @@
 //                    over windows of 50 samples without outlier filtering, with 1% random flips.
 // While one of the two latencies of a server has no sample yet, the adaptive policies choose the side not measured.
 // docs/BENCHMARKS.md ("Why the selector steers") records the measurements behind steering, load steps and max_age.
-// Thread-safe: one mutex guards the estimates (taken once per decision and once per sample).
+// Thread-safe: one mutex guards the estimates (taken once per sample). A steered (adaptive) decision takes it only to
+// refresh what the decisions draw from (the split, the rule's side, the exploration odds) once kRefreshUs has passed
+// since the last refresh, or always while a server is unmeasured or in a load step; between refreshes a decision is
+// a draw from those published values, without the lock (on a client whose threads share a CPU, a lock taken per
+// decision cost about a tenth of the client-side rate: docs/BENCHMARKS.md). The refresh counts the decisions made
+// since, so the load estimates see every search; the split moves by the time passed, so steering keeps its speed.
 #pragma once
 
 #include <atomic>
@@ -166,9 +171,21 @@ class ModelSelector final : public Selector {
   // The side the rule prefers now, without exploration (for tests and stats).
   Side Preferred(uint64_t server, uint64_t meganode, uint64_t now_us);
 
+  // How long a steered decision draws from the values the last refresh published (see the top of this file).
+  static constexpr uint64_t kRefreshUs = 250;
+
  private:
+  // What steered decisions draw from between refreshes, published under mu_ and read without it.
+  struct Published {
+    std::atomic<double> split{0.5};  // ServerState::split as of the refresh
+    std::atomic<double> explore{0};  // the odds of taking the side the rule estimates worse
+    std::atomic<bool> server_preferred{false};
+    std::atomic<uint64_t> until_us{0};   // decisions before this draw without the lock (0: none may)
+    std::atomic<uint64_t> uncounted{0};  // decisions made so since the refresh, for CountSearch
+  };
   struct ServerState {
     explicit ServerState(const WindowOptions& w) : search(w), read(w) {}
+    Published published;
     LatencyWindow search, read;
     bool next_unmeasured_server = true;  // while unmeasured: alternate, so both sides get samples
     double split = 0.5;                  // steering: the fraction of searches sent to the server
@@ -186,23 +203,33 @@ class ModelSelector final : public Selector {
     size_t next = 0;
     double sum = 0;
   };
-  ServerState& StateOf(uint64_t server);                     // under mu_
-  void CountSearch(ServerState& st, uint64_t now_us) const;  // under mu_
-  double ReadsOf(uint64_t meganode) const;                   // under mu_
+  ServerState& StateOf(uint64_t server);  // under mu_
+  // The server's state if it has one, without the lock (states are never removed; the index is copied on insert).
+  ServerState* Find(uint64_t server) const;
+  // A decision drawn from what the last refresh published, or false if it may not be (see the top of this file).
+  bool ChooseWithoutLock(ServerState& st, uint64_t now_us, Side* side);
+  void CountSearch(ServerState& st, uint64_t now_us, uint64_t searches) const;  // under mu_
+  double ReadsOf(uint64_t meganode) const;                                      // under mu_
   // The rule's side; when *measured, *costs holds each side's whole expected latency (l_s, and m x l_r).
   struct Costs {
     double server = 0, client = 0;
   };
   Side PreferredLocked(uint64_t server, uint64_t meganode, uint64_t now_us, bool* measured, Costs* costs = nullptr);
+  // A measured server's steering (under mu_): the split's start, load steps, its move toward `preferred`; the draw.
+  Side Steer(ServerState& st, Side preferred, const Costs& costs, uint64_t now_us);
 
   const Rule rule_;
   SelectorOptions options_;  // as given, with the rates' time constants at least 1 us
   WindowOptions window_;
   mutable std::mutex mu_;
   std::unordered_map<uint64_t, ServerState> servers_;
+  using Index = std::vector<std::pair<uint64_t, ServerState*>>;  // sorted by server
+  std::atomic<const Index*> index_{nullptr};
+  std::vector<std::unique_ptr<Index>> indexes_;  // every index published (readers may hold an old one)
   std::unordered_map<uint64_t, Reads> reads_;
   std::mt19937_64 rng_;
-  uint64_t server_decisions_ = 0, client_decisions_ = 0, explorations_ = 0, load_steps_ = 0;
+  std::atomic<uint64_t> server_decisions_{0}, client_decisions_{0}, explorations_{0};
+  uint64_t load_steps_ = 0;
 };
 
 }  // namespace cell::selector

@@ -3,8 +3,9 @@
 # and 20M keys of Cell's shapes (cell-bench --shape=cell: keys of 8..64 bytes, values of 8..256), 20M being Cell's
 # load per server. The server takes its DEFAULT region sizes (sized to the machine: README "Capacity"), which must
 # hold 20M keys on a 24 GiB machine; on 2 MiB huge pages only where enough are reserved already (HugePages_Free; this
-# script reserves none), with sizes estimated from the sizes measured before (huge pages are taken at once), else on
-# 4 KiB pages. No models: the real machine. One worker, the server pinned to CPU 0 (tcp and shm listeners, embedded
+# script reserves none), with sizes estimated from the sizes measured before (huge pages are taken at once), else in
+# the default memfd regions: on transparent huge pages where shmem THP allows them (as root: echo advise >
+# /sys/kernel/mm/transparent_hugepage/shmem_enabled; the script changes no setting), else on 4 KiB pages. No models: the real machine. One worker, the server pinned to CPU 0 (tcp and shm listeners, embedded
 # membership, a --data-dir in a temporary directory, --durability=async: a put is acknowledged before its log
 # record is on disk, the fastest load a logged server offers); cell-bench on CPU 1, over shm. For each size:
 #   load      cell-bench's load (one thread, 64 puts in flight, keys in order): seconds and keys/s; the checkpoints
@@ -210,7 +211,8 @@ print(json.dumps(r))
 }
 
 # plan_pages N: huge pages if HugePages_Free covers the sizes N keys need (estimated from the last size measured,
-# with margins, else from 320 record bytes and 150,000 keys a meganode), else the defaults on 4 KiB pages. Sets
+# with margins, else from 320 record bytes and 150,000 keys a meganode), else the defaults (transparent huge pages
+# where shmem_enabled allows, else 4 KiB pages). Sets
 # size_flags and pages.
 plan_pages() {
   local n=$1 free region_gib meganodes need
@@ -223,7 +225,14 @@ plan_pages() {
     pages="2 MiB huge pages (${region_gib} GiB of records, $meganodes meganodes: $need of $free free pages)"
   else
     size_flags=()
-    pages="4 KiB pages, default sizes (HugePages_Free ${free:-0} < the $need pages $n keys would need)"
+    # The default memfd regions take transparent huge pages where shmem THP is "advise" or on (meganode/region.cc).
+    local thp
+    thp=$(sed -n 's/.*\[\(.*\)\].*/\1/p' /sys/kernel/mm/transparent_hugepage/shmem_enabled 2>/dev/null)
+    case "$thp" in
+      advise | always | within_size | force) pages="transparent huge pages (shmem_enabled $thp), default sizes" ;;
+      *) pages="4 KiB pages (shmem_enabled ${thp:-unknown}), default sizes" ;;
+    esac
+    pages+=" (HugePages_Free ${free:-0} < the $need reserved pages $n keys would need)"
   fi
 }
 

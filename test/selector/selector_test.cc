@@ -421,6 +421,38 @@ TEST(CellSelector, ASideManyTimesDearerIsNeitherStartedAtHalfNorExploredOftenWhe
   EXPECT_LT(s.stats().explorations, 30u) << "expected about 7 (1% of the time, at 30x the cost)";
 }
 
+// Steered decisions between refreshes draw from what the last one published, without the lock; a sample that
+// changes the rule's side moves the split from the next refresh, kRefreshUs later at most, and the refresh counts
+// every decision made meanwhile.
+TEST(CellSelector, DecisionsBetweenRefreshesDrawFromThePublishedSplitAndAreCounted) {
+  const SelectorOptions steered{.window = 1,
+                                .outlier_sigmas = 0,
+                                .explore = 0,
+                                .max_age_us = 0,
+                                .seed = 3,
+                                .floor = SelectorOptions::Floor::kPerSide,
+                                .steer_per_s = 2.0};
+  ModelSelector s(ModelSelector::Rule::kCell, steered);
+  uint64_t t = 0;
+  s.OnServerSearch(1, 50, t);
+  s.OnRead(1, 10, t);
+  s.OnServerSearch(1, 52, t);  // server preferred (cost 2 us against 4)
+  s.OnRead(1, 11, t);
+  for (int i = 0; i < 300; ++i) s.Choose(1, 0, t += kMs);  // the split reaches 1
+  ASSERT_DOUBLE_EQ(s.stats().servers[0].split, 1.0);
+  // The server's cost rises (reads preferred): within the refresh interval decisions still draw from split 1.
+  s.OnServerSearch(1, 56, t);
+  int server = 0;
+  for (uint64_t i = 1; i < ModelSelector::kRefreshUs; ++i) server += s.Choose(1, 0, t + i) == Side::kServer ? 1 : 0;
+  EXPECT_EQ(server, static_cast<int>(ModelSelector::kRefreshUs) - 1);
+  EXPECT_DOUBLE_EQ(s.stats().servers[0].split, 1.0) << "no refresh yet";
+  // The next refresh, 100 ms of decisions later, moves it by 2/s x 0.1 s.
+  t += ModelSelector::kRefreshUs;
+  for (int i = 0; i < 100; ++i) s.Choose(1, 0, t += kMs);
+  EXPECT_NEAR(s.stats().servers[0].split, 0.8 - 2.0 * ModelSelector::kRefreshUs / 1e6, 1e-6);
+  EXPECT_EQ(s.stats().server_decisions + s.stats().client_decisions, 300u + ModelSelector::kRefreshUs - 1 + 100);
+}
+
 TEST(CellSelector, OperationsThatReportNothingFollowTheSplitAndNeverForceAMeasurement) {
   // Steered: gets leave the split near the client side (a search 300 us, a traversal 10 us).
   ModelSelector s(ModelSelector::Rule::kCell,
@@ -503,6 +535,7 @@ TEST(Selector, ManyThreadsDecideAndReportAtOnce) {
     threads.emplace_back([&, t] {
       for (int i = 0; i < kOps; ++i) {
         const uint64_t server = 1 + (i % 3), now = static_cast<uint64_t>(i) * 10;
+        if (i % 7 == 0) s.Follow(server, 0, now);  // reads the published split while others refresh it
         if (s.Choose(server, 0x1000 * (t + 1), now) == Side::kServer) {
           s.OnServerSearch(server, 20.0 + i % 5, now);
         } else {
@@ -514,7 +547,7 @@ TEST(Selector, ManyThreadsDecideAndReportAtOnce) {
   }
   for (auto& th : threads) th.join();
   const SelectorStats stats = s.stats();
-  EXPECT_EQ(stats.server_decisions + stats.client_decisions, uint64_t{kThreads} * kOps);
+  EXPECT_EQ(stats.server_decisions + stats.client_decisions, uint64_t{kThreads} * (kOps + (kOps + 6) / 7));
   EXPECT_EQ(stats.servers.size(), 3u);
 }
 
