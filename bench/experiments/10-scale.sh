@@ -5,9 +5,10 @@
 # hold 20M keys on a 24 GiB machine; on 2 MiB huge pages only where enough are reserved already (HugePages_Free; this
 # script reserves none), with sizes estimated from the sizes measured before (huge pages are taken at once), else in
 # the default memfd regions: on transparent huge pages where shmem THP allows them (as root: echo advise >
-# /sys/kernel/mm/transparent_hugepage/shmem_enabled; the script changes no setting), else on 4 KiB pages. No models: the real machine. One worker, the server pinned to CPU 0 (tcp and shm listeners, embedded
-# membership, a --data-dir in a temporary directory, --durability=async: a put is acknowledged before its log
-# record is on disk, the fastest load a logged server offers); cell-bench on CPU 1, over shm. For each size:
+# /sys/kernel/mm/transparent_hugepage/shmem_enabled; the script changes no setting), else on 4 KiB pages. No models:
+# the real machine. One worker, the server pinned to CPU 0 (tcp and shm listeners, embedded membership, a --data-dir
+# in a temporary directory, --durability=async: a put is acknowledged before its log record is on disk, the fastest
+# load a logged server offers); cell-bench on CPU 1, over shm. For each size:
 #   load      cell-bench's load (one thread, 64 puts in flight, keys in order): seconds and keys/s; the checkpoints
 #             the server took meanwhile (on its CPU); then the script waits until no checkpoint is under way (no
 #             .img.tmp, no new "checkpoint at" line for 3 s), here and after each restart, before it measures anything
