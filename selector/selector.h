@@ -37,9 +37,9 @@
 // Thread-safe: one mutex guards the estimates (taken once per sample). A steered (adaptive) decision takes it only to
 // refresh what the decisions draw from (the split, the rule's side, the exploration odds) once kRefreshUs has passed
 // since the last refresh, or always while a server is unmeasured or in a load step; between refreshes a decision is
-// a draw from those published values, without the lock (on a client whose threads share a CPU, a lock taken per
-// decision cost about a tenth of the client-side rate: docs/BENCHMARKS.md). The refresh counts the decisions made
-// since, so the load estimates see every search; the split moves by the time passed, so steering keeps its speed.
+// a draw from those published values, without the lock (what a lock per decision costs threads that share a CPU:
+// docs/BENCHMARKS.md). The refresh counts the decisions made since, so the load estimates see every search; the split
+// moves by the time passed, so steering keeps its speed.
 #pragma once
 
 #include <atomic>

@@ -276,7 +276,7 @@ TEST(Transactions, CommitHereKeepsThePrimaryLockedUntilEverySecondaryIsApplied) 
 
 // A primary whose meganode moved to another tree between its lock and the decision: the commit is "not here"
 // (FailedPrecondition), and the client then commits across servers under the same id, finding each moved lock held
-// already. Before, the server called this an internal error and the client gave up on a transaction it could finish.
+// already.
 TEST(Transactions, CommitHereWhosePrimaryMovedAwayIsNotHereAndFinishesAcrossServers) {
   TreePair pair;
   ASSERT_TRUE(pair.Open().ok());

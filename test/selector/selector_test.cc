@@ -228,15 +228,20 @@ TEST(CellSelector, EachSideIsJudgedByWhatItWaitsBeyondItsOwnFloor) {
   EXPECT_DOUBLE_EQ(per_side.stats().servers[0].server_rtt_us, 60.0);
 }
 
+// Steered at 2/s, one-sample windows without outlier filtering or exploration: each new sample sets its side's cost
+// exactly.
+SelectorOptions SteeredOneSample() {
+  return SelectorOptions{.window = 1,
+                         .outlier_sigmas = 0,
+                         .explore = 0,
+                         .max_age_us = 0,
+                         .seed = 3,
+                         .floor = SelectorOptions::Floor::kPerSide,
+                         .steer_per_s = 2.0};
+}
+
 TEST(CellSelector, SteeringMovesTheSplitAtItsRateAndSettlesWhereTheQueuesMeet) {
-  // One-sample windows without outlier filtering: each new sample sets its side's cost exactly.
-  const SelectorOptions steered{.window = 1,
-                                .outlier_sigmas = 0,
-                                .explore = 0,
-                                .max_age_us = 0,
-                                .seed = 3,
-                                .floor = SelectorOptions::Floor::kPerSide,
-                                .steer_per_s = 2.0};
+  const SelectorOptions steered = SteeredOneSample();
   ModelSelector s(ModelSelector::Rule::kCell, steered);
   uint64_t t = 0;
   s.OnServerSearch(1, 50, t);  // the floors: 50 us for a search, 10 us for a read
@@ -425,13 +430,7 @@ TEST(CellSelector, ASideManyTimesDearerIsNeitherStartedAtHalfNorExploredOftenWhe
 // changes the rule's side moves the split from the next refresh, kRefreshUs later at most, and the refresh counts
 // every decision made meanwhile.
 TEST(CellSelector, DecisionsBetweenRefreshesDrawFromThePublishedSplitAndAreCounted) {
-  const SelectorOptions steered{.window = 1,
-                                .outlier_sigmas = 0,
-                                .explore = 0,
-                                .max_age_us = 0,
-                                .seed = 3,
-                                .floor = SelectorOptions::Floor::kPerSide,
-                                .steer_per_s = 2.0};
+  const SelectorOptions steered = SteeredOneSample();
   ModelSelector s(ModelSelector::Rule::kCell, steered);
   uint64_t t = 0;
   s.OnServerSearch(1, 50, t);

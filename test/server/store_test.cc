@@ -297,9 +297,9 @@ TEST(Store, AFullStoreRefusesWritesAndKeepsWhatItHas) {
 }
 
 // The adaptive selector tries both searches, measures them, and keeps both estimates current; every answer is right
-// whichever side gives it. Exploration takes a fraction of the time, not of the searches: here (shm, a server-side
-// get costing some 300 client-side ones) the default odds would explore about once in 30,000 gets, so this client
-// explores at odds 1: about once in as many gets as one server-side get costs client-side ones.
+// whichever side gives it. Exploration takes a fraction of the time, not of the searches: on shm, where a
+// server-side get costs hundreds of client-side ones, the default odds would rarely explore in this many gets, so
+// this client explores at odds 1: about once in as many gets as one server-side get costs client-side ones.
 TEST(Store, AdaptiveSearchMeasuresBothSidesAndAnswersTheSame) {
   RunningServer server = StartEmbedded("adaptive");
   ASSERT_FALSE(server.ready.empty());
