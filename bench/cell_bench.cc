@@ -238,7 +238,8 @@ double Load(cell::bench::StoreSession& loader, bool batched, uint64_t keys,
 int main(int argc, char** argv) {
   CLI::App app{
       "cell-bench: a workload against a running Cell cluster, Redis or PostgreSQL; a time series to CSV, a JSON "
-      "summary last. With --store=redis or postgres, the Cell-only fields (server_fraction, retries, node_cache_*, "
+      "summary last. With --store=redis or postgres, the Cell-only fields (server_fraction, retries, "
+      "in_place_searches, node_cache_*, "
       "explorations, load_steps, estimates; the CSV's server_fraction and retries) are 0, search is \"none\""};
   cell::ClientOptions options;
   std::string store_kind = "cell", redis_address = "127.0.0.1:6379";
@@ -812,7 +813,8 @@ int main(int argc, char** argv) {
       "\"keys\":%llu,\"key_bytes\":%zu,\"value_bytes\":%zu,\"threads\":%d,\"depth\":%d,\"rate\":%.0f,"
       "\"seconds\":%.2f,\"load_s\":%.2f,\"ops\":%llu,\"gets\":%llu,\"updates\":%llu,\"inserts\":%llu,"
       "\"scans\":%llu,\"rmws\":%llu,\"ops_per_s\":%.0f,\"p50_us\":%.1f,\"p90_us\":%.1f,\"p99_us\":%.1f,"
-      "\"server_fraction\":%.3f,\"retries\":%llu,\"node_cache_hits\":%llu,\"node_cache_misses\":%llu,"
+      "\"server_fraction\":%.3f,\"retries\":%llu,\"in_place_searches\":%llu,\"node_cache_hits\":%llu,\"node_cache_"
+      "misses\":%llu,"
       "\"explorations\":%llu,\"load_steps\":%llu,\"estimates\":[%s],\"not_found\":%llu,\"unissued\":%llu,\"inserts_"
       "over_key_space\":%llu,"
       "\"windows\":[%s],\"drain_s\":%.2f,\"errors\":%llu}\n",
@@ -824,6 +826,7 @@ int main(int argc, char** argv) {
       static_cast<unsigned long long>(by_kind[4].load()), completed_in_time / seconds, total.p50_us, total.p90_us,
       total.p99_us, server + client_side > 0 ? server / (server + client_side) : 0.0,
       static_cast<unsigned long long>(after.retries - before.retries),
+      static_cast<unsigned long long>(after.in_place_searches - before.in_place_searches),
       static_cast<unsigned long long>(after.node_cache_hits - before.node_cache_hits),
       static_cast<unsigned long long>(after.node_cache_misses - before.node_cache_misses),
       static_cast<unsigned long long>(after.explorations - before.explorations),

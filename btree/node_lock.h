@@ -32,6 +32,22 @@ inline uint64_t WaitStableVersion(const uint64_t* node) {
   }
 }
 
+// WaitStableVersion, giving up after `max_yields` yields: false if a writer still holds the node.
+inline bool WaitStableVersionFor(const uint64_t* node, int max_yields, uint64_t* version) {
+  for (int spins = 0; spins < 64 + max_yields; ++spins) {
+    uint64_t v = __atomic_load_n(node, __ATOMIC_ACQUIRE);
+    if ((v & 1) == 0) {
+      *version = v;
+      return true;
+    }
+    if (spins < 64)
+      CpuRelax();
+    else
+      std::this_thread::yield();
+  }
+  return false;
+}
+
 // Takes the node's lock; returns the odd version now stored.
 inline uint64_t LockNode(uint64_t* node) {
   for (;;) {

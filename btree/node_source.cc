@@ -18,8 +18,12 @@ Status LocalNodeSource::NotHeld(GlobalPtr ptr, const char* what) {
                                     " is not in a region held by this server");
 }
 
+Status LocalNodeSource::StillLocked(GlobalPtr ptr) {
+  return Status::Aborted("node at " + PtrText(ptr) + " stayed locked by its writer");
+}
+
 Status LocalNodeSource::ReadWords(GlobalPtr ptr, size_t words, uint64_t* dst) {
-  uint64_t* w = memory_->Resolve(ptr, words * 8);
+  const uint64_t* w = memory_->Readable(ptr, words * 8);
   if (w == nullptr || ptr.offset % 8 != 0) return NotHeld(ptr, "extent");
   CopyFromShared(dst, w, words);
   return Status::OK();

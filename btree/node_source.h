@@ -49,18 +49,23 @@ class NodeSource {
   virtual void Forget(GlobalPtr) {}
 };
 
-// The memory regions a server holds, by region id.
+// Memory this process can read in place, by region id: a server's own regions, or a client's read-only mappings of a
+// server's regions (shm).
 class LocalMemory {
  public:
   virtual ~LocalMemory() = default;
-  // The words at [ptr, ptr + bytes), or nullptr if that range is not all inside one region held here.
-  virtual uint64_t* Resolve(GlobalPtr ptr, size_t bytes) const = 0;
+  // The words at [ptr, ptr + bytes), or nullptr if that range is not all inside one region reachable here.
+  virtual const uint64_t* Readable(GlobalPtr ptr, size_t bytes) const = 0;
 };
 
-// Server-side source: nodes read in place, validated by version re-check.
+// In-place source: nodes read where they are, validated by version re-check. The server's searches use it over its
+// own regions; a client over shm uses it over its mappings of the server's regions.
 class LocalNodeSource final : public NodeSource {
  public:
-  explicit LocalNodeSource(const LocalMemory* memory) : memory_(memory) {}
+  // `max_yields`: how long a fetch waits for a node's writer before it gives up with Aborted (0: for ever). A server
+  // waits for its own threads, which always finish; a client reading another process's memory bounds the wait, as
+  // that process may have died holding the node.
+  explicit LocalNodeSource(const LocalMemory* memory, int max_yields = 0) : memory_(memory), max_yields_(max_yields) {}
   LocalNodeSource* AsLocal() override { return this; }
   Status Fetch(GlobalPtr ptr, NodeHandle* h) override { return FetchLines(ptr, h, kNodeSize / kCacheLine); }
   Status FetchHeader(GlobalPtr ptr, NodeHandle* h) override { return FetchLines(ptr, h, 1); }
@@ -73,20 +78,26 @@ class LocalNodeSource final : public NodeSource {
  private:
   // Fetch, prefetching the node's first `lines` cache lines.
   Status FetchLines(GlobalPtr ptr, NodeHandle* h, size_t lines) {
-    uint64_t* w = memory_->Resolve(ptr, kNodeSize);
+    const uint64_t* w = memory_->Readable(ptr, kNodeSize);
     if (w == nullptr || ptr.offset % kNodeSize != 0) [[unlikely]]
       return NotHeld(ptr, "node");
     for (size_t line = 0; line < lines; ++line) {
       __builtin_prefetch(reinterpret_cast<const char*>(w) + line * kCacheLine);
     }
     h->ptr = ptr;
-    h->version = WaitStableVersion(w);
+    if (max_yields_ == 0) {
+      h->version = WaitStableVersion(w);
+    } else if (!WaitStableVersionFor(w, max_yields_, &h->version)) [[unlikely]] {
+      return StillLocked(ptr);
+    }
     h->view = NodeView(w);
     return Status::OK();
   }
   static Status NotHeld(GlobalPtr ptr, const char* what);
+  static Status StillLocked(GlobalPtr ptr);
 
   const LocalMemory* memory_;
+  const int max_yields_;
 };
 
 // Reads `words` words at `ptr` into dst, in whatever order and with whatever timing the medium has.

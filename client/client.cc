@@ -138,6 +138,7 @@ Client::Stats Client::stats() const {
   Stats out;
   out.server_searches = s.server_searches.load();
   out.client_searches = s.client_searches.load();
+  out.in_place_searches = s.in_place_searches.load();
   out.retries = s.retries.load();
   if (const btree::NodeCache* nodes = impl_->store->node_cache()) {
     out.node_cache_hits = nodes->stats().hits.load();

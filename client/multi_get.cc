@@ -140,8 +140,8 @@ std::vector<Status> StoreClient::MultiGet(const std::vector<std::string>& keys, 
   if (Status s = CheckMayWait(); !s.ok()) return std::vector<Status>(keys.size(), s);
   uint64_t server = 0;
   const bool on_server =
-      side == Side::kServer || (side == Side::kSelector && SearchOnServer(GlobalPtr(), /*may_block=*/true, &server,
-                                                                          /*reports=*/false));
+      side == Side::kServer ||
+      (side == Side::kSelector && SearchOnServer(GlobalPtr(), /*may_block=*/true, &server, Decider::kFollow));
   if (!on_server) {
     for (size_t i = 0; i < keys.size(); ++i) out[i] = Get(keys[i], &(*values)[i], Side::kClient, deadline);
     return out;

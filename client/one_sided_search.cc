@@ -27,29 +27,75 @@ class StoreClient::ReadRouter {
  public:
   // `connection`: the connection to `route`'s owner that the operation already holds (alive while it runs).
   ReadRouter(StoreClient* client, Deadline deadline, const Route& route, rpc::Connection& connection)
-      : client_(client), deadline_(deadline), home_server_(route.owner().id), home_(&connection) {
+      : client_(client),
+        deadline_(deadline),
+        home_server_(route.owner().id),
+        home_(&connection),
+        home_in_place_(connection.reads_in_place()) {
     links_[0] = Link{route.entry.region, home_server_, home_, nullptr};
     next_ = 1;
   }
 
-  btree::NodeFetcher Fetcher() {
-    return [this](GlobalPtr p, size_t words, uint64_t* dst) { return Read(p, words, dst); };
+  // Runs `search` (Status(btree::NodeSource&)) over the source this search reads through: in place when the
+  // operation's own connection can (shm without a NIC model: validated by node versions, as the server's own
+  // searches are), else copies (each checked by its checksum, and kept in `cache`). A search in place that needs a
+  // server reached only by copies runs again over copies.
+  template <class Search>
+  Status Run(btree::NodeCache* cache, Search&& search) {
+    if (home_in_place_) {
+      InPlaceMemory memory(this);
+      btree::LocalNodeSource source(&memory, kMaxYields);
+      Status s = search(static_cast<btree::NodeSource&>(source));
+      client_->stats_.in_place_searches.fetch_add(1, std::memory_order_relaxed);
+      if (s.ok() || memory.why().ok()) return s;
+      if (memory.why().code() != Status::Code::kFailedPrecondition)
+        return memory.why();  // else: a server reached by copies
+    }
+    btree::CopyingNodeSource source([this](GlobalPtr p, size_t words, uint64_t* dst) { return Read(p, words, dst); },
+                                    cache);
+    return search(static_cast<btree::NodeSource&>(source));
   }
 
   // For the selector: from now on, time each read from `server` and count all reads.
   void Measure(uint64_t server) {
     measure_ = true;
     measured_server_ = server;
+    measure_begin_ = std::chrono::steady_clock::now();
   }
   // Tells the selector what this search's reads from that server took, and how many reads it made in all (a
-  // traversal from `meganode`).
-  void Report(selector::Selector& selector, uint64_t meganode) const {
+  // traversal from `meganode`). Reads in place are not timed one by one (the memory is touched after the read
+  // returns): each counts as an equal share of the whole search's time.
+  void Report(selector::Selector& selector, uint64_t meganode) {
     if (!measure_ || reads_ == 0) return;
+    if (samples_taken_ == 0 && in_place_reads_ > 0) {
+      samples_[samples_taken_++] = MicrosSince(measure_begin_) / reads_;
+    }
     if (samples_taken_ > 0) selector.OnReads(measured_server_, samples_.data(), samples_taken_, NowUs());
     selector.OnTraversal(meganode, reads_);
   }
 
  private:
+  // How long a read in place waits for a node's writer (yields) before the search gives up and is tried again.
+  static constexpr int kMaxYields = 100000;
+
+  // What a LocalNodeSource reads through: the regions of the servers this search reaches, in place.
+  class InPlaceMemory final : public btree::LocalMemory {
+   public:
+    explicit InPlaceMemory(ReadRouter* router) : router_(router) {}
+    const uint64_t* Readable(GlobalPtr p, size_t bytes) const override {
+      auto at = router_->InPlace(p, bytes);
+      if (at.ok()) return *at;
+      why_ = at.status();
+      return nullptr;
+    }
+    // Why the last region could not be read in place (OK if none failed).
+    const Status& why() const { return why_; }
+
+   private:
+    ReadRouter* const router_;
+    mutable Status why_;
+  };
+
   // The connection to `region`'s owner: from the few this search has used (node and extent regions, a server or
   // two), else looked up.
   struct Link {
@@ -92,46 +138,46 @@ class StoreClient::ReadRouter {
     return &slot;
   }
 
-  Status Read(GlobalPtr p, size_t words, uint64_t* dst) {
+  // The link that reads `p`, under a lease on its server (docs/DESIGN.md, "One-sided reads and a deposed owner"): a
+  // server that lost its registration may be paused or cut off and deposed, and its memory older than a survivor's
+  // writes.
+  StatusOr<Link*> Leased(GlobalPtr p, std::chrono::steady_clock::time_point now) {
     CELL_ASSIGN_OR_RETURN(Link * link, LinkFor(p.region));
-    // Only under a lease on the server (docs/DESIGN.md, "One-sided reads and a deposed owner"): a server that lost
-    // its registration may be paused or cut off and deposed, and its memory older than a survivor's writes.
-    const auto now = std::chrono::steady_clock::now();
     if (now >= link->lease_until) {
       auto lease = client_->cache_.ReadLease(link->server);
       if (!lease.ok()) {
         const uint64_t server = link->server;
-        if (link->connection == home_) home_ = nullptr;
-        for (Link& l : links_) {
-          if (l.server == server) l = Link{};
-        }
+        Unlink(server);
         return Status::Unavailable(fmt::format("reading from server {}: {}", server, lease.status().message()));
       }
       link->lease_until = *lease;
     }
-    const auto begin = measure_ ? now : std::chrono::steady_clock::time_point();
-    Status s = rpc::ReadSync(*link->connection, p, static_cast<uint32_t>(words * 8), dst);
-    if (measure_ && s.ok()) {
-      ++reads_;
-      if (link->server == measured_server_ && samples_taken_ < samples_.size()) {
-        samples_[samples_taken_++] =
-            std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - begin).count();
+    return link;
+  }
+
+  // Forgets every link to `server`.
+  void Unlink(uint64_t server) {
+    for (Link& l : links_) {
+      if (l.server == server) {
+        if (l.connection == home_) home_ = nullptr;
+        l = Link{};
       }
     }
-    if (!s.ok() && !link->connection->health().ok()) {
-      client_->DropServer(link->server, link->connection);
-      const uint64_t server = link->server;
-      if (link->connection == home_) home_ = nullptr;
-      for (Link& l : links_) {
-        if (l.server == server) l = Link{};
-      }
+  }
+
+  // What a read of `p` through `link` that failed with `s` means: a dead connection drops its server, a region the
+  // server does not serve makes the route be read again; both are Unavailable (the operation retries).
+  Status Failed(Link* link, GlobalPtr p, const Status& s) {
+    const uint64_t server = link->server;
+    if (!link->connection->health().ok()) {
+      client_->DropServer(server, link->connection);
+      Unlink(server);
       return Status::Unavailable(fmt::format("reading from server {}: {}", server, s.message()));
     }
     if (s.IsUnavailable()) {
       // The server does not serve the region (yet: a takeover is registering it; or any more): the route is re-read
       // from the table before the operation retries.
-      client_->cache_.OnWrongOwner(p.region, link->server, 0);
-      const uint64_t server = link->server;
+      client_->cache_.OnWrongOwner(p.region, server, 0);
       for (Link& l : links_) {
         if (l.region == p.region) l = Link{};
       }
@@ -140,15 +186,44 @@ class StoreClient::ReadRouter {
     return s;
   }
 
+  Status Read(GlobalPtr p, size_t words, uint64_t* dst) {
+    const auto now = std::chrono::steady_clock::now();
+    CELL_ASSIGN_OR_RETURN(Link * link, Leased(p, now));
+    Status s = rpc::ReadSync(*link->connection, p, static_cast<uint32_t>(words * 8), dst);
+    if (!s.ok()) return Failed(link, p, s);
+    if (measure_) {
+      ++reads_;
+      if (link->server == measured_server_ && samples_taken_ < samples_.size()) {
+        samples_[samples_taken_++] =
+            std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - now).count();
+      }
+    }
+    return s;
+  }
+
+  StatusOr<const uint64_t*> InPlace(GlobalPtr p, size_t bytes) {
+    CELL_ASSIGN_OR_RETURN(Link * link, Leased(p, std::chrono::steady_clock::now()));
+    auto at = link->connection->ReadInPlace(p, static_cast<uint32_t>(bytes));
+    if (!at.ok()) return Failed(link, p, at.status());
+    if (measure_) {
+      ++reads_;
+      in_place_reads_ += link->server == measured_server_;
+    }
+    return reinterpret_cast<const uint64_t*>(*at);
+  }
+
   StoreClient* const client_;
   const Deadline deadline_;
   const uint64_t home_server_;
   rpc::Connection* home_;
+  const bool home_in_place_;
   std::array<Link, 4> links_;
   size_t next_ = 0;
   bool measure_ = false;
   uint64_t measured_server_ = 0;
+  std::chrono::steady_clock::time_point measure_begin_;
   int reads_ = 0;
+  int in_place_reads_ = 0;
   std::array<double, 32> samples_;
   size_t samples_taken_ = 0;
 };
@@ -163,32 +238,34 @@ Status StoreClient::GetClientSide(std::string_view key, std::string* value, Dead
         if (!root.ok()) return {root.status(), root.status().IsUnavailable() || root.status().IsDeadlineExceeded()};
         ReadRouter router(this, d, route, connection);
         if (sample_server != 0) router.Measure(sample_server);
-        btree::CopyingNodeSource source(router.Fetcher(), nodes_.get());
-        btree::GlobalReader reader(&source, GlobalPtr{*root, 0});
-        GlobalPtr start = paths_.Lookup(key);
-        const bool cached = !start.is_null();
-        if (!cached) {
-          std::lock_guard lock(mu_);
-          start = root_meganode_;
-        }
-        if (start.is_null()) {
-          auto root = reader.Root();
-          if (root.ok()) {
-            start = *root;
+        Status s = router.Run(nodes_.get(), [&](btree::NodeSource& source) {
+          btree::GlobalReader reader(&source, GlobalPtr{*root, 0});
+          GlobalPtr start = paths_.Lookup(key);
+          const bool cached = !start.is_null();
+          if (!cached) {
             std::lock_guard lock(mu_);
-            root_meganode_ = start;
+            start = root_meganode_;
           }
-        }
-        Status s = reader.Get(key, value, start, meta);
-        if (s.ok() || s.IsNotFound()) router.Report(*selector_, cached ? start.Pack() : 0);
-        if ((s.ok() || s.IsNotFound()) && !(cached && reader.answered() == start)) {
-          btree::MeganodeRange range;  // one more read, to begin at this leaf meganode next time
-          if (reader.RangeOf(reader.answered(), &range).ok()) paths_.Insert(range);
-        }
-        if (reader.stats().restarts > 0) {
-          std::lock_guard lock(mu_);
-          root_meganode_ = GlobalPtr();  // the root has moved (or split): read it again next time
-        }
+          if (start.is_null()) {
+            auto root = reader.Root();
+            if (root.ok()) {
+              start = *root;
+              std::lock_guard lock(mu_);
+              root_meganode_ = start;
+            }
+          }
+          Status s = reader.Get(key, value, start, meta);
+          if (s.ok() || s.IsNotFound()) router.Report(*selector_, cached ? start.Pack() : 0);
+          if ((s.ok() || s.IsNotFound()) && !(cached && reader.answered() == start)) {
+            btree::MeganodeRange range;  // one more read, to begin at this leaf meganode next time
+            if (reader.RangeOf(reader.answered(), &range).ok()) paths_.Insert(range);
+          }
+          if (reader.stats().restarts > 0) {
+            std::lock_guard lock(mu_);
+            root_meganode_ = GlobalPtr();  // the root has moved (or split): read it again next time
+          }
+          return s;
+        });
         if (ShouldRetry(s)) return {s, true};
         if (s.IsNotFound()) return {Status::NotFound(fmt::format("no key '{}'", key)), false};
         return {s, false};
@@ -218,14 +295,21 @@ Status StoreClient::ScanRange(std::string_view start, std::string_view end, size
   const GlobalPtr cached = paths_.Lookup(first);
   uint64_t server = 0;
   const bool on_server = side == Side::kServer ||
-                         (side == Side::kSelector && SearchOnServer(measure_ ? cached : GlobalPtr(), /*may_block=*/true,
-                                                                    &server, /*reports=*/false));
-  if (on_server) {
-    stats_.server_searches.fetch_add(1, std::memory_order_relaxed);
-    return ScanServerSide(start, end, limit, mode, cached, deadline, out);
+                         (side == Side::kSelector &&
+                          SearchOnServer(measure_ ? cached : GlobalPtr(), /*may_block=*/true, &server, Decider::kScan));
+  (on_server ? stats_.server_searches : stats_.client_searches).fetch_add(1, std::memory_order_relaxed);
+  const auto begin = std::chrono::steady_clock::now();
+  Status s = on_server ? ScanServerSide(start, end, limit, mode, cached, deadline, out)
+                       : ScanClientSide(start, end, limit, mode, cached, deadline, out);
+  if (server != 0 && s.ok()) {  // the scans' selector measures both sides (a client-side scan as one read)
+    const double us = MicrosSince(begin);
+    if (on_server) {
+      scan_selector_->OnServerSearch(server, us, NowUs());
+    } else {
+      scan_selector_->OnRead(server, us, NowUs());
+    }
   }
-  stats_.client_searches.fetch_add(1, std::memory_order_relaxed);
-  return ScanClientSide(start, end, limit, mode, cached, deadline, out);
+  return s;
 }
 
 Status StoreClient::ScanServerSide(std::string_view start, std::string_view end, size_t limit, btree::ScanMode mode,
@@ -279,9 +363,10 @@ Status StoreClient::WalkClientSide(GlobalPtr cached, Deadline deadline,
         auto root = Root();
         if (!root.ok()) return {root.status(), root.status().IsUnavailable() || root.status().IsDeadlineExceeded()};
         ReadRouter router(this, d, route, connection);
-        btree::CopyingNodeSource source(router.Fetcher(), nodes_.get());
-        btree::GlobalReader reader(&source, GlobalPtr{*root, 0});
-        Status s = walk(reader, begin);
+        Status s = router.Run(nodes_.get(), [&](btree::NodeSource& source) {
+          btree::GlobalReader reader(&source, GlobalPtr{*root, 0});
+          return walk(reader, begin);
+        });
         return {s, ShouldRetry(s)};
       },
       deadline, cached);
@@ -310,7 +395,7 @@ Status StoreClient::ApproximateSize(std::string_view start, std::string_view end
   uint64_t server = 0;
   if (side == Side::kClient ||
       (side == Side::kSelector &&
-       !SearchOnServer(measure_ ? at : GlobalPtr(), /*may_block=*/true, &server, /*reports=*/false))) {
+       !SearchOnServer(measure_ ? at : GlobalPtr(), /*may_block=*/true, &server, Decider::kFollow))) {
     return WalkClientSide(at, deadline, [&](btree::GlobalReader& reader, GlobalPtr begin) {
       btree::SizeEstimate estimate;
       Status s = reader.ApproximateSize(start, end, &estimate, begin);
@@ -352,7 +437,7 @@ Status StoreClient::GetWithMeta(std::string_view key, Side side, std::string* va
   uint64_t server = 0;
   const bool on_server = side == Side::kServer ||
                          (side == Side::kSelector && SearchOnServer(measure_ ? paths_.Lookup(key) : GlobalPtr(),
-                                                                    /*may_block=*/true, &server, /*reports=*/false));
+                                                                    /*may_block=*/true, &server, Decider::kFollow));
   *meta = btree::RecordMeta{};
   if (!on_server) {
     stats_.client_searches.fetch_add(1, std::memory_order_relaxed);

@@ -25,7 +25,11 @@ StatusOr<std::unique_ptr<StoreClient>> StoreClient::Create(membership::RegionTab
                                                            const StoreClientOptions& options) {
   CELL_ASSIGN_OR_RETURN(std::unique_ptr<selector::Selector> selector,
                         selector::MakeSelector(options.search, options.selector));
-  return std::unique_ptr<StoreClient>(new StoreClient(table, options, std::move(selector)));
+  selector::SelectorOptions scans = options.selector;
+  scans.initial_reads = 1;  // a client-side scan is reported as one read: the rule compares whole scans
+  CELL_ASSIGN_OR_RETURN(std::unique_ptr<selector::Selector> scan_selector,
+                        selector::MakeSelector(options.search, scans));
+  return std::unique_ptr<StoreClient>(new StoreClient(table, options, std::move(selector), std::move(scan_selector)));
 }
 
 namespace {
@@ -44,11 +48,13 @@ Status CheckMayWait() {
 }
 
 StoreClient::StoreClient(membership::RegionTableReader* table, const StoreClientOptions& options,
-                         std::unique_ptr<selector::Selector> selector)
+                         std::unique_ptr<selector::Selector> selector,
+                         std::unique_ptr<selector::Selector> scan_selector)
     : table_(table),
       cache_(table),
       options_(options),
       selector_(std::move(selector)),
+      scan_selector_(std::move(scan_selector)),
       measure_(selector_->Measures()),
       connections_([] { MarkClientThread(); }),
       timers_(TaskScheduler::AtStop::kRunNow, [] { MarkClientThread(); }) {
@@ -76,7 +82,7 @@ void StoreClient::Schedule(Deadline due, std::function<void()> task) {
   task();
 }
 
-bool StoreClient::SearchOnServer(GlobalPtr start, bool may_block, uint64_t* server, bool reports) {
+bool StoreClient::SearchOnServer(GlobalPtr start, bool may_block, uint64_t* server, Decider decider) {
   *server = 0;
   if (!measure_) return selector_->Choose(0, 0, 0) == selector::Side::kServer;
   uint32_t region = start.region;
@@ -96,8 +102,15 @@ bool StoreClient::SearchOnServer(GlobalPtr start, bool may_block, uint64_t* serv
   }
   // Not knowing the server yet: by RPC (the request finds its way), measuring nothing.
   if (*server == 0) return true;
-  return (reports ? selector_->Choose(*server, start.Pack(), NowUs())
-                  : selector_->Follow(*server, start.Pack(), NowUs())) == selector::Side::kServer;
+  switch (decider) {
+    case Decider::kGet:
+      return selector_->Choose(*server, start.Pack(), NowUs()) == selector::Side::kServer;
+    case Decider::kFollow:
+      return selector_->Follow(*server, start.Pack(), NowUs()) == selector::Side::kServer;
+    case Decider::kScan:
+      return scan_selector_->Choose(*server, 0, NowUs()) == selector::Side::kServer;
+  }
+  return true;
 }
 
 StatusOr<uint32_t> StoreClient::Root() {

@@ -58,6 +58,7 @@ class StoreClient {
   struct Stats {
     std::atomic<uint64_t> server_searches{0};
     std::atomic<uint64_t> client_searches{0};
+    std::atomic<uint64_t> in_place_searches{0};  // client-side searches (attempts) read in place, not copied
     std::atomic<uint64_t> retries{0};  // wrong owner, failed connection or unavailable region, then tried again
   };
 
@@ -248,13 +249,17 @@ class StoreClient {
   // threads (it may release the connection's last reference).
   void DropServer(uint64_t server, const rpc::Connection* failed);
   StoreClient(membership::RegionTableReader* table, const StoreClientOptions& options,
-              std::unique_ptr<selector::Selector> selector);
-  // The selector's choice for an operation beginning at meganode `start` (null: the root); *server is the server it
-  // was made for (the start region's owner), to which measurements are reported; 0 if not known, and then nothing
-  // is measured. `may_block`: the owner may be looked up (synchronous operations); otherwise only the cache is asked.
-  // `reports`: the operation reports its latency (a get); scans, MultiGets and estimates do not, and follow the
-  // gets' decisions (selector::Selector::Follow).
-  bool SearchOnServer(GlobalPtr start, bool may_block, uint64_t* server, bool reports = true);
+              std::unique_ptr<selector::Selector> selector, std::unique_ptr<selector::Selector> scan_selector);
+  // Who decides an operation's side, and whether it reports its latency.
+  enum class Decider {
+    kGet,     // the selector; the operation reports its latency (a get)
+    kFollow,  // the selector's split, with no report (MultiGets and estimates: their costs are not a get's)
+    kScan,    // the scans' own selector; the scan reports its latency
+  };
+  // The choice for an operation beginning at meganode `start` (null: the root); *server is the server it was made for
+  // (the start region's owner), to which measurements are reported; 0 if not known, and then nothing is measured.
+  // `may_block`: the owner may be looked up (synchronous operations); otherwise only the cache is asked.
+  bool SearchOnServer(GlobalPtr start, bool may_block, uint64_t* server, Decider decider = Decider::kGet);
   // True for one client-side search in options_.sample_one_in, counted per thread.
   bool SampleThisSearch() const {
     thread_local uint32_t count = 0;
@@ -271,6 +276,11 @@ class StoreClient {
   const StoreClientOptions options_;
   std::unique_ptr<btree::NodeCache> nodes_;  // null: no node cache
   const std::unique_ptr<selector::Selector> selector_;
+  // Scans' own: a scan's cost on each side is not a get's (it reads many leaves and records, and a page's reply is
+  // big), and a workload of scans alone would otherwise never measure the sides (the split would stay where it began).
+  // Each scan counts as one search; a client-side scan as one read (the whole scan), so the rule compares the two
+  // sides' scan latencies.
+  const std::unique_ptr<selector::Selector> scan_selector_;
   const bool measure_;  // the selector uses latencies: measure searches and reads
   Stats stats_;
   std::atomic<uint32_t> root_{0};     // the root region, once known (it never changes); read without mu_

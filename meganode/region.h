@@ -51,12 +51,14 @@ class Region {
 class RegionSet final : public btree::LocalMemory {
  public:
   void Add(const Region* region) { regions_.push_back(region); }
-  uint64_t* Resolve(GlobalPtr ptr, size_t bytes) const override {
+  // The words at [ptr, ptr + bytes) for writing, or nullptr if that range is not all inside one region held here.
+  uint64_t* Resolve(GlobalPtr ptr, size_t bytes) const {
     for (const Region* r : regions_) {
       if (r->id() == ptr.region) return r->Resolve(ptr.offset, bytes);
     }
     return nullptr;
   }
+  const uint64_t* Readable(GlobalPtr ptr, size_t bytes) const override { return Resolve(ptr, bytes); }
 
  private:
   std::vector<const Region*> regions_;

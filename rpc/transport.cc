@@ -167,6 +167,11 @@ Status ReadSync(Connection& connection, GlobalPtr remote, uint32_t length, void*
   return connection.ReadNow(remote, length, dest);
 }
 
+StatusOr<const char*> Connection::ReadInPlace(GlobalPtr, uint32_t) {
+  return Status::FailedPrecondition(
+      fmt::format("connection to {} copies what it reads: it cannot read in place", uri()));
+}
+
 Status Connection::ReadNow(GlobalPtr remote, uint32_t length, void* dest) {
   // Client-side searches issue one read per node, and shm reads complete inline: no promise, no allocation per read.
   // Each thread has one completion slot (it waits for one read at a time); the callback holds a reference, so a

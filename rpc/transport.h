@@ -142,6 +142,14 @@ class Connection {
   // The same read, waited for. The default waits on Read's callback; a transport that can copy at once (shm without
   // a NIC model) overrides it to skip the callback.
   virtual Status ReadNow(GlobalPtr remote, uint32_t length, void* dest);
+  // Whether this connection can hand out the server's memory to read in place, without a copy: shm without a NIC
+  // model, whose client maps the server's regions read-only. Other transports only copy (use Read).
+  virtual bool reads_in_place() const { return false; }
+  // Where the `length` bytes at `remote` are in this process's read-only mapping of the server's memory (valid while
+  // the connection lives). The server writes them while they are read, so a reader validates what it read as the
+  // server's own searches do (the node's version, btree/node_source.h). Errors as Read's; FailedPrecondition (and
+  // only then) if !reads_in_place().
+  virtual StatusOr<const char*> ReadInPlace(GlobalPtr remote, uint32_t length);
   // OK while the connection is usable; otherwise the error that ended it.
   virtual Status health() const = 0;
   virtual const std::string& uri() const = 0;

@@ -213,6 +213,14 @@ class ShmConnection final : public Connection {
     return Status::OK();
   }
 
+  bool reads_in_place() const override { return nic_word_ == nullptr; }
+  StatusOr<const char*> ReadInPlace(GlobalPtr remote, uint32_t length) override {
+    if (nic_word_ != nullptr) return Connection::ReadInPlace(remote, length);  // the model paces copies only
+    const char* src = nullptr;
+    CELL_RETURN_IF_ERROR(Source(remote, length, &src));
+    return src;
+  }
+
   Status health() const override { return rpc_->health(); }
   const std::string& uri() const override { return uri_; }
 

@@ -10,6 +10,7 @@
 
 #include "btree/blink_tree.h"
 #include "btree/key.h"
+#include "btree/node_source.h"
 #include "test/test_util.h"
 
 namespace cell::btree {
@@ -138,6 +139,32 @@ TEST(NodeCopyCheck, WriterHeldNodesWrongIdentityAndNeverWrittenSlotsAreTold) {
   EXPECT_EQ(CheckCopy(img.w, img.view().self()), CopyCheck::kBeingWritten);
   uint64_t zero[kNodeWords] = {};
   EXPECT_EQ(CheckCopy(zero, GlobalPtr{1, 0}), CopyCheck::kFree);
+}
+
+// A reader in place of another process's memory (a client over shm) must not wait for ever on a node whose writer
+// died holding it; a server's own reader waits (its writers always finish).
+TEST(LocalNodeSource, ABoundedReaderGivesUpOnANodeStillHeldAndReadsItOnceReleased) {
+  struct OneNode final : LocalMemory {
+    NodeImage img;
+    const uint64_t* Readable(GlobalPtr ptr, size_t bytes) const override {
+      return ptr == img.view().self() && bytes <= kNodeSize ? img.w : nullptr;
+    }
+  } memory;
+  ASSERT_TRUE(memory.img.Build(Header(0), "", "", nullptr, 0));
+  memory.img.Seal(7);  // odd: a writer holds it
+  const GlobalPtr at = memory.img.view().self();
+  LocalNodeSource bounded(&memory, /*max_yields=*/10);
+  NodeHandle h;
+  Status s = bounded.Fetch(at, &h);
+  EXPECT_TRUE(s.IsAborted()) << s.ToString();
+  EXPECT_NE(s.message().find("stayed locked"), std::string::npos) << s.ToString();
+  memory.img.Seal(8);  // released
+  ASSERT_TRUE(bounded.Fetch(at, &h).ok());
+  EXPECT_EQ(h.version, 8u);
+  EXPECT_TRUE(bounded.Validate(h));
+  // Memory this reader cannot reach is an error, not a read.
+  s = bounded.Fetch(GlobalPtr{1, 1024 * 66}, &h);
+  EXPECT_EQ(s.code(), Status::Code::kFailedPrecondition) << s.ToString();
 }
 
 // Partitioning must succeed for any entries, even the longest keys with the longest fences (where a two-way cut

@@ -96,6 +96,7 @@ class TestRegion {
   }
   rpc::RegionRegistration registration() const { return {id_, base_, size_, fd_}; }
   const char* base() const { return base_; }
+  char* writable_base() { return base_; }  // the server's side of the memory (tests that change it under readers)
   size_t size() const { return size_; }
 
  private:

@@ -44,6 +44,7 @@ struct TransportCase {
   std::string name;
   bool stream;       // frames on a socket (tcp, shm): raw malformed-frame tests apply
   bool nic_threads;  // one-sided reads are served by server NIC threads (tcp)
+  bool in_place;     // the client can read the server's memory in place (shm)
 };
 
 std::string ListenUri(const TransportCase& t) {
@@ -282,6 +283,33 @@ TEST_P(TransportTest, ReadsOutsideRegisteredRegionsAreRefused) {
   EXPECT_TRUE(CallSync(*c, testing::kEcho, "ok").ok());
 }
 
+TEST_P(TransportTest, ReadsInPlaceSeeTheServersMemoryOrSayTheyCannot) {
+  auto c = MustConnect();
+  ASSERT_NE(c, nullptr);
+  ASSERT_EQ(c->reads_in_place(), GetParam().in_place);
+  const uint64_t offset = 3 * 4096 + 40;
+  auto at = c->ReadInPlace(GlobalPtr{1, offset}, 64);
+  if (!GetParam().in_place) {
+    ASSERT_FALSE(at.ok());
+    EXPECT_EQ(at.status().code(), Status::Code::kFailedPrecondition) << at.status().ToString();
+    EXPECT_NE(at.status().message().find("cannot read in place"), std::string::npos) << at.status().ToString();
+    return;
+  }
+  ASSERT_TRUE(at.ok()) << at.status().ToString();
+  EXPECT_EQ(0, std::memcmp(*at, region_.base() + offset, 64));
+  // Not a copy: what the server writes next is what the reader sees there.
+  region_.writable_base()[offset + 5] = static_cast<char>(~region_.base()[offset + 5]);
+  EXPECT_EQ(0, std::memcmp(*at, region_.base() + offset, 64));
+  // Refused as Read refuses: outside the region, or a region not served.
+  const uint64_t size = region_.size();
+  auto outside = c->ReadInPlace(GlobalPtr{1, size - 8}, 16);
+  ASSERT_FALSE(outside.ok());
+  EXPECT_EQ(outside.status().code(), Status::Code::kInvalidArgument) << outside.status().ToString();
+  auto unknown = c->ReadInPlace(GlobalPtr{2, 0}, 8);
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_EQ(unknown.status().code(), Status::Code::kUnavailable) << unknown.status().ToString();
+}
+
 TEST_P(TransportTest, TimeoutFailsOnlyThatRequest) {
   auto c = MustConnect();
   ASSERT_NE(c, nullptr);
@@ -491,11 +519,12 @@ TEST_P(TransportTest, AClientWithAKeyRefusesAServerWithout) {
 }
 
 #ifdef CELL_TEST_VERBS
-INSTANTIATE_TEST_SUITE_P(Verbs, TransportTest, ::testing::Values(TransportCase{"verbs", false, false}),
+INSTANTIATE_TEST_SUITE_P(Verbs, TransportTest, ::testing::Values(TransportCase{"verbs", false, false, false}),
                          [](const auto& info) { return info.param.name; });
 #else
 INSTANTIATE_TEST_SUITE_P(Stream, TransportTest,
-                         ::testing::Values(TransportCase{"tcp", true, true}, TransportCase{"shm", true, false}),
+                         ::testing::Values(TransportCase{"tcp", true, true, false},
+                                           TransportCase{"shm", true, false, true}),
                          [](const auto& info) { return info.param.name; });
 
 // Malformed input on a raw socket: the server closes that connection, logs why, and keeps serving the others.
@@ -626,14 +655,15 @@ TEST_P(StreamFrameTest, ReadsAndDescriptorsBeforeTheProofAreRefused) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Stream, StreamFrameTest,
-                         ::testing::Values(TransportCase{"tcp", true, true}, TransportCase{"shm", true, false}),
+                         ::testing::Values(TransportCase{"tcp", true, true, false},
+                                           TransportCase{"shm", true, false, true}),
                          [](const auto& info) { return info.param.name; });
 
 // shm hands clients the region's memory itself: only the server's user may connect, and what it gets is read-only.
 class ShmSecurity : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto server = Listen(ListenUri(TransportCase{"shm", true, false}), KeyedOptions(), &handler_);
+    auto server = Listen(ListenUri(TransportCase{"shm", true, false, true}), KeyedOptions(), &handler_);
     ASSERT_TRUE(server.ok()) << server.status().ToString();
     server_ = std::move(*server);
     ASSERT_TRUE(server_->RegisterRegion(region_.registration()).ok());

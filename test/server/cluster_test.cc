@@ -57,9 +57,11 @@ class Cluster : public ::testing::Test {
   }
 
   // `node_cache_levels`: ClientOptions' (its default: 4).
+  // `transports` empty: the client's default (shm first).
   std::unique_ptr<Client> Open(const std::string& search, std::chrono::milliseconds timeout = 20s,
-                               int node_cache_levels = 4) {
+                               int node_cache_levels = 4, std::vector<std::string> transports = {}) {
     ClientOptions options;
+    if (!transports.empty()) options.transports = std::move(transports);
     options.cluster = cluster_;
     options.search = search;
     options.timeout = timeout;
@@ -111,17 +113,19 @@ std::string Value(std::mt19937_64& rng) {
 
 using Pairs = std::vector<std::pair<std::string, std::string>>;
 
-// Client threads, each over its own keys with its own model, by server-side, client-side and mixed search.
+// Client threads, each over its own keys with its own model, by server-side, client-side (copies over tcp, in place
+// over shm) and mixed search.
 TEST_F(Cluster, EveryAnswerMatchesAModelWhileMeganodesSplitAcrossServers) {
-  const char* searches[] = {"server", "client", "fixed:0.5", "fixed:0.2"};
+  const char* searches[] = {"server", "client", "client", "fixed:0.5", "fixed:0.2"};
+  const bool copies[] = {false, true, false, false, false};  // over tcp: one-sided reads copy nodes
   std::mutex models_mu;
   std::map<std::string, std::string> all_models;
   std::vector<std::thread> threads;
-  for (int t = 0; t < 4; ++t) {
+  for (int t = 0; t < 5; ++t) {
     threads.emplace_back([&, t] {
-      // The client-side client caches every node above the leaves: its searches and scans begin at leaf meganodes
+      // The client that copies caches every node above the leaves: its searches and scans begin at leaf meganodes
       // from its path cache, and so meet its node cache there, where splits make the copies stale most often.
-      auto client = Open(searches[t], 20s, std::string(searches[t]) == "client" ? 1 : 4);
+      auto client = copies[t] ? Open(searches[t], 20s, 1, {"tcp"}) : Open(searches[t]);
       ASSERT_NE(client, nullptr);
       std::map<std::string, std::string> model;
       std::mt19937_64 rng(7 + t);
@@ -162,9 +166,13 @@ TEST_F(Cluster, EveryAnswerMatchesAModelWhileMeganodesSplitAcrossServers) {
           ASSERT_EQ(got, want) << "scan from " << start << " limit " << limit;
         }
       }
-      if (std::string(searches[t]) == "client") {
+      if (copies[t]) {
         // Its searches went through the node cache, which went stale at splits.
         EXPECT_GT(client->stats().node_cache_hits, 0u);
+        EXPECT_EQ(client->stats().in_place_searches, 0u);
+      } else if (std::string(searches[t]) == "client") {
+        EXPECT_GE(client->stats().in_place_searches, client->stats().client_searches);
+        EXPECT_EQ(client->stats().node_cache_hits + client->stats().node_cache_misses, 0u);
       }
       std::lock_guard lock(models_mu);
       all_models.insert(model.begin(), model.end());

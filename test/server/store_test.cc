@@ -116,6 +116,13 @@ TEST_P(StoreModel, EveryAnswerMatchesAModel) {
   ASSERT_EQ(stats->size(), 1u);
   EXPECT_GT(stats->front().meganode_splits, 5u);
   EXPECT_GE(stats->front().root_splits, 1u);
+  // Client-side searches over shm read the server's memory in place; over tcp they copy.
+  const Client::Stats searches = client->stats();
+  if (std::string_view(GetParam().transport) == "shm" && searches.client_searches > 0) {
+    EXPECT_GE(searches.in_place_searches, searches.client_searches);
+  } else {
+    EXPECT_EQ(searches.in_place_searches, 0u);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(All, StoreModel,
@@ -442,6 +449,7 @@ TEST(Store, TheServersNicModelPacesClientSideReads) {
   EXPECT_EQ(value, "value");
   EXPECT_GE(std::chrono::steady_clock::now() - begin, 3ms);
   EXPECT_EQ(client->stats().client_searches, 1u);
+  EXPECT_EQ(client->stats().in_place_searches, 0u);  // the model paces copies: a search with it never reads in place
 }
 
 TEST(Store, ManyAsynchronousOperationsInFlightFromOneThread) {
