@@ -351,6 +351,38 @@ TEST(Store, AdaptiveSearchMeasuresBothSidesAndAnswersTheSame) {
   EXPECT_TRUE(measured) << "no server has both latencies measured";
 }
 
+// Scans alone (YCSB E without its inserts) move the adaptive split too: scans measure both sides with a selector of
+// their own. Over shm a client-side scan reads in place and costs a fraction of a server-side one (an RPC whose reply
+// carries the pairs), so once both are measured most scans go client-side; following the gets' split instead, which
+// no get ever moves, half of them went to the server.
+TEST(Store, AdaptiveScansAloneFindTheCheaperSide) {
+  RunningServer server = StartEmbedded("adaptive-scans");
+  ASSERT_FALSE(server.ready.empty());
+  auto client = OpenClient(server.uris[1], "adaptive", "shm");
+  ASSERT_NE(client, nullptr);
+  for (int i = 0; i < 2000; ++i) ASSERT_TRUE(client->Put(fmt::format("s{:05d}", i), std::string(100, 'v')).ok());
+  std::mt19937_64 rng(5);
+  const auto scans = [&](int n, std::chrono::steady_clock::time_point until) {
+    for (int i = 0; i < n || std::chrono::steady_clock::now() < until; ++i) {
+      std::vector<std::pair<std::string, std::string>> got;
+      const int from = static_cast<int>(rng() % 1900);
+      ASSERT_TRUE(client->Scan(fmt::format("s{:05d}", from), "", 50, &got).ok());
+      ASSERT_EQ(got.size(), 50u);
+      ASSERT_EQ(got.front().first, fmt::format("s{:05d}", from));
+    }
+  };
+  // Both sides measured, and 2 s of steering (at 1/s the split crosses its whole range in one).
+  scans(0, std::chrono::steady_clock::now() + 2s);
+  const Client::Stats before = client->stats();
+  scans(2000, {});
+  const Client::Stats after = client->stats();
+  const double on_server = static_cast<double>(after.server_searches - before.server_searches);
+  const double client_side = static_cast<double>(after.client_searches - before.client_searches);
+  ASSERT_EQ(on_server + client_side, 2000);
+  EXPECT_LT(on_server / 2000, 0.3) << "scans stayed split between the sides: " << on_server << " server-side";
+  EXPECT_GT(after.in_place_searches, 0u);
+}
+
 // A get started from a get's callback runs on the transport's thread; a client-side search there would wait for
 // reads that only that thread can complete (tcp). It searches on the server instead, and completes. A chain of gets,
 // each started by the last one's callback, in modes that mix server- and client-side searches.
