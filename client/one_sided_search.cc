@@ -2,6 +2,7 @@
 // used), through the same traversal code the server runs (btree/global_reader.h). See store_client.h.
 #include <fmt/format.h>
 
+#include <ctime>
 #include <future>
 #include <optional>
 #include <utility>
@@ -140,19 +141,49 @@ class StoreClient::ReadRouter {
 
   // The link that reads `p`, under a lease on its server (docs/DESIGN.md, "One-sided reads and a deposed owner"): a
   // server that lost its registration may be paused or cut off and deposed, and its memory older than a survivor's
-  // writes.
-  StatusOr<Link*> Leased(GlobalPtr p, std::chrono::steady_clock::time_point now) {
+  // writes. Checked against the coarse clock (a search makes a read per node): a lease is taken to end its margin
+  // early. The lease of the server last read is remembered per thread, so a search need not ask the client's cache.
+  StatusOr<Link*> Leased(GlobalPtr p) {
     CELL_ASSIGN_OR_RETURN(Link * link, LinkFor(p.region));
-    if (now >= link->lease_until) {
-      auto lease = client_->cache_.ReadLease(link->server);
-      if (!lease.ok()) {
-        const uint64_t server = link->server;
-        Unlink(server);
-        return Status::Unavailable(fmt::format("reading from server {}: {}", server, lease.status().message()));
-      }
-      link->lease_until = *lease;
+    struct Memo {
+      uint64_t client = 0, server = 0;
+      std::chrono::steady_clock::time_point until{};
+    };
+    thread_local Memo memo;
+    const auto now = CoarseNow() + CoarseMargin();
+    if (now < link->lease_until) return link;
+    if (memo.client == client_->id_ && memo.server == link->server && now < memo.until) {
+      link->lease_until = memo.until;
+      return link;
     }
+    auto lease = client_->cache_.ReadLease(link->server);
+    if (!lease.ok()) {
+      const uint64_t server = link->server;
+      Unlink(server);
+      if (memo.server == server) memo = Memo{};
+      return Status::Unavailable(fmt::format("reading from server {}: {}", server, lease.status().message()));
+    }
+    link->lease_until = *lease;
+    memo = Memo{client_->id_, link->server, *lease};
     return link;
+  }
+
+  // The kernel's last tick of steady_clock's clock (CLOCK_MONOTONIC): a few nanoseconds to read, never ahead of the
+  // real time and behind it by at most the clock's resolution, which CoarseMargin covers.
+  static std::chrono::steady_clock::time_point CoarseNow() {
+    timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    return std::chrono::steady_clock::time_point(std::chrono::seconds(ts.tv_sec) +
+                                                 std::chrono::nanoseconds(ts.tv_nsec));
+  }
+  static std::chrono::nanoseconds CoarseMargin() {
+    static const std::chrono::nanoseconds margin = [] {
+      timespec res{0, 10'000'000};
+      clock_getres(CLOCK_MONOTONIC_COARSE, &res);
+      return 2 * (std::chrono::seconds(res.tv_sec) + std::chrono::nanoseconds(res.tv_nsec)) +
+             std::chrono::milliseconds(1);
+    }();
+    return margin;
   }
 
   // Forgets every link to `server`.
@@ -187,8 +218,8 @@ class StoreClient::ReadRouter {
   }
 
   Status Read(GlobalPtr p, size_t words, uint64_t* dst) {
-    const auto now = std::chrono::steady_clock::now();
-    CELL_ASSIGN_OR_RETURN(Link * link, Leased(p, now));
+    CELL_ASSIGN_OR_RETURN(Link * link, Leased(p));
+    const auto now = measure_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
     Status s = rpc::ReadSync(*link->connection, p, static_cast<uint32_t>(words * 8), dst);
     if (!s.ok()) return Failed(link, p, s);
     if (measure_) {
@@ -202,7 +233,7 @@ class StoreClient::ReadRouter {
   }
 
   StatusOr<const uint64_t*> InPlace(GlobalPtr p, size_t bytes) {
-    CELL_ASSIGN_OR_RETURN(Link * link, Leased(p, std::chrono::steady_clock::now()));
+    CELL_ASSIGN_OR_RETURN(Link * link, Leased(p));
     auto at = link->connection->ReadInPlace(p, static_cast<uint32_t>(bytes));
     if (!at.ok()) return Failed(link, p, at.status());
     if (measure_) {

@@ -40,6 +40,13 @@ thread_local bool on_client_thread = false;
 
 void MarkClientThread() { on_client_thread = true; }
 
+namespace {
+uint64_t NextClientId() {
+  static std::atomic<uint64_t> next{1};
+  return next.fetch_add(1, std::memory_order_relaxed);
+}
+}  // namespace
+
 Status CheckMayWait() {
   if (!on_client_thread && !rpc::OnTransportThread()) return Status::OK();
   return Status::FailedPrecondition(
@@ -56,6 +63,7 @@ StoreClient::StoreClient(membership::RegionTableReader* table, const StoreClient
       selector_(std::move(selector)),
       scan_selector_(std::move(scan_selector)),
       measure_(selector_->Measures()),
+      id_(NextClientId()),
       connections_([] { MarkClientThread(); }),
       timers_(TaskScheduler::AtStop::kRunNow, [] { MarkClientThread(); }) {
   if (options.node_cache_bytes > 0) {

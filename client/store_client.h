@@ -282,6 +282,7 @@ class StoreClient {
   // sides' scan latencies.
   const std::unique_ptr<selector::Selector> scan_selector_;
   const bool measure_;  // the selector uses latencies: measure searches and reads
+  const uint64_t id_;   // unique in the process, for state kept per thread (a read lease remembered)
   Stats stats_;
   std::atomic<uint32_t> root_{0};     // the root region, once known (it never changes); read without mu_
   std::atomic<bool> closing_{false};  // set under mu_; read without it too

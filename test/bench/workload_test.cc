@@ -2,6 +2,7 @@
 // open-loop arrival clock, checked against what they promise.
 #include "bench/workload.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -134,6 +135,23 @@ TEST(Shapes, KeysAreCellsShapesUniqueAndInOrder) {
   for (uint64_t i = 0; i < 1000; ++i) confused += ValueBelongsTo(ValueOf(KeyOf(i, kCount), 0), KeyOf(i + 1, kCount));
   EXPECT_LT(confused, 80) << "of 1,000 neighbouring pairs";
   EXPECT_FALSE(ValueBelongsTo("short", KeyOf(1, 10)));
+  // The format: "k", the index zero-padded to the width of the largest (an index past it has more digits), letters.
+  EXPECT_EQ(KeyOf(7, 1000).substr(0, 4), "k007");
+  EXPECT_EQ(KeyOf(123456, 1000).substr(0, 7), "k123456");
+  EXPECT_EQ(KeyOf(0, 1).substr(0, 2), "k0");
+  for (uint64_t i : {0ull, 5ull, 99999ull}) {
+    const std::string key = KeyOf(i, kCount);
+    EXPECT_EQ(key.substr(0, 6), fmt::format("k{:05d}", i));
+    EXPECT_TRUE(std::all_of(key.begin() + 6, key.end(), [](char c) { return c >= 'a' && c <= 'z'; })) << key;
+  }
+  // One wrong byte anywhere (the 8-byte words and the tail) is caught.
+  const std::string key = KeyOf(3, kCount);
+  const std::string good = ValueOf(key, 1);
+  for (size_t at = 0; at < good.size(); ++at) {
+    std::string bad = good;
+    bad[at] = static_cast<char>(bad[at] + 1);
+    ASSERT_FALSE(ValueBelongsTo(bad, key)) << "byte " << at << " of " << good.size();
+  }
 }
 
 TEST(ArrivalClock, GapsArePoissonAtTheRate) {
