@@ -74,6 +74,13 @@ class LocalNodeSource final : public NodeSource {
     return LoadSharedWord(h.view.words()) == h.version;
   }
   Status ReadWords(GlobalPtr ptr, size_t words, uint64_t* dst) override;
+  // Starts loading the cache lines of the `bytes` (at most a node's) at `ptr`, so that misses overlap: a scan asks for
+  // a leaf's records, and for the next leaf, before it reads them. Nothing if they are not reachable here.
+  void Prefetch(GlobalPtr ptr, size_t bytes) const {
+    const char* at = reinterpret_cast<const char*>(memory_->Readable(ptr, bytes));
+    if (at == nullptr) return;
+    for (size_t line = 0; line < bytes && line < kNodeSize; line += kCacheLine) __builtin_prefetch(at + line);
+  }
 
  private:
   // Fetch, prefetching the node's first `lines` cache lines.

@@ -351,12 +351,18 @@ template <class Source>
 Status TreeReader::AppendBatch(Source* src, const NodeHandle& leaf,
                                std::vector<std::pair<std::string, LeafValue>>* batch, ScanMode mode,
                                std::vector<KeyValue>* out, size_t* changed_at) {
-  thread_local std::string value;
+  if constexpr (std::is_same_v<Source, LocalNodeSource>) {
+    if (!mode.keys_only) {
+      for (const auto& [key, entry] : *batch) {
+        if (!entry.locked) src->Prefetch(entry.ptr, entry.length);
+      }
+    }
+  }
   for (size_t i = 0; i < batch->size(); ++i) {
     auto& [key, entry] = (*batch)[i];
     if (entry.locked && !mode.report_locks) return LockedKey(key);
     uint64_t version = 0;
-    value.clear();
+    std::string value;  // read once, moved into the pair
     if (!entry.locked && !mode.keys_only) {
       Status s = ReadRecord(src, leaf, entry, key, &value, &version);
       if (s.IsAborted()) {  // this entry changed since the leaf was read
@@ -366,7 +372,7 @@ Status TreeReader::AppendBatch(Source* src, const NodeHandle& leaf,
       }
       CELL_RETURN_IF_ERROR(s);
     }
-    out->push_back(KeyValue{std::move(key), value, version, entry.checksum, entry.locked});  // locked: no value
+    out->push_back(KeyValue{std::move(key), std::move(value), version, entry.checksum, entry.locked});  // locked: none
   }
   *changed_at = batch->size();
   return Status::OK();
@@ -412,6 +418,9 @@ Status TreeReader::ScanIn(Source* src, std::string_view start, std::string_view 
     bool last_leaf = v.max_is_infinite();
     v.CopyMaxKey(&max_key);
     GlobalPtr right = v.right();
+    if constexpr (std::is_same_v<Source, LocalNodeSource>) {
+      if (!done && !last_leaf && !right.is_null()) src->Prefetch(right, kNodeSize);  // read next, after the records
+    }
     if (!src->Validate(h)) {
       ++retries;
       ++stats_.retries;
