@@ -32,12 +32,14 @@ inline uint64_t WaitStableVersion(const uint64_t* node) {
   }
 }
 
-// WaitStableVersion, giving up after `max_yields` yields: false if a writer still holds the node.
-inline bool WaitStableVersionFor(const uint64_t* node, int max_yields, uint64_t* version) {
+// WaitStableVersion, giving up after `max_yields` yields: false if a writer still holds the node. *waited: whether
+// the first load found it held.
+inline bool WaitStableVersionFor(const uint64_t* node, int max_yields, uint64_t* version, bool* waited) {
   for (int spins = 0; spins < 64 + max_yields; ++spins) {
     uint64_t v = __atomic_load_n(node, __ATOMIC_ACQUIRE);
     if ((v & 1) == 0) {
       *version = v;
+      *waited = spins > 0;
       return true;
     }
     if (spins < 64)

@@ -56,6 +56,9 @@ class LocalMemory {
   virtual ~LocalMemory() = default;
   // The words at [ptr, ptr + bytes), or nullptr if that range is not all inside one region reachable here.
   virtual const uint64_t* Readable(GlobalPtr ptr, size_t bytes) const = 0;
+  // Readable for a prefetch hint: nothing is read through the answer, so it must have no side effects (a client
+  // neither connects, maps, renews a lease nor records an error for it); nullptr when in doubt.
+  virtual const uint64_t* Peek(GlobalPtr ptr, size_t bytes) const { return Readable(ptr, bytes); }
 };
 
 // In-place source: nodes read where they are, validated by version re-check. The server's searches use it over its
@@ -77,7 +80,7 @@ class LocalNodeSource final : public NodeSource {
   // Starts loading the cache lines of the `bytes` (at most a node's) at `ptr`, so that misses overlap: a scan asks for
   // a leaf's records, and for the next leaf, before it reads them. Nothing if they are not reachable here.
   void Prefetch(GlobalPtr ptr, size_t bytes) const {
-    const char* at = reinterpret_cast<const char*>(memory_->Readable(ptr, bytes));
+    const char* at = reinterpret_cast<const char*>(memory_->Peek(ptr, bytes));
     if (at == nullptr) return;
     for (size_t line = 0; line < bytes && line < kNodeSize; line += kCacheLine) __builtin_prefetch(at + line);
   }
@@ -94,8 +97,14 @@ class LocalNodeSource final : public NodeSource {
     h->ptr = ptr;
     if (max_yields_ == 0) {
       h->version = WaitStableVersion(w);
-    } else if (!WaitStableVersionFor(w, max_yields_, &h->version)) [[unlikely]] {
-      return StillLocked(ptr);
+    } else {
+      bool waited = false;
+      if (!WaitStableVersionFor(w, max_yields_, &h->version, &waited)) [[unlikely]]
+        return StillLocked(ptr);
+      // A client's memory checks the reader's lease in Readable: after a wait, the node's words are read later than
+      // that check, so it is made again (docs/DESIGN.md, "One-sided reads and a deposed owner").
+      if (waited && memory_->Readable(ptr, kNodeSize) == nullptr) [[unlikely]]
+        return NotHeld(ptr, "node");
     }
     h->view = NodeView(w);
     return Status::OK();

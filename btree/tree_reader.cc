@@ -418,14 +418,14 @@ Status TreeReader::ScanIn(Source* src, std::string_view start, std::string_view 
     bool last_leaf = v.max_is_infinite();
     v.CopyMaxKey(&max_key);
     GlobalPtr right = v.right();
-    if constexpr (std::is_same_v<Source, LocalNodeSource>) {
-      if (!done && !last_leaf && !right.is_null()) src->Prefetch(right, kNodeSize);  // read next, after the records
-    }
     if (!src->Validate(h)) {
       ++retries;
       ++stats_.retries;
       leaf = h.ptr;
       continue;
+    }
+    if constexpr (std::is_same_v<Source, LocalNodeSource>) {
+      if (!done && !last_leaf && !right.is_null()) src->Prefetch(right, kNodeSize);  // read next, after the records
     }
     size_t changed_at = 0;
     CELL_RETURN_IF_ERROR(AppendBatch(src, h, &batch, mode, out, &changed_at));

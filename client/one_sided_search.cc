@@ -89,6 +89,8 @@ class StoreClient::ReadRouter {
       why_ = at.status();
       return nullptr;
     }
+    // Only regions this search has read already, with no lookup, lease or error.
+    const uint64_t* Peek(GlobalPtr p, size_t bytes) const override { return router_->Peek(p, bytes); }
     // Why the last region could not be read in place (OK if none failed).
     const Status& why() const { return why_; }
 
@@ -135,6 +137,7 @@ class StoreClient::ReadRouter {
     }
     Link& slot = links_[next_++ % links_.size()];
     rpc::Connection* raw = connection->get();
+    pinned_.push_back(*connection);  // alive until the search ends: nodes read in place point into its mapping
     slot = Link{region, route->owner().id, raw, std::move(*connection), *lease};
     return &slot;
   }
@@ -142,7 +145,9 @@ class StoreClient::ReadRouter {
   // The link that reads `p`, under a lease on its server (docs/DESIGN.md, "One-sided reads and a deposed owner"): a
   // server that lost its registration may be paused or cut off and deposed, and its memory older than a survivor's
   // writes. Checked against the coarse clock (a search makes a read per node): a lease is taken to end its margin
-  // early. The lease of the server last read is remembered per thread, so a search need not ask the client's cache.
+  // early. The lease of the server last read is remembered per thread, so a search need not ask the client's cache;
+  // it stays in force to its end even if the client meanwhile found the server unreachable, as a lease is a promise
+  // bounded in time (that, not its revocation, is what makes reads under it safe).
   StatusOr<Link*> Leased(GlobalPtr p) {
     CELL_ASSIGN_OR_RETURN(Link * link, LinkFor(p.region));
     struct Memo {
@@ -232,6 +237,16 @@ class StoreClient::ReadRouter {
     return s;
   }
 
+  const uint64_t* Peek(GlobalPtr p, size_t bytes) {
+    for (const Link& l : links_) {
+      if (l.region == p.region && l.connection != nullptr) {
+        auto at = l.connection->ReadInPlace(p, static_cast<uint32_t>(bytes));
+        return at.ok() ? reinterpret_cast<const uint64_t*>(*at) : nullptr;
+      }
+    }
+    return nullptr;
+  }
+
   StatusOr<const uint64_t*> InPlace(GlobalPtr p, size_t bytes) {
     CELL_ASSIGN_OR_RETURN(Link * link, Leased(p));
     auto at = link->connection->ReadInPlace(p, static_cast<uint32_t>(bytes));
@@ -249,6 +264,9 @@ class StoreClient::ReadRouter {
   rpc::Connection* home_;
   const bool home_in_place_;
   std::array<Link, 4> links_;
+  // Every connection a search has read through, kept to its end (a dropped link must not unmap what it still reads
+  // in place); the operation's own connection is kept by the operation.
+  std::vector<std::shared_ptr<rpc::Connection>> pinned_;
   size_t next_ = 0;
   bool measure_ = false;
   uint64_t measured_server_ = 0;

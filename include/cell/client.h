@@ -173,7 +173,7 @@ class Client {
   struct Stats {
     uint64_t server_searches = 0;    // gets and scans searched by RPC
     uint64_t client_searches = 0;    // gets and scans searched with one-sided reads
-    uint64_t in_place_searches = 0;  // of those, searches that read the server's memory in place (shm), not copies
+    uint64_t in_place_searches = 0;  // client-side search attempts (retries too) that read in place (shm), not copies
     uint64_t retries = 0;            // attempts repeated after a stale route, a failed server or a fenced one
     uint64_t node_cache_hits = 0;    // client-side search: nodes found in the node cache instead of read
     uint64_t node_cache_misses = 0;

@@ -4,8 +4,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "btree/blink_tree.h"
@@ -165,6 +167,41 @@ TEST(LocalNodeSource, ABoundedReaderGivesUpOnANodeStillHeldAndReadsItOnceRelease
   // Memory this reader cannot reach is an error, not a read.
   s = bounded.Fetch(GlobalPtr{1, 1024 * 66}, &h);
   EXPECT_EQ(s.code(), Status::Code::kFailedPrecondition) << s.ToString();
+}
+
+// A client's memory checks its read lease when asked for a node (Readable). A reader that then waits for the node's
+// writer reads the node later than that check, so it asks again: here the lease has ended by the time the writer
+// lets go, and the fetch must fail rather than read the node. (The writer lets go once the reader has asked; in the
+// rare run where that comes before the reader's first look, the reader never waited and reads the node: both
+// outcomes are checked, and the waiting one must occur.)
+TEST(LocalNodeSource, AReaderThatWaitedForTheWriterAsksForTheMemoryAgain) {
+  struct LeaseEndsAfterFirstAsk final : LocalMemory {
+    NodeImage img;
+    mutable std::atomic<int> asked{0};
+    const uint64_t* Readable(GlobalPtr, size_t) const override { return asked.fetch_add(1) == 0 ? img.w : nullptr; }
+  };
+  int refused = 0;
+  for (int trial = 0; trial < 20; ++trial) {
+    LeaseEndsAfterFirstAsk memory;
+    ASSERT_TRUE(memory.img.Build(Header(0), "", "", nullptr, 0));
+    memory.img.Seal(9);  // held by a writer
+    std::thread writer([&] {
+      while (memory.asked.load() == 0) std::this_thread::yield();  // the reader has asked
+      __atomic_store_n(&memory.img.w[0], uint64_t{10}, __ATOMIC_RELEASE);
+    });
+    LocalNodeSource bounded(&memory, /*max_yields=*/1 << 30);
+    NodeHandle h;
+    const Status s = bounded.Fetch(memory.img.view().self(), &h);
+    writer.join();
+    if (s.ok()) {
+      EXPECT_EQ(memory.asked.load(), 1);  // it never waited
+    } else {
+      EXPECT_EQ(s.code(), Status::Code::kFailedPrecondition) << s.ToString();
+      EXPECT_EQ(memory.asked.load(), 2);
+      ++refused;
+    }
+  }
+  EXPECT_GT(refused, 0) << "no reader that waited asked for the memory again";
 }
 
 // Partitioning must succeed for any entries, even the longest keys with the longest fences (where a two-way cut
