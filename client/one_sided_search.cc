@@ -33,7 +33,7 @@ class StoreClient::ReadRouter {
         home_server_(route.owner().id),
         home_(&connection),
         home_in_place_(connection.reads_in_place()) {
-    links_[0] = Link{route.entry.region, home_server_, home_, nullptr};
+    links_[0] = Link{route.entry.region, home_server_, home_};
     next_ = 1;
   }
 
@@ -104,8 +104,7 @@ class StoreClient::ReadRouter {
   struct Link {
     uint32_t region = 0;
     uint64_t server = 0;
-    rpc::Connection* connection = nullptr;
-    std::shared_ptr<rpc::Connection> owned;               // keeps `connection` alive, unless it is the operation's own
+    rpc::Connection* connection = nullptr;                // kept alive by the operation (its own) or by pinned_
     std::chrono::steady_clock::time_point lease_until{};  // reads of `server` may begin until then (ReadLease)
   };
   StatusOr<Link*> LinkFor(uint32_t region) {
@@ -115,7 +114,7 @@ class StoreClient::ReadRouter {
     // Most reads are of the operation's own server's regions (its node and extent regions): no lookup of addresses.
     if (home_ != nullptr && client_->cache_.CachedOwner(region) == home_server_) {
       Link& slot = links_[next_++ % links_.size()];
-      slot = Link{region, home_server_, home_, nullptr};
+      slot = Link{region, home_server_, home_};
       return &slot;
     }
     auto route = client_->cache_.Lookup(region);
@@ -137,8 +136,8 @@ class StoreClient::ReadRouter {
     }
     Link& slot = links_[next_++ % links_.size()];
     rpc::Connection* raw = connection->get();
-    pinned_.push_back(*connection);  // alive until the search ends: nodes read in place point into its mapping
-    slot = Link{region, route->owner().id, raw, std::move(*connection), *lease};
+    pinned_.push_back(std::move(*connection));
+    slot = Link{region, route->owner().id, raw, *lease};
     return &slot;
   }
 
