@@ -13,30 +13,32 @@ build=${BUILD_DIR:-$root/build}
 tsan=${TSAN_BUILD_DIR:-$root/build-tsan}
 fuzz=${FUZZ_BUILD_DIR:-$root/build-fuzz}
 jobs=$(nproc)
+# Each stage's heading says how long the run has taken so far (CI's budget is 30 minutes).
+stage() { echo "== [$((SECONDS / 60))m$((SECONDS % 60))s] $*"; }
 
 bash deploy/install-deps.sh
 
 # The house style is .clang-format (Google, 120 columns); reformat with: git ls-files '*.h' '*.cc' | xargs clang-format -i
-echo "== Format: clang-format --dry-run --Werror on every C++ file"
+stage "Format: clang-format --dry-run --Werror on every C++ file"
 git ls-files -z '*.h' '*.cc' | xargs -0 clang-format --dry-run --Werror
 
-echo "== Release build and tests ($build)"
+stage "Release build and tests ($build)"
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCELL_BUILD_TESTS=ON -DCELL_BUILD_BENCH=ON
 cmake --build "$build" -j "$jobs"
 # The house rules a compiler does not check (file and function sizes, client/ includes, libcell.so's symbols); the
 # self-test first proves each check rejects a bad input (libcell_meganode.a is storage-engine code).
-echo "== House rules: deploy/check-house.py"
+stage "House rules: deploy/check-house.py"
 python3 deploy/check-house.py --self-test --lib="$build/libcell_meganode.a"
 python3 deploy/check-house.py --lib="$build/libcell.so"
 ctest --test-dir "$build" --output-on-failure -j "$jobs"
 
-echo "== ThreadSanitizer build and concurrency tests ($tsan)"
+stage "ThreadSanitizer build and concurrency tests ($tsan)"
 cmake -S . -B "$tsan" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCELL_SANITIZE=thread -DCELL_BUILD_BENCH=OFF
 cmake --build "$tsan" -j "$jobs"
 TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" ctest --test-dir "$tsan" --output-on-failure -L concurrency
 
 seconds=${CELL_FUZZ_SECONDS:-60}
-echo "== libFuzzer: the RPC frame decoder and the store's request handler, ${seconds} s each ($fuzz)"
+stage "libFuzzer: the RPC frame decoder and the store's request handler, ${seconds} s each ($fuzz)"
 cmake -S . -B "$fuzz" -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DCELL_FUZZ=ON -DCELL_BUILD_TESTS=OFF -DCELL_BUILD_BENCH=OFF
 cmake --build "$fuzz" -j "$jobs" --target rpc_frame_fuzz store_request_fuzz store_request_fuzz_planted
 mkdir -p "$fuzz/corpus" "$fuzz/store-corpus"
@@ -49,7 +51,7 @@ store_flags=(-max_len=4096 -len_control=0 -close_fd_mask=2)
 
 # The checker must be able to fail: over a tree built with one field left unchecked (CELL_FUZZ_PLANTED_BUG: the
 # range of MEGA_FILL's entries), starting from the corpus above, the fuzzer must report an inconsistent tree.
-echo "== libFuzzer: the store fuzzer finds a field left unchecked (within 600 s; it stops when it does)"
+stage "libFuzzer: the store fuzzer finds a field left unchecked (within 600 s; it stops when it does)"
 planted=$(mktemp -d)
 cp -r "$fuzz/store-corpus/." "$planted/"
 if "$fuzz/bin/store_request_fuzz_planted" -max_total_time=600 "${store_flags[@]}" -artifact_prefix="$planted/" \
@@ -67,3 +69,4 @@ if [ -z "$found" ] || ! grep -q "fails its consistency check" "$planted/replay";
 fi
 echo "found it: $(grep -m1 "fails its consistency check" "$planted/replay")"
 rm -rf "$planted"
+stage "Done: every stage passed"
