@@ -7,7 +7,8 @@
 # pipelined). Rounds interleave the stores; each figure is a median over rounds.
 #
 #   bench/experiments/6-redis.sh [--rounds=3] [--seconds=3] [--clients=4] [--inflight=16]
-# Writes OUT_DIR/runs.jsonl, OUT_DIR/redis.png; prints a JSON summary (ops/s and the ratios to Redis).
+# Writes OUT_DIR/runs.jsonl and OUT_DIR/redis.png (bars grouped by workload, coloured by store and search); prints a
+# JSON summary (ops/s and the ratios to Redis).
 source "$(dirname "$0")/lib.sh"
 rounds=3 seconds=${SECONDS_PER_RUN:-3} clients=4 inflight=16
 for arg in "$@"; do
@@ -56,12 +57,19 @@ for r in runs:
     assert r["run"]["errors"] == 0, f"errors in {r['workload']} {r['store']}"
     by.setdefault((r["workload"], r["store"]), []).append(r["run"])
 summary = {"experiment": "6-redis", "rounds": max(r["round"] for r in runs)}
-with open(f"{out}/redis.dat", "w") as f:
-    for (w, store), rs in by.items():
-        ops = statistics.median(x["ops_per_s"] for x in rs)
-        p99 = statistics.median(x["p99_us"] for x in rs)
-        summary.setdefault(w, {})[store] = {"ops_per_s": round(ops), "p99_us": p99}
-        f.write(f"{w}:{store} {ops:.0f}\n")
+for (w, store), rs in by.items():
+    ops = statistics.median(x["ops_per_s"] for x in rs)
+    p99 = statistics.median(x["p99_us"] for x in rs)
+    summary.setdefault(w, {})[store] = {"ops_per_s": round(ops), "p99_us": p99}
+# The plot's panels (bench/plot.sh groups): gets and updates (B, C), then scans (E), whose rates are ~10x lower.
+columns = [("redis", "Redis"), ("server", "Cell server-side"), ("client", "Cell client-side"),
+           ("adaptive", "Cell adaptive")]
+for name, workloads in (("gets", "bc"), ("scans", "e")):
+    with open(f"{out}/redis-{name}.dat", "w") as f:
+        f.write("workload " + " ".join(f'"{title}"' for _, title in columns) + "\n")
+        for w in workloads:
+            if w in summary:
+                f.write(f"YCSB-{w.upper()} " + " ".join(str(summary[w][s]["ops_per_s"]) for s, _ in columns) + "\n")
 for w, stores in summary.items():
     if isinstance(stores, dict) and "redis" in stores:
         base = stores["redis"]["ops_per_s"]
@@ -69,6 +77,7 @@ for w, stores in summary.items():
             stores[s]["vs_redis"] = round(stores[s]["ops_per_s"] / base, 2) if base else None
 print(json.dumps(summary))
 PY
-"$root/bench/plot.sh" bars "$OUT_DIR/redis.png" "Cell and Redis, YCSB B, C, E (medians of $rounds rounds)" "ops/s" \
-  "$OUT_DIR/redis.dat" >&2 || log "plot failed"
+"$root/bench/plot.sh" groups "$OUT_DIR/redis.png" "Cell and Redis, YCSB B, C, E (medians of $rounds rounds)" \
+  "ops/s (B: 95% gets, C: gets)=$OUT_DIR/redis-gets.dat" "ops/s (E: scans)=$OUT_DIR/redis-scans.dat" >&2 ||
+  log "plot failed"
 cat "$OUT_DIR/summary.json"
