@@ -189,7 +189,10 @@ TEST_F(Transactions, BigCommitsThatMeetMeganodeSplitsLoseNoWriteAndLeaveNoLock) 
 // Random transactions, one at a time, against an in-memory model, while the keys spread over three servers through
 // meganode splits. Every read inside a transaction matches the model with the transaction's own writes over it; a
 // transaction commits exactly when nothing it read was changed meanwhile (by a plain put made between its reads and
-// its commit, on purpose), and then the model takes its writes.
+// its commit, on purpose), and then the model takes its writes. A read may abort its transaction on a key still
+// locked by an earlier aborted one: a rollback that meets its meganode's split leaves the lock to expire (the
+// transaction's timeout plus a grace; seen under ThreadSanitizer with another test alongside). The transaction is
+// then dropped, as an application would run it again; such aborts must stay rare.
 TEST_F(Transactions, RandomTransactionsAgreeWithAModelThroughMeganodeSplits) {
   std::mt19937_64 rng(2026);
   auto client = Open("server");
@@ -198,7 +201,14 @@ TEST_F(Transactions, RandomTransactionsAgreeWithAModelThroughMeganodeSplits) {
   std::map<std::string, std::string> model;
   const auto key = [&] { return fmt::format("m{:05d}", rng() % 4000); };
   const auto value = [&] { return std::string(50 + rng() % 300, static_cast<char>('a' + rng() % 26)); };
-  int committed = 0, aborted = 0;
+  int committed = 0, aborted = 0, read_aborted = 0;
+  // Whether a read's status is the abort described above (then the round is dropped), after checking it is that.
+  const auto read_aborts = [&](const Status& s) {
+    if (!s.IsAborted()) return false;
+    EXPECT_NE(s.message().find("locked by another transaction"), std::string::npos) << s.ToString();
+    ++read_aborted;
+    return true;
+  };
   for (int round = 0; round < 600; ++round) {
     TransactionOptions options;
     options.search = searches[round % 3];
@@ -213,12 +223,17 @@ TEST_F(Transactions, RandomTransactionsAgreeWithAModelThroughMeganodeSplits) {
     };
     const int ops = 1 + static_cast<int>(rng() % 8);
     std::string log;
-    for (int op = 0; op < ops; ++op) {
+    bool dropped = false;
+    for (int op = 0; op < ops && !dropped; ++op) {
       const std::string k = key();
       switch (rng() % 4) {
         case 0: {
           std::string v;
           Status s = (*txn)->Get(k, &v);
+          if (read_aborts(s)) {
+            dropped = true;
+            break;
+          }
           ASSERT_TRUE(s.ok() || s.IsNotFound()) << s.ToString();
           ASSERT_EQ(s.ok() ? std::optional<std::string>(v) : std::nullopt, seen(k)) << k;
           if (!own.count(k)) read_keys.push_back(k);  // (its own write: not read from the store)
@@ -229,7 +244,12 @@ TEST_F(Transactions, RandomTransactionsAgreeWithAModelThroughMeganodeSplits) {
           const std::string end = fmt::format("m{:05d}", std::stoi(k.substr(1)) + 40);
           std::vector<std::pair<std::string, std::string>> pairs;
           const size_t limit = 1 + rng() % 30;
-          ASSERT_TRUE((*txn)->Scan(k, end, limit, &pairs).ok());
+          const Status s = (*txn)->Scan(k, end, limit, &pairs);
+          if (read_aborts(s)) {
+            dropped = true;
+            break;
+          }
+          ASSERT_TRUE(s.ok()) << s.ToString();
           std::vector<std::pair<std::string, std::string>> want;
           for (auto it = model.lower_bound(k); it != model.end() && it->first < end; ++it) {
             if (!own.count(it->first)) want.emplace_back(it->first, it->second);
@@ -254,6 +274,10 @@ TEST_F(Transactions, RandomTransactionsAgreeWithAModelThroughMeganodeSplits) {
           ASSERT_TRUE((*txn)->Delete(k).ok());
           log += " delete " + k;
       }
+    }
+    if (dropped) {
+      (*txn)->Rollback();
+      continue;
     }
     // Sometimes a plain put of a key this transaction read meanwhile: it must then abort.
     bool interfered = false;
@@ -299,6 +323,7 @@ TEST_F(Transactions, RandomTransactionsAgreeWithAModelThroughMeganodeSplits) {
   ASSERT_EQ(all, want);
   EXPECT_GT(committed, 300);
   EXPECT_GT(aborted, 50);
+  EXPECT_LT(read_aborted, 30) << "reads met another transaction's lock too often";
   EXPECT_EQ(ServersWithMeganodes(*client), 3);
 }
 
