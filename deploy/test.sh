@@ -35,8 +35,7 @@ ctest --test-dir "$build" --output-on-failure -j "$jobs"
 stage "ThreadSanitizer build and concurrency tests ($tsan)"
 cmake -S . -B "$tsan" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCELL_SANITIZE=thread -DCELL_BUILD_BENCH=OFF
 cmake --build "$tsan" -j "$jobs" --target concurrency_tests
-# One test at a time: two at once, under ThreadSanitizer's slowdown, made a transaction's read meet an earlier
-# transaction's lock left to expire (test/txn/transaction_test.cc, RandomTransactions...).
+# One test at a time: under ThreadSanitizer's slowdown, whole-cluster tests beside each other starve each other.
 TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" ctest --test-dir "$tsan" --output-on-failure -L concurrency
 
 seconds=${CELL_FUZZ_SECONDS:-60}

@@ -191,8 +191,8 @@ TEST_F(Transactions, BigCommitsThatMeetMeganodeSplitsLoseNoWriteAndLeaveNoLock) 
 // transaction commits exactly when nothing it read was changed meanwhile (by a plain put made between its reads and
 // its commit, on purpose), and then the model takes its writes. A read may abort its transaction on a key still
 // locked by an earlier aborted one: a rollback that meets its meganode's split leaves the lock to expire (the
-// transaction's timeout plus a grace; seen under ThreadSanitizer with another test alongside). The transaction is
-// then dropped, as an application would run it again; such aborts must stay rare.
+// transaction's timeout plus a grace). The transaction is then dropped, as an application would run it again; such
+// aborts must stay rare.
 TEST_F(Transactions, RandomTransactionsAgreeWithAModelThroughMeganodeSplits) {
   std::mt19937_64 rng(2026);
   auto client = Open("server");
