@@ -121,21 +121,25 @@ struct Shapes {
 
 // A window of at most `depth` operations in flight. Operations of a session that completes them only in its own
 // thread (Redis: that thread reads the replies) complete while the window waits by driving the session; otherwise
-// (Cell) they complete on the store's threads and the window waits for their Release.
+// (Cell) they complete on the store's threads and the window waits for their Release, having flushed the session's
+// held requests first. Either way the requests started since the last wait go out together.
 class Window {
  public:
   Window(int depth, cell::bench::StoreSession& session)
-      : depth_(depth), driven_(session.completes_in_caller() ? &session : nullptr) {}
+      : depth_(depth), session_(session), driven_(session.completes_in_caller()) {}
   void Acquire() {
     std::unique_lock lock(mu_);
-    if (driven_ != nullptr) {
+    if (driven_) {
       // Every operation in flight has a reply to come (or has failed and completed), so this ends.
       while (in_flight_ >= depth_) {
         lock.unlock();
-        driven_->AwaitCompletion();
+        session_.AwaitCompletion();
         lock.lock();
       }
-    } else {
+    } else if (in_flight_ >= depth_) {
+      lock.unlock();
+      session_.Flush();
+      lock.lock();
       cv_.wait(lock, [&] { return in_flight_ < depth_; });
     }
     ++in_flight_;
@@ -146,11 +150,12 @@ class Window {
     cv_.notify_all();
   }
   void Drain() {
+    session_.Flush();
     std::unique_lock lock(mu_);
-    if (driven_ != nullptr) {
+    if (driven_) {
       while (in_flight_ > 0) {
         lock.unlock();
-        driven_->AwaitCompletion();
+        session_.AwaitCompletion();
         lock.lock();
       }
     } else {
@@ -163,7 +168,8 @@ class Window {
   std::condition_variable cv_;
   int in_flight_ = 0;
   const int depth_;
-  cell::bench::StoreSession* const driven_;
+  cell::bench::StoreSession& session_;
+  const bool driven_;
 };
 
 // "start_s:duration_s:factor".
@@ -209,6 +215,7 @@ double Load(cell::bench::StoreSession& loader, bool batched, uint64_t keys,
       return -1;
     }
   } else {
+    cell::SendHold hold;  // requests go out together, as Redis's do (bench/store.h)
     Window window(64, loader);
     Errors failed;
     for (uint64_t i = 0; i < keys && loader.status().ok(); ++i) {
@@ -622,6 +629,7 @@ int main(int argc, char** argv) {
     pool.emplace_back([&, t] {
       cell::bench::LatencyRecorder& recorder = recorders[t];
       cell::bench::StoreSession& session = *sessions[t];
+      cell::SendHold hold;  // requests go out together, as Redis's do (bench/store.h)
       Window window(depth, session);
       std::mt19937_64 rng(seed * 1000003 + t);
       cell::bench::ArrivalClock arrivals(rate > 0 ? rate / threads : 1, run_start, seed * 7919 + t);

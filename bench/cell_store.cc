@@ -41,10 +41,14 @@ class CellSession final : public StoreSession {
     return client_.ScanReverse("", before, limit, out);
   }
 
+  void Flush() override { SendHold::Flush(); }
   bool completes_in_caller() const override { return false; }
   void AwaitCompletion() override {}
-  void Progress() override {}
-  void WaitUntil(Clock::time_point until) override { std::this_thread::sleep_until(until); }
+  void Progress() override { SendHold::Flush(); }
+  void WaitUntil(Clock::time_point until) override {
+    SendHold::Flush();
+    std::this_thread::sleep_until(until);
+  }
   Status status() const override { return Status::OK(); }
 
   Status RunTransaction(const TxnBody& body, int* attempts) override {

@@ -116,6 +116,7 @@ class PostgresSession final : public StoreSession {
 
   // Everything completes before the call returns: there is never anything outstanding to wait for.
   bool completes_in_caller() const override { return true; }
+  void Flush() override {}
   void AwaitCompletion() override {}
   void Progress() override {}
   void WaitUntil(Clock::time_point until) override { std::this_thread::sleep_until(until); }

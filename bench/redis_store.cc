@@ -82,7 +82,6 @@ class RedisSession final : public StoreSession {
     const std::string_view args[] = {"GET", key};
     if (!Append(args, 2)) return done(failed_, {});
     pending_.push_back({Pending::kGet, "GET", std::move(done), nullptr, nullptr});
-    Flush();
   }
 
   void Put(std::string_view key, std::string_view value, bool insert, PutDone done) override {
@@ -98,7 +97,6 @@ class RedisSession final : public StoreSession {
     } else {
       pending_.push_back({Pending::kPut, "SET", nullptr, std::move(done), nullptr});
     }
-    Flush();
   }
 
   Status Scan(std::string_view start, size_t limit, std::vector<std::pair<std::string, std::string>>* out) override {
@@ -122,6 +120,23 @@ class RedisSession final : public StoreSession {
     const std::string count = std::to_string(limit);
     const std::string_view range[] = {"ZREVRANGEBYLEX", RedisStore::kKeySet, below, "-", "LIMIT", "0", count};
     return RangeThenValues(range, out);
+  }
+
+  // Sends the output buffer (blocking, bounded by the socket's send timeout).
+  void Flush() override {
+    while (failed_.ok() && sent_ < out_.size()) {
+      const ssize_t n = send(c_->fd, out_.data() + sent_, out_.size() - sent_, MSG_NOSIGNAL);
+      if (n >= 0) {
+        sent_ += static_cast<size_t>(n);
+      } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
+        Fail(Status::DeadlineExceeded(
+            fmt::format("redis at {}: could not send within {} ms", address_, timeout_.count())));
+      } else if (errno != EINTR) {
+        Fail(Status::Unavailable(fmt::format("redis at {}: connection lost: {}", address_, std::strerror(errno))));
+      }
+    }
+    out_.clear();
+    sent_ = 0;
   }
 
   bool completes_in_caller() const override { return true; }
@@ -252,23 +267,6 @@ class RedisSession final : public StoreSession {
     out_.append(command, static_cast<size_t>(length));
     redisFreeCommand(command);
     return true;
-  }
-
-  // Sends the output buffer (blocking, bounded by the socket's send timeout).
-  void Flush() {
-    while (failed_.ok() && sent_ < out_.size()) {
-      const ssize_t n = send(c_->fd, out_.data() + sent_, out_.size() - sent_, MSG_NOSIGNAL);
-      if (n >= 0) {
-        sent_ += static_cast<size_t>(n);
-      } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
-        Fail(Status::DeadlineExceeded(
-            fmt::format("redis at {}: could not send within {} ms", address_, timeout_.count())));
-      } else if (errno != EINTR) {
-        Fail(Status::Unavailable(fmt::format("redis at {}: connection lost: {}", address_, std::strerror(errno))));
-      }
-    }
-    out_.clear();
-    sent_ = 0;
   }
 
   // Completes the operations whose replies hiredis's reader already holds; whether any did (or the session failed).

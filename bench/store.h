@@ -7,6 +7,10 @@
 //   only while the session's own thread is inside the session (Redis: its thread reads the replies), in Get, Put,
 //   Scan, ScanReverse, AwaitCompletion, Progress and WaitUntil. completes_in_caller() says which; the harness's
 //   in-flight window waits on a condition variable for the first kind and drives the session for the second.
+// Requests are written as a pipelining client writes them: the ones a thread starts wait in a buffer and go out
+// together when it flushes or waits (Flush, AwaitCompletion, Progress, WaitUntil, and the synchronous calls). Redis
+// queues commands in its session's output buffer; Cell's requests are held when the thread holds a cell::SendHold
+// (the harness's threads do); PostgreSQL's calls are synchronous.
 //
 // Transactions (the bank and txn-mix workloads, bench/txn_workload.h) are synchronous: RunTransaction runs a body
 // against a TxnOps in one serializable transaction of the store's own and commits it, running it again on the
@@ -77,6 +81,9 @@ class StoreSession {
   virtual Status ScanReverse(std::string_view before, size_t limit,
                              std::vector<std::pair<std::string, std::string>>* out) = 0;
 
+  // Writes the requests this thread has started and not yet written (see the file comment). The harness calls it
+  // before it waits on anything but the session.
+  virtual void Flush() = 0;
   // Whether callbacks run only while this session's thread is inside it (see the file comment).
   virtual bool completes_in_caller() const = 0;
   // completes_in_caller sessions: waits until at least one outstanding operation has completed (running its

@@ -21,6 +21,10 @@ Client::~Client() = default;
 
 Status WriteNewKeyFile(const std::string& path) { return rpc::WriteNewKeyFile(path); }
 
+SendHold::SendHold() { rpc::BeginHoldingSends(); }
+SendHold::~SendHold() { rpc::EndHoldingSends(); }
+void SendHold::Flush() { rpc::FlushHeldSends(); }
+
 StatusOr<std::unique_ptr<Client>> Client::Open(const ClientOptions& options) {
   if (options.cluster.empty()) {
     return Status::InvalidArgument(

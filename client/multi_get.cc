@@ -85,6 +85,7 @@ class StoreClient::MultiGetRounds {
             if (--left == 0) done_.notify_all();
           });
     }
+    rpc::FlushHeldSends();
     std::unique_lock lock(mu_);
     done_.wait(lock, [&] { return left == 0; });
     return again;

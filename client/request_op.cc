@@ -113,6 +113,7 @@ Status StoreClient::RunRequest(uint16_t method, bool idempotent, bool follow, Gl
                  if (answer != nullptr) *reply = std::move(*answer);
                  promise.set_value(status);
                });
+  rpc::FlushHeldSends();
   return future.get();
 }
 

@@ -254,6 +254,7 @@ std::vector<StoreClient::StepResult> StoreClient::RunKeySteps(
           if (--left == 0) cv.notify_all();
         });
   }
+  rpc::FlushHeldSends();
   std::unique_lock lock(mu);
   cv.wait(lock, [&] { return left == 0; });
   return results;

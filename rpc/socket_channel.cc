@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <vector>
@@ -18,7 +19,29 @@ namespace {
 
 constexpr size_t kReceiveChunk = 64 * 1024;
 
+// The calling thread's holds (BeginHoldingSends), and the channels it queued requests on since it last flushed.
+thread_local int hold_depth = 0;
+thread_local std::vector<std::shared_ptr<SocketChannel::HeldRef>> held;
+
 }  // namespace
+
+void BeginHoldingSends() { ++hold_depth; }
+
+void EndHoldingSends() {
+  if (hold_depth > 0 && --hold_depth == 0) FlushHeldSends();
+}
+
+void FlushHeldSends() {
+  if (held.empty()) return;
+  std::vector<std::shared_ptr<SocketChannel::HeldRef>> refs;
+  refs.swap(held);
+  for (const auto& ref : refs) {
+    std::lock_guard ref_lock(ref->mu);
+    if (ref->channel == nullptr) continue;  // closed meanwhile: its requests failed with it
+    std::lock_guard lock(ref->channel->mu_);
+    if (!ref->channel->WriteQueuedLocked()) shutdown(ref->channel->fd_, SHUT_RDWR);
+  }
+}
 
 Status ExchangeHello(int fd, const std::string& uri, proto::Role role, const ConnectOptions& options,
                      proto::HelloReply* reply) {
@@ -85,9 +108,15 @@ SocketChannel::SocketChannel(int fd, std::string uri, const ConnectOptions& opti
     : fd_(fd),
       uri_(std::move(uri)),
       options_(options),
-      send_limit_(server_max != 0 && server_max < options.max_message_bytes ? server_max : options.max_message_bytes) {}
+      send_limit_(server_max != 0 && server_max < options.max_message_bytes ? server_max : options.max_message_bytes) {
+  held_ref_->channel = this;
+}
 
 SocketChannel::~SocketChannel() {
+  {
+    std::lock_guard lock(held_ref_->mu);
+    held_ref_->channel = nullptr;
+  }
   Close(Status::Unavailable(fmt::format("connection to {} closed by the client", uri_)));
   if (io_.joinable()) io_.join();
   close(fd_);
@@ -147,18 +176,18 @@ void SocketChannel::Read(GlobalPtr remote, uint32_t length, void* dest, ReadCall
 Status SocketChannel::Issue(Pending& pending, FrameType type, uint16_t aux, std::string_view payload) {
   std::unique_lock lock(mu_);
   if (!health_.ok()) return health_;
+  // Held only behind a request in flight, whose reply wakes the I/O thread to write it.
+  const bool hold = hold_depth > 0 && !pending_.empty();
   const uint64_t id = next_id_++;
   const auto deadline = pending.deadline;
   deadlines_.emplace(deadline, id);
   pending_.emplace(id, std::move(pending));
   AppendFrame(out_, type, aux, id, payload);
-  if (!write_armed_) {
-    if (!FlushLocked()) {
-      // The socket failed: the I/O thread sees it too and fails every request, this one included.
-      shutdown(fd_, SHUT_RDWR);
-    } else if (!out_.empty()) {
-      ArmLocked(true);
-    }
+  if (hold) {
+    if (std::find(held.begin(), held.end(), held_ref_) == held.end()) held.push_back(held_ref_);
+  } else if (!WriteQueuedLocked()) {
+    // The socket failed: the I/O thread sees it too and fails every request, this one included.
+    shutdown(fd_, SHUT_RDWR);
   }
   if (deadline < io_wakes_at_) {
     io_wakes_at_ = deadline;
@@ -166,6 +195,13 @@ Status SocketChannel::Issue(Pending& pending, FrameType type, uint16_t aux, std:
     [[maybe_unused]] ssize_t n = write(wake_fd_, &one, sizeof(one));
   }
   return Status::OK();
+}
+
+bool SocketChannel::WriteQueuedLocked() {
+  if (write_armed_ || out_.empty()) return true;
+  if (!FlushLocked()) return false;
+  if (!out_.empty()) ArmLocked(true);
+  return true;
 }
 
 bool SocketChannel::FlushLocked() { return SendQueued(fd_, &out_, &sent_); }
@@ -226,6 +262,9 @@ void SocketChannel::IoLoop() {
       std::lock_guard lock(mu_);
       if (Status s = MatchRepliesLocked(decoder, &ready); !s.ok()) end = s;
       ExpireLocked(&ready);
+      // Requests held behind the ones that just completed (BeginHoldingSends).
+      if (!WriteQueuedLocked() && end.ok())
+        end = Status::Unavailable(fmt::format("connection to {} lost: send failed", uri_));
     }
     RunCompletions(ready);
     ready.clear();

@@ -1,7 +1,9 @@
 // The client half of one stream-transport socket: pipelined requests matched to replies by request id.
 //
 // Any thread may issue requests; each is written to the socket at once by the calling thread (under the channel's
-// lock), or, when the socket is full, by the I/O thread once it drains. One I/O thread per channel reads replies, runs
+// lock), or, when the socket is full, by the I/O thread once it drains. A thread that holds its sends
+// (BeginHoldingSends, rpc/transport.h) only queues them while the channel has requests in flight; they are written when
+// it flushes, or by the I/O thread after it takes in the next reply. One I/O thread per channel reads replies, runs
 // their callbacks and expires requests past their deadline. When the socket fails or the peer closes it, every waiting
 // request fails with Unavailable, and so does every later one.
 #pragma once
@@ -44,6 +46,12 @@ class SocketChannel {
   bool alive() const { return alive_.load(std::memory_order_relaxed); }
   void Close(const Status& why);
 
+  // What a thread holding its sends keeps to flush the channels it queued on: the channel while it lives.
+  struct HeldRef {
+    std::mutex mu;
+    SocketChannel* channel = nullptr;  // null once the channel is being destroyed
+  };
+
  private:
   struct Pending {
     RpcCallback rpc;    // set for calls
@@ -84,8 +92,11 @@ class SocketChannel {
   // The connection ended with `end` (unless Close gave a reason first): marks it dead and fails every request.
   void EndIo(Status end);
   void FailAll(const Status& why);  // with mu_ not held
+  // Writes what is queued, unless the I/O thread waits for room to; false if the socket failed.
+  bool WriteQueuedLocked();
   bool FlushLocked();
   void ArmLocked(bool want_write);
+  friend void FlushHeldSends();
 
   const int fd_;
   const std::string uri_;
@@ -95,6 +106,7 @@ class SocketChannel {
   int wake_fd_ = -1;
   std::thread io_;
   std::atomic<bool> alive_{true};
+  const std::shared_ptr<HeldRef> held_ref_ = std::make_shared<HeldRef>();
 
   mutable std::mutex mu_;  // guards what follows
   Status health_;

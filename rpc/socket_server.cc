@@ -28,6 +28,9 @@ constexpr int kMaxReceivesPerTurn = 8;  // then the connection goes to the back 
 // A connection whose unsent replies exceed this is not served further (its buffered requests wait, nothing more is
 // read) until they drain: a few bytes of pipelined read requests must not make the server allocate gigabytes.
 constexpr size_t kOutputBudget = 4 << 20;
+// A turn that serves many requests sends their replies every this many, so that the client works on the first ones
+// while the server serves the rest.
+constexpr int kRepliesPerSend = 8;
 
 std::string PeerName(int fd) {
   sockaddr_storage addr{};
@@ -289,6 +292,7 @@ void SocketServer::Serve(Conn* conn, Pool* pool) {
 
   Pool* move_to = nullptr;
   bool ok = true;
+  int served = 0;
   FrameHeader header;
   std::string_view payload;
   while (ok && !over_budget) {
@@ -302,6 +306,7 @@ void SocketServer::Serve(Conn* conn, Pool* pool) {
     ok = Dispatch(conn, header, payload, &move_to);  // on false, Dispatch has logged why
     std::lock_guard lock(conn->mu);
     over_budget = conn->out.size() - conn->sent >= kOutputBudget;
+    if (++served % kRepliesPerSend == 0 && !conn->FlushLocked()) break;  // failed: ends below, as the last flush's
   }
   conn->decoder.Consume();
 

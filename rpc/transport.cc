@@ -153,6 +153,7 @@ StatusOr<std::string> CallSync(Connection& connection, uint16_t method, std::str
         }
       },
       timeout);
+  FlushHeldSends();
   return future.get();
 }
 
@@ -189,6 +190,7 @@ Status Connection::ReadNow(GlobalPtr remote, uint32_t length, void* dest) {
     s->done.store(mine, std::memory_order_release);
     s->done.notify_one();
   });
+  FlushHeldSends();
   for (uint64_t seen = s->done.load(std::memory_order_acquire); seen != mine;
        seen = s->done.load(std::memory_order_acquire)) {
     s->done.wait(seen, std::memory_order_acquire);

@@ -173,6 +173,18 @@ StatusOr<std::unique_ptr<Connection>> ConnectFirst(const std::map<std::string, s
                                                    const std::vector<std::string>& transports, ConnectOptions options,
                                                    const std::function<std::chrono::milliseconds()>& time_left = {});
 
+// Held sends, for a thread that starts many requests at once: while it holds them, a socket transport (tcp, shm)
+// queues the thread's requests and reads in their connection's buffer instead of writing each with a system call of
+// its own, and writes them together when the thread calls FlushHeldSends() or ends its last hold. A thread about to
+// wait for one of them must flush first (CallSync, ReadSync and ReadNow do). Nothing is held for long even without
+// a flush: a request issued when its connection has nothing in flight is written at once, and a connection's I/O
+// thread writes what is queued each time it takes in a reply. Holds nest. Verbs posts each request at once.
+// (The public face is cell::SendHold, cell/client.h.)
+void BeginHoldingSends();
+void EndHoldingSends();  // the last one flushes
+// Writes what the calling thread holds; the hold goes on. Cheap when it holds nothing.
+void FlushHeldSends();
+
 // Blocking helpers over the asynchronous calls (they wait on the callback).
 StatusOr<std::string> CallSync(Connection& connection, uint16_t method, std::string_view request,
                                std::chrono::microseconds timeout = std::chrono::microseconds{0});

@@ -224,4 +224,26 @@ class Client {
   std::unique_ptr<Impl> impl_;
 };
 
+// Holds the calling thread's sends, so that a thread starting many asynchronous operations at once (GetAsync,
+// PutAsync, DeleteAsync) makes one system call per connection rather than one per request, as a pipelining Redis
+// client does. While a SendHold lives, a request to a server that already has requests in flight waits in its
+// connection's buffer until Flush() or the end of the hold writes it. Call Flush() before waiting for the operations
+// (a synchronous call flushes on its own). Nothing is held for long without it either: a connection writes what
+// waits each time a reply arrives on it. Holds nest; the outermost one's end flushes. Over tcp and shm; verbs posts
+// each request at once.
+//
+//   cell::SendHold hold;
+//   for (const auto& key : keys) client->GetAsync(key, done);
+//   hold.Flush();   // one write per server
+//   ... wait for the callbacks ...
+class SendHold {
+ public:
+  SendHold();
+  ~SendHold();
+  SendHold(const SendHold&) = delete;
+  SendHold& operator=(const SendHold&) = delete;
+  // Writes what this thread holds, for every client; the hold goes on.
+  static void Flush();
+};
+
 }  // namespace cell

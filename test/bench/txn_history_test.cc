@@ -418,6 +418,7 @@ class FakeSession final : public StoreSession {
     store_.ScanReverse(before, limit, out);
     return Status::OK();
   }
+  void Flush() override {}
   bool completes_in_caller() const override { return false; }
   void AwaitCompletion() override {}
   void Progress() override {}

@@ -449,6 +449,95 @@ TEST_P(TransportTest, ClosingFailsOutstandingRequests) {
   EXPECT_TRUE(CallSync(*c, testing::kEcho, "").status().IsUnavailable());
 }
 
+// Held sends (BeginHoldingSends): requests queued behind others and written together are each answered once, after a
+// flush or without one; a thread that waits flushes first; a connection closed with requests held fails them.
+TEST_P(TransportTest, HeldRequestsAreEachAnsweredAfterAFlush) {
+  constexpr int kRequests = 1000;
+  Completions done;
+  std::atomic<int> mismatches{0}, errors{0};
+  auto c = MustConnect();
+  ASSERT_NE(c, nullptr);
+  BeginHoldingSends();
+  for (int i = 0; i < kRequests; ++i) {
+    std::string payload = fmt::format("held {} {}", i, std::string(i % 300, 'h'));
+    c->Call(testing::kEcho, payload, [&, payload](const Status& s, std::string_view response) {
+      if (!s.ok()) {
+        errors++;
+      } else if (response != payload) {
+        mismatches++;
+      }
+      done.Add();
+    });
+  }
+  FlushHeldSends();
+  const bool all = done.WaitFor(kRequests);
+  EndHoldingSends();
+  ASSERT_TRUE(all);
+  EXPECT_EQ(errors.load(), 0);
+  EXPECT_EQ(mismatches.load(), 0);
+}
+
+TEST_P(TransportTest, HeldRequestsGoOutWithoutAFlush) {
+  // The first goes at once (nothing in flight); the rest are held behind it and written when its reply comes in.
+  constexpr int kRequests = 200;
+  Completions done;
+  std::atomic<int> errors{0};
+  auto c = MustConnect();
+  ASSERT_NE(c, nullptr);
+  BeginHoldingSends();
+  for (int i = 0; i < kRequests; ++i) {
+    c->Call(testing::kEcho, fmt::format("unflushed {}", i), [&](const Status& s, std::string_view) {
+      if (!s.ok()) errors++;
+      done.Add();
+    });
+  }
+  const bool all = done.WaitFor(kRequests);  // no flush while waiting
+  EndHoldingSends();
+  ASSERT_TRUE(all);
+  EXPECT_EQ(errors.load(), 0);
+}
+
+TEST_P(TransportTest, AThreadHoldingItsSendsFlushesBeforeItWaits) {
+  // A request that never gets its reply keeps the connection busy, so the echo behind it is held; its deadline is
+  // later than that request's, so nothing wakes the connection's I/O thread before that request expires. Unless
+  // CallSync flushes, the echo goes out only then.
+  std::atomic<bool> expired{false};
+  auto c = MustConnect();
+  ASSERT_NE(c, nullptr);
+  c->Call(
+      testing::kHang, "", [&](const Status&, std::string_view) { expired = true; }, std::chrono::seconds(20));
+  // Its reply comes after the I/O thread has taken the wake-up the hung request gave it (its deadline wakes nothing).
+  ASSERT_TRUE(CallSync(*c, testing::kEcho, "settle", std::chrono::seconds(25)).ok());
+  BeginHoldingSends();
+  auto r = CallSync(*c, testing::kEcho, "waited for", std::chrono::seconds(30));
+  EndHoldingSends();
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(*r, "waited for");
+  EXPECT_FALSE(expired.load()) << "the echo was answered only after the request ahead of it expired";
+  c->Close();
+}
+
+TEST_P(TransportTest, ClosingWithHeldRequestsFailsThemAndAFlushAfterIsHarmless) {
+  Completions done;
+  std::atomic<int> unavailable{0}, answered{0};
+  auto c = MustConnect();
+  ASSERT_NE(c, nullptr);
+  BeginHoldingSends();
+  for (int i = 0; i < 10; ++i) {
+    c->Call(i == 0 ? testing::kHang : testing::kEcho, "", [&](const Status& s, std::string_view) {
+      if (s.IsUnavailable()) unavailable++;
+      if (s.ok()) answered++;
+      done.Add();
+    });
+  }
+  c.reset();         // destroyed with the echoes held, unless a wake-up of its I/O thread wrote them first
+  FlushHeldSends();  // finds the connection gone
+  EndHoldingSends();
+  ASSERT_TRUE(done.WaitFor(10));
+  EXPECT_GE(unavailable.load(), 1);  // the hung request
+  EXPECT_EQ(unavailable.load() + answered.load(), 10);
+}
+
 // Keys (rpc/auth.h): a server with keys serves only connections that prove one, and each method only to the keys its
 // `authorize` allows; a connection that asks for more is refused and closed.
 const Key kClientKey{"client", "client-secret-0123456789abcdef"};
