@@ -35,8 +35,8 @@ ctest --test-dir "$build" --output-on-failure -j "$jobs"
 stage "ThreadSanitizer build and concurrency tests ($tsan)"
 cmake -S . -B "$tsan" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCELL_SANITIZE=thread -DCELL_BUILD_BENCH=OFF
 cmake --build "$tsan" -j "$jobs" --target concurrency_tests
-# One test at a time: under ThreadSanitizer's slowdown, whole-cluster tests beside each other starve each other.
-TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" ctest --test-dir "$tsan" --output-on-failure -L concurrency
+TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" ctest --test-dir "$tsan" --output-on-failure -L concurrency \
+  -j "$jobs"
 
 seconds=${CELL_FUZZ_SECONDS:-60}
 stage "libFuzzer: the RPC frame decoder and the store's request handler, ${seconds} s each ($fuzz)"
