@@ -122,13 +122,20 @@ struct Shapes {
 // A window of at most `depth` operations in flight. Operations of a session that completes them only in its own
 // thread (Redis: that thread reads the replies) complete while the window waits by driving the session; otherwise
 // (Cell) they complete on the store's threads and the window waits for their Release, having flushed the session's
-// held requests first. Either way the requests started since the last wait go out together.
+// held requests first. Either way the requests started since the last wait go out together, while the window is
+// at least half full: below that (operations that complete at once, such as Cell's client-side searches, keep it
+// low) each request goes out before the next operation starts, since holding it would only delay it.
 class Window {
  public:
   Window(int depth, cell::bench::StoreSession& session)
       : depth_(depth), session_(session), driven_(session.completes_in_caller()) {}
   void Acquire() {
     std::unique_lock lock(mu_);
+    if (2 * in_flight_ < depth_) {
+      lock.unlock();
+      session_.Flush();
+      lock.lock();
+    }
     if (driven_) {
       // Every operation in flight has a reply to come (or has failed and completed), so this ends.
       while (in_flight_ >= depth_) {
