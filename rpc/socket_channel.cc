@@ -263,7 +263,7 @@ void SocketChannel::IoLoop() {
       if (Status s = MatchRepliesLocked(decoder, &ready); !s.ok()) end = s;
       ExpireLocked(&ready);
       // Requests held behind the ones that just completed (BeginHoldingSends).
-      if (!WriteQueuedLocked() && end.ok())
+      if (end.ok() && !WriteQueuedLocked())
         end = Status::Unavailable(fmt::format("connection to {} lost: send failed", uri_));
     }
     RunCompletions(ready);

@@ -3,7 +3,8 @@
 // Any thread may issue requests; each is written to the socket at once by the calling thread (under the channel's
 // lock), or, when the socket is full, by the I/O thread once it drains. A thread that holds its sends
 // (BeginHoldingSends, rpc/transport.h) only queues them while the channel has requests in flight; they are written when
-// it flushes, or by the I/O thread after it takes in the next reply. One I/O thread per channel reads replies, runs
+// it flushes, with the next request another thread writes, or by the I/O thread after its next turn (a reply, an
+// expiry or a wake-up). One I/O thread per channel reads replies, runs
 // their callbacks and expires requests past their deadline. When the socket fails or the peer closes it, every waiting
 // request fails with Unavailable, and so does every later one.
 #pragma once

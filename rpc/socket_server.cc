@@ -306,7 +306,10 @@ void SocketServer::Serve(Conn* conn, Pool* pool) {
     ok = Dispatch(conn, header, payload, &move_to);  // on false, Dispatch has logged why
     std::lock_guard lock(conn->mu);
     over_budget = conn->out.size() - conn->sent >= kOutputBudget;
-    if (++served % kRepliesPerSend == 0 && !conn->FlushLocked()) break;  // failed: ends below, as the last flush's
+    if (++served % kRepliesPerSend == 0 && !conn->FlushLocked()) {
+      peer_gone = true;  // the socket failed: close the connection, leaving no request unserved in an open one
+      break;
+    }
   }
   conn->decoder.Consume();
 

@@ -176,9 +176,10 @@ StatusOr<std::unique_ptr<Connection>> ConnectFirst(const std::map<std::string, s
 // Held sends, for a thread that starts many requests at once: while it holds them, a socket transport (tcp, shm)
 // queues the thread's requests and reads in their connection's buffer instead of writing each with a system call of
 // its own, and writes them together when the thread calls FlushHeldSends() or ends its last hold. A thread about to
-// wait for one of them must flush first (CallSync, ReadSync and ReadNow do). Nothing is held for long even without
-// a flush: a request issued when its connection has nothing in flight is written at once, and a connection's I/O
-// thread writes what is queued each time it takes in a reply. Holds nest. Verbs posts each request at once.
+// wait for one of them must flush first (CallSync, ReadSync and ReadNow do). Nothing is held forever without a
+// flush: a request issued when its connection has nothing in flight is written at once, and a connection's I/O
+// thread writes what is queued each time it takes in a reply or expires a request, so a held request waits at most
+// for the reply (or the deadline) of a request ahead of it. Holds nest. Verbs posts each request at once.
 // (The public face is cell::SendHold, cell/client.h.)
 void BeginHoldingSends();
 void EndHoldingSends();  // the last one flushes

@@ -228,8 +228,10 @@ class Client {
 // PutAsync, DeleteAsync) makes one system call per connection rather than one per request, as a pipelining Redis
 // client does. While a SendHold lives, a request to a server that already has requests in flight waits in its
 // connection's buffer until Flush() or the end of the hold writes it. Call Flush() before waiting for the operations
-// (a synchronous call flushes on its own). Nothing is held for long without it either: a connection writes what
-// waits each time a reply arrives on it. Holds nest; the outermost one's end flushes. Over tcp and shm; verbs posts
+// (a synchronous call flushes on its own). Without a flush, a held request waits for the next reply (or expiry) of
+// a request ahead of it on its connection: a slow one (a durable write, a large scan page) holds it that long, and
+// a held get's latency, which the adaptive selector measures, includes the wait. So hold sends only around a burst
+// of operations, and flush when it ends. Holds nest; the outermost one's end flushes. Over tcp and shm; verbs posts
 // each request at once.
 //
 //   cell::SendHold hold;
