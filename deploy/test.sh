@@ -35,7 +35,7 @@ ctest --test-dir "$build" --output-on-failure -j "$jobs"
 stage "ThreadSanitizer build and concurrency tests ($tsan)"
 cmake -S . -B "$tsan" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCELL_SANITIZE=thread -DCELL_BUILD_BENCH=OFF
 cmake --build "$tsan" -j "$jobs" --target concurrency_tests
-# Two at a time, as measured (whole-cluster tests slowed by ThreadSanitizer starve each other when many run at once).
+# At most two at a time: whole-cluster tests slowed by ThreadSanitizer starve each other when many run at once.
 TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" ctest --test-dir "$tsan" --output-on-failure -L concurrency \
   -j "$((jobs < 2 ? jobs : 2))"
 
