@@ -109,16 +109,13 @@ TEST_P(TransportTest, RoundTripReturnsTheResponse) {
   EXPECT_TRUE(c->health().ok());
 }
 
-// (Tests declare what callbacks touch before the connection, so an early return destroys the connection first.)
-TEST_P(TransportTest, ThousandPipelinedRequestsEachGetTheirOwnReply) {
-  constexpr int kRequests = 1000;
+// Echo requests of varied sizes, each reply checked against its own request.
+struct Echoes {
   Completions done;
   std::atomic<int> mismatches{0}, errors{0};
-  auto c = MustConnect();
-  ASSERT_NE(c, nullptr);
-  for (int i = 0; i < kRequests; ++i) {
+  void Send(Connection& c, int i) {
     std::string payload = fmt::format("request {} {}", i, std::string(i % 300, 'p'));
-    c->Call(testing::kEcho, payload, [&, payload](const Status& s, std::string_view response) {
+    c.Call(testing::kEcho, payload, [this, payload](const Status& s, std::string_view response) {
       if (!s.ok()) {
         errors++;
       } else if (response != payload) {
@@ -127,9 +124,18 @@ TEST_P(TransportTest, ThousandPipelinedRequestsEachGetTheirOwnReply) {
       done.Add();
     });
   }
-  ASSERT_TRUE(done.WaitFor(kRequests));
-  EXPECT_EQ(errors.load(), 0);
-  EXPECT_EQ(mismatches.load(), 0);
+};
+
+// (Tests declare what callbacks touch before the connection, so an early return destroys the connection first.)
+TEST_P(TransportTest, ThousandPipelinedRequestsEachGetTheirOwnReply) {
+  constexpr int kRequests = 1000;
+  Echoes echoes;
+  auto c = MustConnect();
+  ASSERT_NE(c, nullptr);
+  for (int i = 0; i < kRequests; ++i) echoes.Send(*c, i);
+  ASSERT_TRUE(echoes.done.WaitFor(kRequests));
+  EXPECT_EQ(echoes.errors.load(), 0);
+  EXPECT_EQ(echoes.mismatches.load(), 0);
 }
 
 TEST_P(TransportTest, MessagesAtTheLimitPassAndOverItAreRefused) {
@@ -453,28 +459,17 @@ TEST_P(TransportTest, ClosingFailsOutstandingRequests) {
 // flush or without one; a thread that waits flushes first; a connection closed with requests held fails them.
 TEST_P(TransportTest, HeldRequestsAreEachAnsweredAfterAFlush) {
   constexpr int kRequests = 1000;
-  Completions done;
-  std::atomic<int> mismatches{0}, errors{0};
+  Echoes echoes;
   auto c = MustConnect();
   ASSERT_NE(c, nullptr);
   BeginHoldingSends();
-  for (int i = 0; i < kRequests; ++i) {
-    std::string payload = fmt::format("held {} {}", i, std::string(i % 300, 'h'));
-    c->Call(testing::kEcho, payload, [&, payload](const Status& s, std::string_view response) {
-      if (!s.ok()) {
-        errors++;
-      } else if (response != payload) {
-        mismatches++;
-      }
-      done.Add();
-    });
-  }
+  for (int i = 0; i < kRequests; ++i) echoes.Send(*c, i);
   FlushHeldSends();
-  const bool all = done.WaitFor(kRequests);
+  const bool all = echoes.done.WaitFor(kRequests);
   EndHoldingSends();
   ASSERT_TRUE(all);
-  EXPECT_EQ(errors.load(), 0);
-  EXPECT_EQ(mismatches.load(), 0);
+  EXPECT_EQ(echoes.errors.load(), 0);
+  EXPECT_EQ(echoes.mismatches.load(), 0);
 }
 
 TEST_P(TransportTest, HeldRequestsGoOutWithoutAFlush) {
