@@ -1,5 +1,6 @@
 // Torn copies: writers mutate the tree while readers search it through a copying source that reads each node's 16
-// cache lines in random order, yielding between lines. No torn copy may be accepted, and answers must be right.
+// cache lines in random order, spread over time (testing::RegionFetcher). No torn copy may be accepted, and answers
+// must be right.
 #include <absl/container/flat_hash_map.h>
 #include <gtest/gtest.h>
 #include <xxhash.h>
@@ -63,7 +64,7 @@ void RaceWritersAgainstCopyingReaders(
   for (int i = 0; i < kStable; ++i) ASSERT_TRUE(store.Put(StableKey(i), StableKey(i) + "#0").ok());
   std::vector<std::atomic<uint64_t>> latest(kStable);
 
-  std::atomic<uint64_t> bad_copies{0}, wrong_answers{0}, reads{0};
+  std::atomic<uint64_t> bad_copies{0}, wrong_answers{0}, reads{0}, writes{0};
   btree::CopyingNodeSource source(cell::testing::RegionFetcher(&regions, /*shuffle=*/true));
   source.set_accept_observer([&](GlobalPtr ptr, const uint64_t* words) {
     uint64_t at = 0;
@@ -73,14 +74,24 @@ void RaceWritersAgainstCopyingReaders(
 
   // Writers run until the readers are done: insert fresh keys (splits), update stable keys, and delete the oldest
   // fresh keys so that the tree stays within its meganode. A cap on iterations bounds the test even if readers hang.
+  // Each writer keeps within kRoundsPerRead rounds per read made so far (on a quiet machine a writer makes 14-22 per
+  // read, 1-6 under ThreadSanitizer): on a loaded machine readers, who hand the CPU over once per node they copy,
+  // crawl, and writers left free took the CPU from them for the whole run (under ThreadSanitizer, beside another
+  // test, this test once took 9 minutes).
   const int kWriters = 2, kReaders = 2, kReadsPerReader = 3000 * scale;
+  const uint64_t kRoundsPerRead = 5 * scale;
   std::atomic<int> readers_done{0};
+  std::atomic<uint64_t> progress{0};  // reads made, and readers done: what a writer ahead waits for
   std::vector<std::thread> writers;
   for (int t = 0; t < kWriters; ++t) {
     writers.emplace_back([&, t] {
       std::mt19937_64 rng(100 + t);
       std::vector<std::string> ring;
       for (int i = 0; i < 5000000 && readers_done.load() < kReaders; ++i) {
+        for (uint64_t p = progress.load(); uint64_t(i) > kRoundsPerRead * (p + 1) && readers_done.load() < kReaders;
+             p = progress.load()) {
+          progress.wait(p);
+        }
         std::string fresh = "fresh" + std::to_string(rng() % 1000000000) + "-" + std::to_string(t);
         EXPECT_TRUE(store.Put(fresh, fresh + "#v").ok());
         ring.push_back(fresh);
@@ -92,6 +103,7 @@ void RaceWritersAgainstCopyingReaders(
         int s = static_cast<int>(rng() % kStable);
         uint64_t seq = latest[s].fetch_add(1) + 1;
         EXPECT_TRUE(store.Put(StableKey(s), StableKey(s) + "#" + std::to_string(seq)).ok());
+        writes.fetch_add(1);
       }
     });
   }
@@ -115,8 +127,12 @@ void RaceWritersAgainstCopyingReaders(
         std::string fresh = "fresh" + std::to_string(rng() % 1000000000) + "-" + std::to_string(rng() % kWriters);
         st = get(&source, fresh, &v);
         if (st.ok() && v != fresh + "#v") wrong_answers.fetch_add(1);
+        progress.fetch_add(1);
+        progress.notify_all();
       }
       readers_done.fetch_add(1);
+      progress.fetch_add(1);
+      progress.notify_all();
     });
   }
   for (auto& r : readers) r.join();
@@ -124,10 +140,11 @@ void RaceWritersAgainstCopyingReaders(
 
   uint64_t torn = source.stats().torn.load(), writing = source.stats().being_written.load();
   std::printf(
-      "[ torn-copy ] %llu reads, %llu nodes copied, %llu torn copies detected, %llu copies of nodes being "
-      "written, %llu accepted copies not byte-identical to a published image\n",
-      (unsigned long long)reads.load(), (unsigned long long)source.stats().fetched.load(), (unsigned long long)torn,
-      (unsigned long long)writing, (unsigned long long)bad_copies.load());
+      "[ torn-copy ] %llu reads, %llu writer rounds, %llu nodes copied, %llu torn copies detected, %llu copies of "
+      "nodes being written, %llu accepted copies not byte-identical to a published image\n",
+      (unsigned long long)reads.load(), (unsigned long long)writes.load(),
+      (unsigned long long)source.stats().fetched.load(), (unsigned long long)torn, (unsigned long long)writing,
+      (unsigned long long)bad_copies.load());
   EXPECT_EQ(bad_copies.load(), 0u);
   EXPECT_EQ(wrong_answers.load(), 0u);
   // How many tears a run catches depends on how the threads interleave (fewer when other tests load the machine: a
