@@ -5,6 +5,7 @@
 #include <ctime>
 #include <future>
 #include <optional>
+#include <span>
 #include <utility>
 
 #include "btree/global_reader.h"
@@ -13,6 +14,7 @@
 #include "client/store_client_internal.h"
 #include "common/key_limits.h"
 #include "rpc/proto/store.pb.h"
+#include "rpc/region_table.h"
 
 namespace cell::client {
 
@@ -106,6 +108,7 @@ class StoreClient::ReadRouter {
     uint64_t server = 0;
     rpc::Connection* connection = nullptr;                // kept alive by the operation (its own) or by pinned_
     std::chrono::steady_clock::time_point lease_until{};  // reads of `server` may begin until then (ReadLease)
+    std::span<const char> mapped{};                       // in place: the region, once asked (RegionInPlace)
   };
   StatusOr<Link*> LinkFor(uint32_t region) {
     for (Link& l : links_) {
@@ -129,7 +132,7 @@ class StoreClient::ReadRouter {
       return Status::Unavailable(
           fmt::format("reading from server {}: {}", route->owner().id, lease.status().message()));
     }
-    auto connection = client_->ConnectionTo(route->owner(), deadline_);
+    auto connection = client_->ConnectionTo(route->server, deadline_);
     if (!connection.ok()) {
       client_->DropServer(route->owner().id, nullptr);
       return connection.status();
@@ -236,25 +239,40 @@ class StoreClient::ReadRouter {
     return s;
   }
 
+  // `bytes` at `p` in `mapped`, or null if they are not all inside it.
+  static const uint64_t* Within(std::span<const char> mapped, GlobalPtr p, size_t bytes) {
+    if (p.offset > mapped.size() || bytes > mapped.size() - p.offset) return nullptr;
+    return reinterpret_cast<const uint64_t*>(mapped.data() + p.offset);
+  }
+
   const uint64_t* Peek(GlobalPtr p, size_t bytes) {
     for (const Link& l : links_) {
-      if (l.region == p.region && l.connection != nullptr) {
-        auto at = l.connection->ReadInPlace(p, static_cast<uint32_t>(bytes));
-        return at.ok() ? reinterpret_cast<const uint64_t*>(*at) : nullptr;
-      }
+      if (l.region == p.region && l.connection != nullptr) return Within(l.mapped, p, bytes);
     }
     return nullptr;
   }
 
+  // A search reads a node per level and a record, nearly always in one or two regions: the link last read, while
+  // its lease holds, answers without a lookup; its region's mapping is asked for once per search.
   StatusOr<const uint64_t*> InPlace(GlobalPtr p, size_t bytes) {
-    CELL_ASSIGN_OR_RETURN(Link * link, Leased(p));
-    auto at = link->connection->ReadInPlace(p, static_cast<uint32_t>(bytes));
-    if (!at.ok()) return Failed(link, p, at.status());
+    Link* link = last_;
+    if (link == nullptr || link->region != p.region || link->mapped.empty() ||
+        !(CoarseNow() + CoarseMargin() < link->lease_until)) {
+      CELL_ASSIGN_OR_RETURN(link, Leased(p));
+      if (link->mapped.empty()) {
+        auto region = link->connection->RegionInPlace(p.region);
+        if (!region.ok()) return Failed(link, p, region.status());
+        link->mapped = *region;
+      }
+      last_ = link;
+    }
+    const uint64_t* at = Within(link->mapped, p, bytes);
+    if (at == nullptr) return rpc::ReadOutsideRegion(p.region, p.offset, bytes, link->mapped.size());
     if (measure_) {
       ++reads_;
       in_place_reads_ += link->server == measured_server_;
     }
-    return reinterpret_cast<const uint64_t*>(*at);
+    return at;
   }
 
   StoreClient* const client_;
@@ -263,6 +281,7 @@ class StoreClient::ReadRouter {
   rpc::Connection* home_;
   const bool home_in_place_;
   std::array<Link, 4> links_;
+  Link* last_ = nullptr;  // the link InPlace read through last (a slot of links_; checked before every use)
   // Every connection a search has read through, kept to its end (a dropped link must not unmap what it still reads
   // in place); the operation's own connection is kept by the operation.
   std::vector<std::shared_ptr<rpc::Connection>> pinned_;
@@ -280,6 +299,8 @@ Status StoreClient::GetClientSide(std::string_view key, std::string* value, Dead
                                   btree::RecordMeta* meta) {
   // Routed to the server of the meganode it begins at (the key's cached leaf, else the root's): a search that
   // begins at a leaf needs no other server, the root's included (down, it may be taken over meanwhile).
+  const GlobalPtr begin_at = paths_.Lookup(key);  // the first attempt's start; a retry looks again
+  bool first = true;
   return Run(
       [&](rpc::Connection& connection, const Route& route, GlobalPtr, Deadline d) -> Attempt {
         auto root = Root();
@@ -288,7 +309,8 @@ Status StoreClient::GetClientSide(std::string_view key, std::string* value, Dead
         if (sample_server != 0) router.Measure(sample_server);
         Status s = router.Run(nodes_.get(), [&](btree::NodeSource& source) {
           btree::GlobalReader reader(&source, GlobalPtr{*root, 0});
-          GlobalPtr start = paths_.Lookup(key);
+          GlobalPtr start = first ? begin_at : paths_.Lookup(key);
+          first = false;
           const bool cached = !start.is_null();
           if (!cached) {
             std::lock_guard lock(mu_);
@@ -318,7 +340,7 @@ Status StoreClient::GetClientSide(std::string_view key, std::string* value, Dead
         if (s.IsNotFound()) return {Status::NotFound(fmt::format("no key '{}'", key)), false};
         return {s, false};
       },
-      deadline, paths_.Lookup(key));
+      deadline, begin_at);
 }
 
 Status StoreClient::Scan(std::string_view start, std::string_view end, size_t limit,

@@ -45,7 +45,7 @@ Status StoreClient::Run(const Operation& op, Deadline deadline, GlobalPtr start)
     }
     auto route = cache_.Lookup(region);
     if (route.ok()) {
-      auto connection = ConnectionTo(route->owner(), deadline);
+      auto connection = ConnectionTo(route->server, deadline);
       if (connection.ok()) {
         Attempt attempt = op(**connection, *route, tries.at(), deadline);
         if (!attempt.next.is_null()) {
@@ -165,7 +165,7 @@ void StoreClient::Step(const std::shared_ptr<RequestOp>& op) {
     if (route.status().IsUnavailable()) return Retry(op, route.status());
     return op->done(route.status(), nullptr);
   }
-  ConnectAsync(route->owner(), op->tries.deadline(),
+  ConnectAsync(route->server, op->tries.deadline(),
                [this, op, r = *route](const StatusOr<std::shared_ptr<rpc::Connection>>& connection) {
                  if (connection.ok()) return Send(op, r, connection->get());
                  // A refused key stays refused; a server not reached may have failed (its regions moving).

@@ -146,16 +146,19 @@ StatusOr<std::unique_ptr<rpc::Connection>> StoreClient::Dial(const membership::S
       fmt::format("cannot reach server {}: {}", server.id, connection.status().message()));
 }
 
-void StoreClient::ConnectAsync(const membership::ServerInfo& server, Deadline deadline, ConnectDone done) {
+void StoreClient::ConnectAsync(std::shared_ptr<const membership::ServerInfo> server, Deadline deadline,
+                               ConnectDone done) {
   if (closing_.load(std::memory_order_acquire)) return done(Status::Unavailable("the client is closing"));
+  const uint64_t id = server->id;
   connections_.GetAsync(
-      server.id, [this, server, deadline] { return Dial(server, deadline); }, std::move(done));
+      id, [this, server = std::move(server), deadline] { return Dial(*server, deadline); }, std::move(done));
 }
 
-StatusOr<std::shared_ptr<rpc::Connection>> StoreClient::ConnectionTo(const membership::ServerInfo& server,
-                                                                     Deadline deadline) {
+StatusOr<std::shared_ptr<rpc::Connection>> StoreClient::ConnectionTo(
+    std::shared_ptr<const membership::ServerInfo> server, Deadline deadline) {
   if (closing_.load(std::memory_order_acquire)) return Status::Unavailable("the client is closing");
-  return connections_.Get(server.id, [this, server, deadline] { return Dial(server, deadline); });
+  const uint64_t id = server->id;
+  return connections_.Get(id, [this, server = std::move(server), deadline] { return Dial(*server, deadline); });
 }
 
 void StoreClient::DropServer(uint64_t server, const rpc::Connection* failed) {
@@ -284,7 +287,8 @@ StatusOr<std::vector<std::string>> StoreClient::ServerStats() {
   CELL_ASSIGN_OR_RETURN(auto servers, table_->ListServers());
   std::vector<std::string> out;
   for (const auto& server : servers) {
-    CELL_ASSIGN_OR_RETURN(auto connection, ConnectionTo(server, NewDeadline()));
+    CELL_ASSIGN_OR_RETURN(auto connection,
+                          ConnectionTo(std::make_shared<const membership::ServerInfo>(server), NewDeadline()));
     CELL_ASSIGN_OR_RETURN(std::string reply, rpc::CallSync(*connection, StoreMethod::STORE_STATS, ""));
     out.push_back(std::move(reply));
   }

@@ -240,9 +240,11 @@ class StoreClient {
   // The connection to `server`: at once if a healthy one is open; else `done` runs on the thread that makes one
   // (started for the first caller; later callers wait for the same). PermissionDenied if the server refused the
   // key; Unavailable if it could not be reached within what is left of `deadline` and at most kConnectTimeout.
-  void ConnectAsync(const membership::ServerInfo& server, Deadline deadline, ConnectDone done);
+  // `server` is shared (a Route's), so that the fast path copies no addresses.
+  void ConnectAsync(std::shared_ptr<const membership::ServerInfo> server, Deadline deadline, ConnectDone done);
   // The same, waited for (not on a transport thread).
-  StatusOr<std::shared_ptr<rpc::Connection>> ConnectionTo(const membership::ServerInfo& server, Deadline deadline);
+  StatusOr<std::shared_ptr<rpc::Connection>> ConnectionTo(std::shared_ptr<const membership::ServerInfo> server,
+                                                          Deadline deadline);
   // Makes a connection to `server` (on a connecting thread of connections_), with the errors ConnectAsync gives.
   StatusOr<std::unique_ptr<rpc::Connection>> Dial(const membership::ServerInfo& server, Deadline deadline);
   // Drops `server`'s cached routes, and its connection if it is `failed` (any, if null). Not on `failed`'s own

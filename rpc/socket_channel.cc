@@ -126,12 +126,14 @@ SocketChannel::~SocketChannel() {
 
 void SocketChannel::Close(const Status& why) {
   std::lock_guard lock(mu_);
-  alive_.store(false, std::memory_order_relaxed);
   if (health_.ok()) health_ = why;
+  alive_.store(false, std::memory_order_release);
   shutdown(fd_, SHUT_RDWR);  // the I/O thread sees the end of the stream and fails what is waiting
 }
 
 Status SocketChannel::health() const {
+  // Asked per operation (the client's connection cache): a live channel answers without the lock.
+  if (alive_.load(std::memory_order_acquire)) return Status::OK();
   std::lock_guard lock(mu_);
   return health_;
 }
@@ -371,8 +373,8 @@ void SocketChannel::RunCompletions(std::vector<Completion>& ready) {
 void SocketChannel::EndIo(Status end) {
   {
     std::lock_guard lock(mu_);
-    alive_.store(false, std::memory_order_relaxed);
     if (health_.ok()) health_ = end;
+    alive_.store(false, std::memory_order_release);
     end = health_;
   }
   shutdown(fd_, SHUT_RDWR);

@@ -168,7 +168,7 @@ Status ReadSync(Connection& connection, GlobalPtr remote, uint32_t length, void*
   return connection.ReadNow(remote, length, dest);
 }
 
-StatusOr<const char*> Connection::ReadInPlace(GlobalPtr, uint32_t) {
+StatusOr<std::span<const char>> Connection::RegionInPlace(uint32_t) {
   return Status::FailedPrecondition(
       fmt::format("connection to {} copies what it reads: it cannot read in place", uri()));
 }

@@ -19,6 +19,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -145,11 +146,13 @@ class Connection {
   // Whether this connection can hand out the server's memory to read in place, without a copy: shm without a NIC
   // model, whose client maps the server's regions read-only. Other transports only copy (use Read).
   virtual bool reads_in_place() const { return false; }
-  // Where the `length` bytes at `remote` are in this process's read-only mapping of the server's memory (valid while
-  // the connection lives). The server writes them while they are read, so a reader validates what it read as the
-  // server's own searches do (the node's version, btree/node_source.h). Errors as Read's; FailedPrecondition (and
-  // only then) if !reads_in_place().
-  virtual StatusOr<const char*> ReadInPlace(GlobalPtr remote, uint32_t length);
+  // Where region `region` is in this process's read-only mapping of the server's memory: all of its bytes, valid
+  // while the connection lives (the region is mapped on first use). The server writes them while they are read, so a
+  // reader validates what it read as the server's own searches do (the node's version, btree/node_source.h), and
+  // keeps its reads inside the span, as Read would (ReadOutsideRegion, rpc/region_table.h). Unavailable for a region
+  // the server does not serve, or once the connection has failed; FailedPrecondition (and only then) if
+  // !reads_in_place(). A reader asks once per region and search, then reads the span directly.
+  virtual StatusOr<std::span<const char>> RegionInPlace(uint32_t region);
   // OK while the connection is usable; otherwise the error that ended it.
   virtual Status health() const = 0;
   virtual const std::string& uri() const = 0;

@@ -214,11 +214,11 @@ class ShmConnection final : public Connection {
   }
 
   bool reads_in_place() const override { return nic_word_ == nullptr; }
-  StatusOr<const char*> ReadInPlace(GlobalPtr remote, uint32_t length) override {
-    if (nic_word_ != nullptr) return Connection::ReadInPlace(remote, length);  // the model paces copies only
-    const char* src = nullptr;
-    CELL_RETURN_IF_ERROR(Source(remote, length, &src));
-    return src;
+  StatusOr<std::span<const char>> RegionInPlace(uint32_t region) override {
+    if (nic_word_ != nullptr) return Connection::RegionInPlace(region);  // the model paces copies only
+    Mapping m;
+    CELL_RETURN_IF_ERROR(Find(region, &m));
+    return std::span<const char>(m.base, m.size);
   }
 
   Status health() const override { return rpc_->health(); }
@@ -233,17 +233,22 @@ class ShmConnection final : public Connection {
   }
 
  private:
-  // Where `length` bytes at `remote` are in this process (the region is mapped on first use).
-  Status Source(GlobalPtr remote, uint32_t length, const char** src) {
+  // Where region `region` is mapped in this process (mapped on first use).
+  Status Find(uint32_t region, Mapping* m) {
     if (!rpc_->alive()) return rpc_->health();
     const MappingTable* table = table_.load(std::memory_order_acquire);
-    auto it = table->find(remote.region);
-    Mapping m;
+    auto it = table->find(region);
     if (it != table->end()) {
-      m = it->second;
-    } else {
-      CELL_RETURN_IF_ERROR(MapRegion(remote.region, &m));
+      *m = it->second;
+      return Status::OK();
     }
+    return MapRegion(region, m);
+  }
+
+  // Where `length` bytes at `remote` are in this process (the region is mapped on first use).
+  Status Source(GlobalPtr remote, uint32_t length, const char** src) {
+    Mapping m;
+    CELL_RETURN_IF_ERROR(Find(remote.region, &m));
     if (remote.offset > m.size || length > m.size - remote.offset) {
       return ReadOutsideRegion(remote.region, remote.offset, length, m.size);
     }

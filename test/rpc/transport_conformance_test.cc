@@ -293,25 +293,29 @@ TEST_P(TransportTest, ReadsInPlaceSeeTheServersMemoryOrSayTheyCannot) {
   auto c = MustConnect();
   ASSERT_NE(c, nullptr);
   ASSERT_EQ(c->reads_in_place(), GetParam().in_place);
-  const uint64_t offset = 3 * 4096 + 40;
-  auto at = c->ReadInPlace(GlobalPtr{1, offset}, 64);
+  auto region = c->RegionInPlace(1);
   if (!GetParam().in_place) {
-    ASSERT_FALSE(at.ok());
-    EXPECT_EQ(at.status().code(), Status::Code::kFailedPrecondition) << at.status().ToString();
-    EXPECT_NE(at.status().message().find("cannot read in place"), std::string::npos) << at.status().ToString();
+    ASSERT_FALSE(region.ok());
+    EXPECT_EQ(region.status().code(), Status::Code::kFailedPrecondition) << region.status().ToString();
+    EXPECT_NE(region.status().message().find("cannot read in place"), std::string::npos) << region.status().ToString();
     return;
   }
-  ASSERT_TRUE(at.ok()) << at.status().ToString();
-  EXPECT_EQ(0, std::memcmp(*at, region_.base() + offset, 64));
+  ASSERT_TRUE(region.ok()) << region.status().ToString();
+  // The whole region, as the server has it.
+  ASSERT_EQ(region->size(), region_.size());
+  const uint64_t offset = 3 * 4096 + 40;
+  const char* at = region->data() + offset;
+  EXPECT_EQ(0, std::memcmp(at, region_.base() + offset, 64));
+  EXPECT_EQ(0, std::memcmp(region->data() + region_.size() - 64, region_.base() + region_.size() - 64, 64));
   // Not a copy: what the server writes next is what the reader sees there.
   region_.writable_base()[offset + 5] = static_cast<char>(~region_.base()[offset + 5]);
-  EXPECT_EQ(0, std::memcmp(*at, region_.base() + offset, 64));
-  // Refused as Read refuses: outside the region, or a region not served.
-  const uint64_t size = region_.size();
-  auto outside = c->ReadInPlace(GlobalPtr{1, size - 8}, 16);
-  ASSERT_FALSE(outside.ok());
-  EXPECT_EQ(outside.status().code(), Status::Code::kInvalidArgument) << outside.status().ToString();
-  auto unknown = c->ReadInPlace(GlobalPtr{2, 0}, 8);
+  EXPECT_EQ(0, std::memcmp(at, region_.base() + offset, 64));
+  // Asked again, the same mapping.
+  auto again = c->RegionInPlace(1);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(again->data(), region->data());
+  // A region the server does not serve is refused as Read refuses it.
+  auto unknown = c->RegionInPlace(2);
   ASSERT_FALSE(unknown.ok());
   EXPECT_EQ(unknown.status().code(), Status::Code::kUnavailable) << unknown.status().ToString();
 }
