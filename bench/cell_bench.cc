@@ -127,8 +127,13 @@ struct Shapes {
 // low) each request goes out before the next operation starts, since holding it would only delay it.
 class Window {
  public:
-  Window(int depth, cell::bench::StoreSession& session)
-      : depth_(depth), session_(session), driven_(session.completes_in_caller()) {}
+  // `refill_at`: once the window is full, the thread waits until no more than this many are in flight, then issues
+  // again (depth - 1: as soon as one completes).
+  Window(int depth, cell::bench::StoreSession& session, int refill_at)
+      : depth_(depth),
+        refill_at_(std::clamp(refill_at, 0, depth - 1)),
+        session_(session),
+        driven_(session.completes_in_caller()) {}
   void Acquire() {
     std::unique_lock lock(mu_);
     if (2 * in_flight_ < depth_) {
@@ -136,25 +141,29 @@ class Window {
       session_.Flush();
       lock.lock();
     }
-    if (driven_) {
-      // Every operation in flight has a reply to come (or has failed and completed), so this ends.
-      while (in_flight_ >= depth_) {
-        lock.unlock();
-        session_.AwaitCompletion();
-        lock.lock();
-      }
-    } else if (in_flight_ >= depth_) {
+    if (in_flight_ >= depth_) {
       lock.unlock();
       session_.Flush();
       lock.lock();
-      cv_.wait(lock, [&] { return in_flight_ < depth_; });
+      if (driven_) {
+        // Every operation in flight has a reply to come (or has failed and completed), so this ends.
+        while (in_flight_ > refill_at_) {
+          lock.unlock();
+          session_.AwaitCompletion();
+          lock.lock();
+        }
+      } else {
+        cv_.wait(lock, [&] { return in_flight_ <= refill_at_; });
+      }
     }
     ++in_flight_;
   }
   void Release() {
     std::lock_guard lock(mu_);
     --in_flight_;
-    cv_.notify_all();
+    // Only the counts a waiter waits for (Acquire's refill_at_, Drain's 0) wake it: one wake-up per refill, not per
+    // completion. While a thread waits, nothing is added, so the count passes through each of them.
+    if (in_flight_ == refill_at_ || in_flight_ == 0) cv_.notify_all();
   }
   void Drain() {
     session_.Flush();
@@ -175,6 +184,7 @@ class Window {
   std::condition_variable cv_;
   int in_flight_ = 0;
   const int depth_;
+  const int refill_at_;
   cell::bench::StoreSession& session_;
   const bool driven_;
 };
@@ -223,7 +233,7 @@ double Load(cell::bench::StoreSession& loader, bool batched, uint64_t keys,
     }
   } else {
     cell::SendHold hold;  // requests go out together, as Redis's do (bench/store.h)
-    Window window(64, loader);
+    Window window(64, loader, 63);
     Errors failed;
     for (uint64_t i = 0; i < keys && loader.status().ok(); ++i) {
       window.Acquire();
@@ -637,7 +647,11 @@ int main(int argc, char** argv) {
       cell::bench::LatencyRecorder& recorder = recorders[t];
       cell::bench::StoreSession& session = *sessions[t];
       cell::SendHold hold;  // requests go out together, as Redis's do (bench/store.h)
-      Window window(depth, session);
+      // Closed loop: a full window is refilled once half of it has come back, so that a thread whose completions
+      // run on the client's I/O thread (Cell's RPCs) is woken once per half window, not once per reply, and its
+      // refill goes out as one write; Redis's session, which reads its replies itself, refills the same way. Open
+      // loop: at once, so that arrivals are not held back.
+      Window window(depth, session, rate > 0 ? depth - 1 : depth / 2);
       std::mt19937_64 rng(seed * 1000003 + t);
       cell::bench::ArrivalClock arrivals(rate > 0 ? rate / threads : 1, run_start, seed * 7919 + t);
       uint64_t version = 1;
