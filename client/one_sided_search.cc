@@ -296,10 +296,10 @@ class StoreClient::ReadRouter {
 };
 
 Status StoreClient::GetClientSide(std::string_view key, std::string* value, Deadline deadline, uint64_t sample_server,
-                                  btree::RecordMeta* meta) {
+                                  btree::RecordMeta* meta, std::optional<GlobalPtr> cached) {
   // Routed to the server of the meganode it begins at (the key's cached leaf, else the root's): a search that
   // begins at a leaf needs no other server, the root's included (down, it may be taken over meanwhile).
-  const GlobalPtr begin_at = paths_.Lookup(key);  // the first attempt's start; a retry looks again
+  const GlobalPtr begin_at = cached ? *cached : paths_.Lookup(key);  // the first attempt's start; a retry looks again
   bool first = true;
   return Run(
       [&](rpc::Connection& connection, const Route& route, GlobalPtr, Deadline d) -> Attempt {

@@ -182,7 +182,9 @@ Status StoreClient::Get(std::string_view key, std::string* value, Side side, Dea
   CELL_RETURN_IF_ERROR(CheckKeyValue(key, {}));
   CELL_RETURN_IF_ERROR(CheckMayWait());
   uint64_t server = 0;
-  if (side == Side::kServer || (side == Side::kSelector && SearchOnServer(measure_ ? paths_.Lookup(key) : GlobalPtr(),
+  std::optional<GlobalPtr> cached;  // the selector's start for the key, asked once
+  if (measure_ && side == Side::kSelector) cached = paths_.Lookup(key);
+  if (side == Side::kServer || (side == Side::kSelector && SearchOnServer(cached.value_or(GlobalPtr()),
                                                                           /*may_block=*/true, &server))) {
     stats_.server_searches.fetch_add(1, std::memory_order_relaxed);
     if (server == 0) return GetServerSide(key, value, deadline);
@@ -192,7 +194,7 @@ Status StoreClient::Get(std::string_view key, std::string* value, Side side, Dea
     return s;
   }
   stats_.client_searches.fetch_add(1, std::memory_order_relaxed);
-  return GetClientSide(key, value, deadline, server != 0 && SampleThisSearch() ? server : 0);
+  return GetClientSide(key, value, deadline, server != 0 && SampleThisSearch() ? server : 0, nullptr, cached);
 }
 
 void StoreClient::GetAsync(std::string_view key, GetCallback done) {
@@ -200,11 +202,13 @@ void StoreClient::GetAsync(std::string_view key, GetCallback done) {
   uint64_t server = 0;
   // A client-side search waits for its reads; in a callback (a transport's thread, or this client's) that could wait
   // for itself, or hold up others, so a get started there searches on the server whatever the selector says.
-  if (!SearchOnServer(measure_ ? paths_.Lookup(key) : GlobalPtr(), /*may_block=*/false, &server) &&
-      CheckMayWait().ok()) {
+  std::optional<GlobalPtr> cached;  // the selector's start for the key, asked once
+  if (measure_) cached = paths_.Lookup(key);
+  if (!SearchOnServer(cached.value_or(GlobalPtr()), /*may_block=*/false, &server) && CheckMayWait().ok()) {
     stats_.client_searches.fetch_add(1, std::memory_order_relaxed);
     std::string value;
-    Status s = GetClientSide(key, &value, NewDeadline(), server != 0 && SampleThisSearch() ? server : 0);
+    Status s =
+        GetClientSide(key, &value, NewDeadline(), server != 0 && SampleThisSearch() ? server : 0, nullptr, cached);
     return done(s, value);
   }
   stats_.server_searches.fetch_add(1, std::memory_order_relaxed);

@@ -224,9 +224,10 @@ class StoreClient {
                         const std::function<Status(btree::GlobalReader& reader, GlobalPtr begin)>& walk);
   Status GetServerSide(std::string_view key, std::string* value, Deadline deadline);
   // `sample_server`: not 0, time the reads from that server for the selector (the server the choice was made for).
-  // `meta`: as for GetWithMeta (null: a locked key is retried until the deadline).
+  // `meta`: as for GetWithMeta (null: a locked key is retried until the deadline). `cached`: the path cache's
+  // answer for the key when the caller has asked it already (else it is asked here).
   Status GetClientSide(std::string_view key, std::string* value, Deadline deadline, uint64_t sample_server = 0,
-                       btree::RecordMeta* meta = nullptr);
+                       btree::RecordMeta* meta = nullptr, std::optional<GlobalPtr> cached = std::nullopt);
 
   // Runs `task` on the timer thread at `due` (at once, in this thread, if the client is closing: it then fails).
   // Runs `task` on the timer thread at `due`; once closing, at once on this thread (it fails as closing).
