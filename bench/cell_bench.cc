@@ -4,7 +4,8 @@
 //
 // A load phase puts N keys; a run phase drives a workload (bench/workload.h: YCSB a..f or mix:<x>; uniform, Zipfian
 // or latest keys) for a fixed time from T client threads, either
-//   closed loop: each thread keeps `--inflight` operations going (a client-side get completes in its thread), or
+//   closed loop: each thread keeps up to `--inflight` operations going (a client-side get completes in its thread);
+//                once all are in flight it waits for half of them to complete, then refills (both stores alike), or
 //   open loop:   `--rate` arrivals per second in all (Poisson), each operation's latency measured from the time it
 //                was due, so time spent queued counts; `--spike=start:duration:factor` multiplies the rate for a
 //                while (Cell's figure 7: 10:5:2.5).
