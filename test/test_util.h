@@ -7,6 +7,7 @@
 #include <string>
 #include <thread>
 
+#include "btree/node_lock.h"
 #include "btree/node_source.h"
 #include "meganode/region.h"
 
@@ -26,9 +27,8 @@ inline constexpr std::string_view kTinyAlphabet = std::string_view("ab\0", 3);  
 
 // A fetcher that reads straight from this process's regions. With `shuffle`, a node's 16 cache lines are copied
 // in random order, with a short spin between lines and a yield after one of them, as a NIC or a remote CPU might:
-// the reads of one node spread over time while writers run. (A yield after every line made each copy wait for 16
-// turns of the CPU on a loaded machine: two torn-copy tests side by side took over two minutes under
-// ThreadSanitizer, against 20 s with one yield.)
+// the reads of one node spread over time while writers run. One yield, not one per line: on a loaded machine each
+// yield waits a turn of the CPU (docs/BENCHMARKS.md, "Torn-copy test").
 inline btree::NodeFetcher RegionFetcher(const meganode::RegionSet* regions, bool shuffle) {
   return [regions, shuffle](GlobalPtr p, size_t words, uint64_t* dst) -> Status {
     const uint64_t* src = regions->Resolve(p, words * 8);
@@ -48,7 +48,7 @@ inline btree::NodeFetcher RegionFetcher(const meganode::RegionSet* regions, bool
       if (i == yield_at)
         std::this_thread::yield();
       else
-        for (int spin = 0; spin < 64; ++spin) __builtin_ia32_pause();
+        for (int spin = 0; spin < 64; ++spin) btree::CpuRelax();
     }
     return Status::OK();
   };

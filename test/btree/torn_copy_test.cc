@@ -74,10 +74,9 @@ void RaceWritersAgainstCopyingReaders(
 
   // Writers run until the readers are done: insert fresh keys (splits), update stable keys, and delete the oldest
   // fresh keys so that the tree stays within its meganode. A cap on iterations bounds the test even if readers hang.
-  // Each writer keeps within kRoundsPerRead rounds per read made so far (on a quiet machine a writer makes 14-22 per
-  // read, 1-6 under ThreadSanitizer): on a loaded machine readers, who hand the CPU over once per node they copy,
-  // crawl, and writers left free took the CPU from them for the whole run (under ThreadSanitizer, beside another
-  // test, this test once took 9 minutes).
+  // Each writer keeps within kRoundsPerRead rounds per read made so far: on a loaded machine readers, who hand the
+  // CPU over once per node they copy, crawl, and writers left free would take the CPU from them for the whole run.
+  // The bound is above what writers make per read on a quiet machine (docs/BENCHMARKS.md, "Torn-copy test").
   const int kWriters = 2, kReaders = 2, kReadsPerReader = 3000 * scale;
   const uint64_t kRoundsPerRead = 5 * scale;
   std::atomic<int> readers_done{0};
