@@ -421,13 +421,16 @@ class GlobalTree {
   // back; Observe moves it past versions that came from elsewhere).
   uint64_t NextVersion();
   void ObserveVersion(uint64_t version);
-  void NoteLock(std::string_view key, uint64_t expires_us);
-  void ForgetLock(std::string_view key);
+  // The resolver's worklist of locks held here. A listing names the transaction, so that forgetting one
+  // transaction's lock (once applied, or found gone) never drops another's taken on the same key meanwhile.
+  void NoteLock(std::string_view key, uint64_t txid, uint64_t expires_us);
+  void ForgetLock(std::string_view key, uint64_t txid);  // only if `txid` is the one listed
+  void ForgetLock(std::string_view key);                 // whatever is listed (the key's lock moved away)
   // A leaf meganode here whose range holds `key` (null if none): where the resolver's walks to its own keys begin (a
   // walk from the root would leave this server at once when the root is elsewhere).
   GlobalPtr LocalLeafFor(std::string_view key) const;
   // Resolves one expired lock (ResolveExpiredLocks): true if it ended.
-  bool ResolveLock(const std::string& key, uint64_t now_us);
+  bool ResolveLock(const std::string& key, uint64_t listed_txid, uint64_t now_us);
   // CommitHere's last step: a decided transaction's writes applied here, the secondaries first, the primary last
   // (only once every secondary took its value); *apply_left if some key kept its lock.
   void ApplyCommittedHere(const HereTxn& t, bool* apply_left);
@@ -464,8 +467,12 @@ class GlobalTree {
   std::function<Status()> lease_;   // GlobalTreeOptions::lease
   Peers* peers_ = nullptr;
   mutable std::mutex txn_mu_;
-  std::map<std::string, uint64_t> txn_locks_;      // locked keys here -> when they expire (the resolver's worklist)
-  std::unique_ptr<TaskScheduler::Lane> resolver_;  // ResolveExpiredLocks every 100 ms (with a scheduler)
+  struct ListedLock {
+    uint64_t txid = 0;
+    uint64_t expires_us = 0;
+  };
+  std::map<std::string, ListedLock, std::less<>> txn_locks_;  // locked keys here (the resolver's worklist)
+  std::unique_ptr<TaskScheduler::Lane> resolver_;             // ResolveExpiredLocks every 100 ms (with a scheduler)
 
   std::unique_ptr<SplitCoordinator> splits_;  // splits, placement, separators and their background work
 };

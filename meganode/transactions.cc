@@ -42,9 +42,14 @@ Status GlobalTree::ReadLock(const LeafValue& entry, std::string_view key, TxnLoc
   return DecodeTxnLock(fields.value, lock);
 }
 
-void GlobalTree::NoteLock(std::string_view key, uint64_t expires_us) {
+void GlobalTree::NoteLock(std::string_view key, uint64_t txid, uint64_t expires_us) {
   std::lock_guard lock(txn_mu_);
-  txn_locks_[std::string(key)] = expires_us;
+  txn_locks_[std::string(key)] = ListedLock{txid, expires_us};
+}
+
+void GlobalTree::ForgetLock(std::string_view key, uint64_t txid) {
+  std::lock_guard lock(txn_mu_);
+  if (auto it = txn_locks_.find(key); it != txn_locks_.end() && it->second.txid == txid) txn_locks_.erase(it);
 }
 
 void GlobalTree::ForgetLock(std::string_view key) {
@@ -123,6 +128,10 @@ Status GlobalTree::TxnPrepare(const TxnPrepareRequest& r, GlobalPtr start, Globa
         lock.new_block = reserved;
         lock.old_inline = false;
         fresh = true;
+        // Listed now, under the meganode's split lock: a split that moves the key away afterwards forgets it here.
+        // Listed after the write returned, it could follow that split's forgetting and stay listed for a lock that
+        // is not here. (Should the change not be made after all, the resolver drops the listing once it expires.)
+        NoteLock(key, lock.txid, lock.expires_us);
         return Change{Change::Op::kSet, PublishLock(extent, key, lock)};
       },
       start, elsewhere, range, /*free_replaced=*/false, &change);
@@ -130,7 +139,6 @@ Status GlobalTree::TxnPrepare(const TxnPrepareRequest& r, GlobalPtr start, Globa
     if (!reserved.is_null()) CELL_RETURN_IF_ERROR(extents_->Free(reserved));
     return s;
   }
-  NoteLock(key, std::min(r.lock.expires_us, WallMicros() + kMaxLockLifeUs));
   return Status::OK();
 }
 
@@ -179,7 +187,7 @@ Status GlobalTree::TxnApply(std::string_view key, uint64_t txid, bool commit, Gl
       },
       start, elsewhere, range, /*free_replaced=*/false, &change);
   if (!s.ok() || !elsewhere->is_null() || !applied) return s;
-  ForgetLock(key);
+  ForgetLock(key, txid);
   // The lock record, and whichever of the old record and the reserved block the key no longer needs.
   CELL_RETURN_IF_ERROR(extents_->Free(change.old->ptr));
   if (commit && lock.old_present) CELL_RETURN_IF_ERROR(extents_->Free(lock.old.ptr));
@@ -317,15 +325,15 @@ void GlobalTree::ApplyCommittedHere(const HereTxn& t, bool* apply_left) {
 }
 
 size_t GlobalTree::ResolveExpiredLocks(uint64_t now_us) {
-  std::vector<std::string> expired;
+  std::vector<std::pair<std::string, uint64_t>> expired;  // key, txid
   {
     std::lock_guard lock(txn_mu_);
-    for (const auto& [key, expires] : txn_locks_) {
-      if (expires <= now_us) expired.push_back(key);
+    for (const auto& [key, listed] : txn_locks_) {
+      if (listed.expires_us <= now_us) expired.emplace_back(key, listed.txid);
     }
   }
   size_t ended = 0;
-  for (const std::string& key : expired) ended += ResolveLock(key, now_us) ? 1 : 0;
+  for (const auto& [key, txid] : expired) ended += ResolveLock(key, txid, now_us) ? 1 : 0;
   stats_.txn_resolved.fetch_add(ended, std::memory_order_relaxed);
   return ended;
 }
@@ -343,7 +351,7 @@ GlobalPtr GlobalTree::LocalLeafFor(std::string_view key) const {
   return GlobalPtr();
 }
 
-bool GlobalTree::ResolveLock(const std::string& key, uint64_t now_us) {
+bool GlobalTree::ResolveLock(const std::string& key, uint64_t listed_txid, uint64_t now_us) {
   // What the lock says now (it may have been applied, or moved away with its meganode, since it was listed). The walk
   // begins at the meganode here that holds the key; none: the key left with a split (from the root, then, to see).
   const GlobalPtr here = LocalLeafFor(key);
@@ -358,8 +366,8 @@ bool GlobalTree::ResolveLock(const std::string& key, uint64_t now_us) {
         return Change{};
       },
       here, &elsewhere, nullptr, /*free_replaced=*/false);
-  if (s.ok() && (!held || !elsewhere.is_null())) {
-    ForgetLock(key);  // gone, or no longer this server's
+  if (s.ok() && (!held || !elsewhere.is_null() || lock.txid != listed_txid)) {
+    ForgetLock(key, listed_txid);  // gone, or no longer this server's, or another transaction's (listed itself)
     return false;
   }
   if (!s.ok() || lock.expires_us > now_us) return false;
@@ -454,7 +462,7 @@ StatusOr<LeafValue> GlobalTree::AdoptMovedLock(std::string_view key, std::string
     }
     return s;
   }
-  NoteLock(key, lock.expires_us);
+  NoteLock(key, lock.txid, lock.expires_us);
   return PublishLock(lock_block, key, lock);
 }
 

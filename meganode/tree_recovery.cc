@@ -140,7 +140,7 @@ Status GlobalTree::RestoreMeganode(Meganode& store) {
           CELL_RETURN_IF_ERROR(extents_->MarkUsed(
               lock.new_block, (btree::RecordLength(e.key.size(), lock.new_value.size()) + 7) / 8 * 8));
         }
-        NoteLock(e.key, lock.expires_us);
+        NoteLock(e.key, lock.txid, lock.expires_us);
         ++recovery_.txn_locks;
       } else {
         ObserveVersion(fields.version);
