@@ -1,7 +1,7 @@
 // The client's cache of the region table: region -> (owner, epoch) and server -> addresses.
 //
-// A lookup that hits costs nothing; a miss reads the table (ZooKeeper, or the embedded server). Entries are dropped,
-// and so re-read at their next lookup, when:
+// A lookup that hits costs no lock (the thread's remembered routes) or one; a miss reads the table (ZooKeeper, or the
+// embedded server). Entries are dropped, and so re-read at their next lookup, when:
 //   - a server answers "wrong owner" for a region (OnWrongOwner): it no longer owns it, or does not yet;
 //   - a connection to a server fails (OnServerUnreachable): its regions may be moving to survivors, and a restarted
 //     server may listen at new addresses.
@@ -9,6 +9,7 @@
 // that it owns the region (at the epoch the table gives it) before it answers for it.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <map>
@@ -29,7 +30,7 @@ struct Route {
 class RegionCache {
  public:
   struct Stats {
-    uint64_t hits = 0;
+    uint64_t hits = 0;         // lookups answered from the cache under its lock (not from a thread's remembered routes)
     uint64_t table_reads = 0;  // GetRegion and ListServers calls on the table
     uint64_t invalidations = 0;
     uint64_t lease_renewals = 0;  // IsRegistered calls on the table (one-sided reads' leases)
@@ -65,6 +66,12 @@ class RegionCache {
   // Reads `region`'s entry from the table (not under mu_), again while it is older than `floor` or than an epoch seen
   // meanwhile, up to kStaleTableRetries times; then Unavailable.
   StatusOr<membership::RegionEntry> ReadEntryNoOlderThan(uint32_t region, uint64_t floor);
+  // A hit, under mu_: the route, which the calling thread also remembers (Remembered) until the cache changes.
+  Route HitLocked(uint32_t region, const membership::RegionEntry& entry,
+                  const std::shared_ptr<const membership::ServerInfo>& server);
+  // The calling thread's last routes from this cache, while no entry has changed since (no lock): null otherwise.
+  const Route* Remembered(uint32_t region) const;
+  void ChangedLocked() { generation_.fetch_add(1, std::memory_order_release); }
 
   membership::RegionTableReader* const table_;
   mutable std::mutex mu_;  // guards what follows; never held while reading the table
@@ -75,6 +82,11 @@ class RegionCache {
   std::map<uint32_t, uint64_t> known_epochs_;
   std::map<uint64_t, std::chrono::steady_clock::time_point> leases_;  // server -> read lease's end
   Stats stats_;
+  // Bumped under mu_ by every change of regions_ or servers_: a thread's remembered routes hold while it is unchanged,
+  // so a hit costs no lock (a client makes a lookup per operation).
+  std::atomic<uint64_t> generation_{1};
+  const uint64_t serial_ = NextSerial();  // tells this cache's remembered routes from another's (at the same address)
+  static uint64_t NextSerial();
   static constexpr int kStaleTableRetries = 3;
 };
 

@@ -61,8 +61,10 @@ class ConnectionCache {
     std::thread thread;
     std::shared_ptr<std::atomic<bool>> finished;
   };
-  // `server`'s healthy cached connection, or null.
+  // `server`'s healthy cached connection, or null. The calling thread remembers the answer (weakly) while the cache
+  // is unchanged, so the fast path of Get takes no lock (a client asks once per operation).
   std::shared_ptr<Connection> Cached(uint64_t server);
+  void ChangedLocked() { generation_.fetch_add(1, std::memory_order_release); }
   // GetAsync and Get past the fast path.
   void Dialing(uint64_t server, const Dial& dial, Done done);
   StatusOr<std::shared_ptr<Connection>> Await(uint64_t server, const Dial& dial);
@@ -75,6 +77,9 @@ class ConnectionCache {
   std::map<uint64_t, std::shared_ptr<Connection>> connections_;
   std::map<uint64_t, std::vector<Done>> waiting_;  // server -> callers waiting for the dial under way
   std::vector<Connector> connectors_;              // joined once finished, and by Close
+  std::atomic<uint64_t> generation_{1};            // bumped under mu_ by every change of connections_ or closed_
+  const uint64_t serial_ = NextSerial();           // tells this cache's remembered answers from another's
+  static uint64_t NextSerial();
 };
 
 }  // namespace cell::rpc
