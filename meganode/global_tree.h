@@ -267,7 +267,8 @@ class GlobalTree {
   // its primary's outcome, or waits while that is undecided. Runs every 100 ms on the tree's scheduler (when it has
   // one); tests call it. Returns how many locks it ended.
   size_t ResolveExpiredLocks(uint64_t now_us);
-  // Locks held here now (for tests and stats).
+  // Locks listed here for the resolver (for tests and stats): the locks held here, and for a while (until its expiry)
+  // a lock whose prepare listed it but failed to take it.
   size_t txn_locks() const;
 
   // Peers' requests (a split on another server placing its right half here; a separator for a meganode here).
@@ -427,9 +428,11 @@ class GlobalTree {
   void ForgetLock(std::string_view key, uint64_t txid);  // only if `txid` is the one listed
   void ForgetLock(std::string_view key);                 // whatever is listed (the key's lock moved away)
   // A leaf meganode here whose range holds `key` (null if none): where the resolver's walks to its own keys begin (a
-  // walk from the root would leave this server at once when the root is elsewhere).
-  GlobalPtr LocalLeafFor(std::string_view key) const;
-  // Resolves one expired lock (ResolveExpiredLocks): true if it ended.
+  // walk from the root would leave this server at once when the root is elsewhere). Sealed meganodes (being filled by
+  // another server's split) are not walked; *sealed, if given, says whether one of them covers the key.
+  GlobalPtr LocalLeafFor(std::string_view key, bool* sealed = nullptr) const;
+  // Resolves one expired lock, listed for transaction `listed_txid` (ResolveExpiredLocks): true if it ended. A listing
+  // whose lock is gone, or has moved to another server, is dropped.
   bool ResolveLock(const std::string& key, uint64_t listed_txid, uint64_t now_us);
   // CommitHere's last step: a decided transaction's writes applied here, the secondaries first, the primary last
   // (only once every secondary took its value); *apply_left if some key kept its lock.

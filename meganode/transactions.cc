@@ -109,7 +109,10 @@ Status GlobalTree::TxnPrepare(const TxnPrepareRequest& r, GlobalPtr start, Globa
         if (current != nullptr && current->locked) {
           TxnLock held;
           CELL_RETURN_IF_ERROR(ReadLock(*current, key, &held));
-          if (held.txid == r.lock.txid) return Change{};  // a retried request: held already
+          if (held.txid == r.lock.txid) {  // a retried request: held already (and listed again, which is harmless)
+            NoteLock(key, held.txid, held.expires_us);
+            return Change{};
+          }
           return Status::Aborted(fmt::format("key {} is locked by another transaction", Quoted(key)));
         }
         if (r.expect == TxnPrepareRequest::Expect::kAbsent && current != nullptr) {
@@ -175,6 +178,9 @@ Status GlobalTree::TxnApply(std::string_view key, uint64_t txid, bool commit, Gl
         CELL_RETURN_IF_ERROR(ReadLock(*current, key, &lock));
         if (lock.txid != txid) return Change{};
         applied = true;
+        // Forgotten under the leaf's lock, as it was listed: a prepare of the same transaction that locks the key
+        // again after this change (a late retry) lists it again after this, not before.
+        ForgetLock(key, txid);
         if (!commit) {
           if (!lock.old_present) return Change{Change::Op::kRemove, {}};
           return Change{Change::Op::kSet, lock.old};
@@ -187,7 +193,6 @@ Status GlobalTree::TxnApply(std::string_view key, uint64_t txid, bool commit, Gl
       },
       start, elsewhere, range, /*free_replaced=*/false, &change);
   if (!s.ok() || !elsewhere->is_null() || !applied) return s;
-  ForgetLock(key, txid);
   // The lock record, and whichever of the old record and the reserved block the key no longer needs.
   CELL_RETURN_IF_ERROR(extents_->Free(change.old->ptr));
   if (commit && lock.old_present) CELL_RETURN_IF_ERROR(extents_->Free(lock.old.ptr));
@@ -338,23 +343,33 @@ size_t GlobalTree::ResolveExpiredLocks(uint64_t now_us) {
   return ended;
 }
 
-GlobalPtr GlobalTree::LocalLeafFor(std::string_view key) const {
+GlobalPtr GlobalTree::LocalLeafFor(std::string_view key, bool* sealed) const {
   btree::SearchKey k(key);
+  if (sealed != nullptr) *sealed = false;
+  GlobalPtr found;
   std::lock_guard lock(megas_mu_);
   for (const auto& m : megas_) {
-    if (m == nullptr || m->store == nullptr || m->sealed.load(std::memory_order_acquire)) continue;
+    if (m == nullptr || m->store == nullptr) continue;
     const btree::NodeView header(m->store->SlotWords(0));
-    if (header.version() != 0 && header.valid() && header.level() == 0 && header.Covers(k)) {
-      return m->store->meganode();
+    if (header.version() == 0 || !header.valid() || header.level() != 0 || !header.Covers(k)) continue;
+    if (m->sealed.load(std::memory_order_acquire)) {
+      if (sealed != nullptr) *sealed = true;
+    } else if (found.is_null()) {
+      found = m->store->meganode();
+      if (sealed == nullptr) break;
     }
   }
-  return GlobalPtr();
+  return found;
 }
 
 bool GlobalTree::ResolveLock(const std::string& key, uint64_t listed_txid, uint64_t now_us) {
   // What the lock says now (it may have been applied, or moved away with its meganode, since it was listed). The walk
   // begins at the meganode here that holds the key; none: the key left with a split (from the root, then, to see).
-  const GlobalPtr here = LocalLeafFor(key);
+  // A key in a meganode here that a split on another server is still filling (sealed) keeps its listing until the
+  // meganode is unsealed: the walk would leave this server, and the split's source has forgotten its own listing.
+  bool sealed = false;
+  const GlobalPtr here = LocalLeafFor(key, &sealed);
+  if (sealed) return false;
   TxnLock lock;
   bool held = false;
   GlobalPtr elsewhere;
@@ -363,13 +378,22 @@ bool GlobalTree::ResolveLock(const std::string& key, uint64_t listed_txid, uint6
       [&](const LeafValue* current, GlobalPtr) -> StatusOr<Change> {
         held = current != nullptr && current->locked;
         if (held) CELL_RETURN_IF_ERROR(ReadLock(*current, key, &lock));
+        // Under the leaf's lock, as a prepare lists: not held (gone) or another transaction's, which is listed
+        // instead (a lock is listed by its own transaction's prepare, but whatever lost that listing, the lock
+        // found here is not left without one).
+        if (!held) {
+          ForgetLock(key, listed_txid);
+        } else if (lock.txid != listed_txid) {
+          NoteLock(key, lock.txid, lock.expires_us);
+        }
         return Change{};
       },
       here, &elsewhere, nullptr, /*free_replaced=*/false);
-  if (s.ok() && (!held || !elsewhere.is_null() || lock.txid != listed_txid)) {
-    ForgetLock(key, listed_txid);  // gone, or no longer this server's, or another transaction's (listed itself)
+  if (s.ok() && !elsewhere.is_null()) {
+    ForgetLock(key, listed_txid);  // no longer this server's: the server that holds it now lists it
     return false;
   }
+  if (s.ok() && (!held || lock.txid != listed_txid)) return false;
   if (!s.ok() || lock.expires_us > now_us) return false;
   if (lease_ && !lease_().ok()) return false;  // a server that may not answer does not act either
   // The outcome: a primary's own state, or (for a secondary) what its primary's lock says.

@@ -484,5 +484,42 @@ TEST(Transactions, LocksOnATreeWithoutTheRootAreResolvedThere) {
   EXPECT_EQ(value(there[2]), std::string(100, 'v'));
 }
 
+// A lock that moves with its entry into a meganode being filled by another server's split (sealed here until that
+// server has cut its half) is already expired: the resolver keeps it listed while the meganode is sealed (the walk to
+// it would leave through the root, and the split's source forgets its own listing), and ends it once unsealed.
+TEST(Transactions, AnExpiredLockMovedIntoASealedMeganodeIsResolvedOnceItIsUnsealed) {
+  TreePair pair;  // b, without the root, receives the right half of a split of a's
+  ASSERT_TRUE(pair.Open().ok());
+  GlobalTree* t = pair.b;
+  TxnLock lock;
+  lock.txid = 77;
+  lock.expires_us = 1000;
+  lock.put = true;
+  lock.new_value = "new";
+  lock.primary = "m1";
+  lock.old_present = true;
+  lock.old_inline = true;
+  lock.old_value = "old";
+  lock.old_version = 5;
+  btree::MeganodeInfo info;
+  info.min = "m";
+  auto sealed = t->CreateSealed(info);
+  ASSERT_TRUE(sealed.ok()) << sealed.status().ToString();
+  MovedEntry moved{"m1", EncodeTxnLock(lock), GlobalPtr()};
+  moved.locked = true;
+  ASSERT_TRUE(t->Fill(*sealed, {moved}).ok());
+  EXPECT_EQ(t->txn_locks(), 1u);
+  EXPECT_EQ(t->ResolveExpiredLocks(2000), 0u);
+  EXPECT_EQ(t->txn_locks(), 1u) << "the listing of a lock in a sealed meganode was dropped";
+  ASSERT_TRUE(t->Unseal(*sealed).ok());
+  EXPECT_EQ(t->ResolveExpiredLocks(2000), 1u);  // undecided at its primary (itself): rolled back
+  EXPECT_EQ(t->txn_locks(), 0u);
+  std::string value;
+  GlobalPtr at;
+  ASSERT_TRUE(t->Get("m1", &value, sealed->ptr, &at).ok());
+  EXPECT_TRUE(at.is_null());
+  EXPECT_EQ(value, "old");
+}
+
 }  // namespace
 }  // namespace cell::meganode
