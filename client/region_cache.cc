@@ -3,51 +3,17 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <array>
 
 namespace cell::client {
-
-namespace {
-// A thread's last routes (a few regions: an operation's node and extent regions, a server or two), each valid while
-// its cache's generation is the one it was taken at.
-struct RememberedRoute {
-  uint64_t cache = 0;  // RegionCache::serial_; 0: empty
-  uint64_t generation = 0;
-  uint32_t region = 0;
-  Route route;
-};
-constexpr size_t kRemembered = 4;
-thread_local std::array<RememberedRoute, kRemembered> remembered;
-thread_local size_t remembered_next = 0;
-}  // namespace
-
-uint64_t RegionCache::NextSerial() {
-  static std::atomic<uint64_t> next{0};
-  return next.fetch_add(1, std::memory_order_relaxed) + 1;
-}
-
-const Route* RegionCache::Remembered(uint32_t region) const {
-  const uint64_t generation = generation_.load(std::memory_order_acquire);
-  for (const RememberedRoute& r : remembered) {
-    if (r.cache == serial_ && r.region == region && r.generation == generation) return &r.route;
-  }
-  return nullptr;
-}
 
 Route RegionCache::HitLocked(uint32_t region, const membership::RegionEntry& entry,
                              const std::shared_ptr<const membership::ServerInfo>& server) {
   ++stats_.hits;
-  RememberedRoute* slot = nullptr;
-  for (RememberedRoute& r : remembered) {
-    if (r.cache == serial_ && r.region == region) slot = &r;
-  }
-  if (slot == nullptr) slot = &remembered[remembered_next++ % kRemembered];
-  *slot = RememberedRoute{serial_, generation_.load(std::memory_order_relaxed), region, Route{entry, server}};
-  return slot->route;
+  return remembered_.Remember(region, Route{entry, server});
 }
 
 uint64_t RegionCache::CachedOwner(uint32_t region) {
-  if (const Route* r = Remembered(region)) return r->entry.owner;
+  if (const Route* r = remembered_.Find(region)) return r->entry.owner;
   std::lock_guard lock(mu_);
   const auto r = regions_.find(region);
   if (r == regions_.end()) return 0;
@@ -57,7 +23,7 @@ uint64_t RegionCache::CachedOwner(uint32_t region) {
 }
 
 StatusOr<Route> RegionCache::Lookup(uint32_t region) {
-  if (const Route* r = Remembered(region)) return *r;
+  if (const Route* r = remembered_.Find(region)) return *r;
   uint64_t floor = 0;
   {
     std::lock_guard lock(mu_);
@@ -87,7 +53,7 @@ StatusOr<Route> RegionCache::Lookup(uint32_t region) {
     std::lock_guard lock(mu_);
     ++stats_.table_reads;
     if (!servers.ok()) return servers.status();
-    ChangedLocked();
+    remembered_.Changed();
     servers_.clear();
     for (const auto& s : *servers) {
       auto shared = std::make_shared<const membership::ServerInfo>(s);
@@ -115,7 +81,7 @@ StatusOr<Route> RegionCache::Lookup(uint32_t region) {
         "region {} moved while it was being looked up (epoch {} read, {} seen); retry", region, entry.epoch, known));
   }
   known = entry.epoch;
-  ChangedLocked();
+  remembered_.Changed();
   regions_[region] = entry;
   return Route{entry, owner};
 }
@@ -148,7 +114,7 @@ void RegionCache::OnWrongOwner(uint32_t region, uint64_t server, uint64_t server
   if (r != regions_.end() && r->second.epoch > server_epoch && r->second.owner != server) return;
   known = std::max(known, server_epoch);
   if (r == regions_.end()) return;
-  ChangedLocked();
+  remembered_.Changed();
   regions_.erase(r);
   ++stats_.invalidations;
 }
@@ -176,7 +142,7 @@ StatusOr<std::chrono::steady_clock::time_point> RegionCache::ReadLease(uint64_t 
 
 void RegionCache::OnServerUnreachable(uint64_t server) {
   std::lock_guard lock(mu_);
-  ChangedLocked();
+  remembered_.Changed();
   servers_.erase(server);
   leases_.erase(server);
   for (auto r = regions_.begin(); r != regions_.end();) {

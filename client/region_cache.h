@@ -9,13 +9,13 @@
 // that it owns the region (at the epoch the table gives it) before it answers for it.
 #pragma once
 
-#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
 
+#include "common/thread_memo.h"
 #include "membership/membership.h"
 
 namespace cell::client {
@@ -66,12 +66,9 @@ class RegionCache {
   // Reads `region`'s entry from the table (not under mu_), again while it is older than `floor` or than an epoch seen
   // meanwhile, up to kStaleTableRetries times; then Unavailable.
   StatusOr<membership::RegionEntry> ReadEntryNoOlderThan(uint32_t region, uint64_t floor);
-  // A hit, under mu_: the route, which the calling thread also remembers (Remembered) until the cache changes.
+  // A hit, under mu_: the route, which the calling thread also remembers until the cache changes.
   Route HitLocked(uint32_t region, const membership::RegionEntry& entry,
                   const std::shared_ptr<const membership::ServerInfo>& server);
-  // The calling thread's last routes from this cache, while no entry has changed since (no lock): null otherwise.
-  const Route* Remembered(uint32_t region) const;
-  void ChangedLocked() { generation_.fetch_add(1, std::memory_order_release); }
 
   membership::RegionTableReader* const table_;
   mutable std::mutex mu_;  // guards what follows; never held while reading the table
@@ -82,11 +79,8 @@ class RegionCache {
   std::map<uint32_t, uint64_t> known_epochs_;
   std::map<uint64_t, std::chrono::steady_clock::time_point> leases_;  // server -> read lease's end
   Stats stats_;
-  // Bumped under mu_ by every change of regions_ or servers_: a thread's remembered routes hold while it is unchanged,
-  // so a hit costs no lock (a client makes a lookup per operation).
-  std::atomic<uint64_t> generation_{1};
-  const uint64_t serial_ = NextSerial();  // tells this cache's remembered routes from another's (at the same address)
-  static uint64_t NextSerial();
+  // The calling thread's routes from hits (no lock): Changed under mu_ by every change of regions_ or servers_.
+  ThreadMemo<uint32_t, Route> remembered_;
   static constexpr int kStaleTableRetries = 3;
 };
 

@@ -1,7 +1,6 @@
 // ConnectionCache (see connection_cache.h).
 #include "rpc/connection_cache.h"
 
-#include <array>
 #include <future>
 #include <utility>
 
@@ -12,41 +11,16 @@ ConnectionCache::ConnectionCache(std::function<void()> on_connecting_thread)
 
 ConnectionCache::~ConnectionCache() { Close(); }
 
-namespace {
-// A thread's last answers from Cached (a server or two), each valid while its cache's generation is unchanged.
-struct Remembered {
-  uint64_t cache = 0;  // ConnectionCache::serial_; 0: empty
-  uint64_t generation = 0;
-  uint64_t server = 0;
-  std::weak_ptr<Connection> connection;  // weak: a thread's memory keeps no connection open
-};
-constexpr size_t kRemembered = 4;
-thread_local std::array<Remembered, kRemembered> remembered;
-thread_local size_t remembered_next = 0;
-}  // namespace
-
-uint64_t ConnectionCache::NextSerial() {
-  static std::atomic<uint64_t> next{0};
-  return next.fetch_add(1, std::memory_order_relaxed) + 1;
-}
-
 std::shared_ptr<Connection> ConnectionCache::Cached(uint64_t server) {
-  const uint64_t generation = generation_.load(std::memory_order_acquire);
-  Remembered* slot = nullptr;
-  for (Remembered& r : remembered) {
-    if (r.cache != serial_ || r.server != server) continue;
-    if (r.generation == generation) {
-      std::shared_ptr<Connection> c = r.connection.lock();
-      if (c != nullptr && c->health().ok()) return c;
-    }
-    slot = &r;
+  if (const std::weak_ptr<Connection>* r = remembered_.Find(server)) {
+    std::shared_ptr<Connection> c = r->lock();
+    if (c != nullptr && c->health().ok()) return c;
   }
   std::lock_guard lock(mu_);
   if (closed_) return nullptr;
   auto it = connections_.find(server);
   if (it == connections_.end() || !it->second->health().ok()) return nullptr;
-  if (slot == nullptr) slot = &remembered[remembered_next++ % kRemembered];
-  *slot = Remembered{serial_, generation_.load(std::memory_order_relaxed), server, it->second};
+  remembered_.Remember(server, it->second);
   return it->second;
 }
 
@@ -100,7 +74,7 @@ void ConnectionCache::Connect(uint64_t server, const Dial& dial) {
         old = std::move(shared);  // another caller's connection is there and healthy: callers may have calls on it
         result = slot;
       } else {
-        ChangedLocked();
+        remembered_.Changed();
         old = std::exchange(slot, shared);
         result = shared;
       }
@@ -124,7 +98,7 @@ void ConnectionCache::Drop(uint64_t server, const Connection* failed) {
   auto it = connections_.find(server);
   // Only the connection that failed: another caller may already have put a fresh one there.
   if (it == connections_.end() || (failed != nullptr && it->second.get() != failed)) return;
-  ChangedLocked();
+  remembered_.Changed();
   old = std::move(it->second);
   connections_.erase(it);
 }
@@ -140,7 +114,7 @@ void ConnectionCache::Close() {
   std::map<uint64_t, std::shared_ptr<Connection>> connections;
   {
     std::lock_guard lock(mu_);
-    ChangedLocked();
+    remembered_.Changed();
     closed_ = true;
     connections.swap(connections_);
   }

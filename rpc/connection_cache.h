@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "cell/status.h"
+#include "common/thread_memo.h"
 #include "rpc/transport.h"
 
 namespace cell::rpc {
@@ -64,7 +65,6 @@ class ConnectionCache {
   // `server`'s healthy cached connection, or null. The calling thread remembers the answer (weakly) while the cache
   // is unchanged, so the fast path of Get takes no lock (a client asks once per operation).
   std::shared_ptr<Connection> Cached(uint64_t server);
-  void ChangedLocked() { generation_.fetch_add(1, std::memory_order_release); }
   // GetAsync and Get past the fast path.
   void Dialing(uint64_t server, const Dial& dial, Done done);
   StatusOr<std::shared_ptr<Connection>> Await(uint64_t server, const Dial& dial);
@@ -77,9 +77,9 @@ class ConnectionCache {
   std::map<uint64_t, std::shared_ptr<Connection>> connections_;
   std::map<uint64_t, std::vector<Done>> waiting_;  // server -> callers waiting for the dial under way
   std::vector<Connector> connectors_;              // joined once finished, and by Close
-  std::atomic<uint64_t> generation_{1};            // bumped under mu_ by every change of connections_ or closed_
-  const uint64_t serial_ = NextSerial();           // tells this cache's remembered answers from another's
-  static uint64_t NextSerial();
+  // The calling thread's answers (weak: a thread's memory keeps no connection open); Changed under mu_ by every
+  // change of connections_ or closed_.
+  ThreadMemo<uint64_t, std::weak_ptr<Connection>> remembered_;
 };
 
 }  // namespace cell::rpc
