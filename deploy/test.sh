@@ -33,7 +33,10 @@ python3 deploy/check-house.py --lib="$build/libcell.so"
 ctest --test-dir "$build" --output-on-failure -j "$jobs"
 
 stage "ThreadSanitizer build and concurrency tests ($tsan)"
-cmake -S . -B "$tsan" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCELL_SANITIZE=thread -DCELL_BUILD_BENCH=OFF
+# -g1: line tables only, which is what ThreadSanitizer's reports print (file:line of every frame), at 40% less
+# compile time than -g (measured on test/server/takeover_test.cc: 21.4 s -> 13.3 s).
+cmake -S . -B "$tsan" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG" \
+  -DCELL_SANITIZE=thread -DCELL_BUILD_BENCH=OFF
 cmake --build "$tsan" -j "$jobs" --target concurrency_tests
 # At most two at a time: whole-cluster tests slowed by ThreadSanitizer starve each other when many run at once.
 TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" ctest --test-dir "$tsan" --output-on-failure -L concurrency \
@@ -44,12 +47,21 @@ stage "libFuzzer: the RPC frame decoder and the store's request handler, ${secon
 cmake -S . -B "$fuzz" -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DCELL_FUZZ=ON -DCELL_BUILD_TESTS=OFF -DCELL_BUILD_BENCH=OFF
 cmake --build "$fuzz" -j "$jobs" --target rpc_frame_fuzz store_request_fuzz store_request_fuzz_planted
 mkdir -p "$fuzz/corpus" "$fuzz/store-corpus"
+# The two fuzzers run side by side (one core each); the stage fails if either finds anything.
 "$fuzz/bin/rpc_frame_fuzz" -max_total_time="$seconds" -print_final_stats=1 \
-  -artifact_prefix="$fuzz/" "$fuzz/corpus"
+  -artifact_prefix="$fuzz/" "$fuzz/corpus" &
+frame_fuzzer=$!
 # The store's targets log what they refuse on stderr: -close_fd_mask=2 keeps libFuzzer's own report only.
 store_flags=(-max_len=4096 -len_control=0 -close_fd_mask=2)
+store_status=0
 "$fuzz/bin/store_request_fuzz" -max_total_time="$seconds" -print_final_stats=1 "${store_flags[@]}" \
-  -artifact_prefix="$fuzz/store-" "$fuzz/store-corpus"
+  -artifact_prefix="$fuzz/store-" "$fuzz/store-corpus" || store_status=$?
+frame_status=0
+wait "$frame_fuzzer" || frame_status=$?
+if [ "$frame_status" -ne 0 ] || [ "$store_status" -ne 0 ]; then
+  echo "a fuzzer found a failing input (frame decoder: exit $frame_status, store: exit $store_status)" >&2
+  exit 1
+fi
 
 # The checker must be able to fail: over a tree built with one field left unchecked (CELL_FUZZ_PLANTED_BUG: the
 # range of MEGA_FILL's entries), starting from the corpus above, the fuzzer must report an inconsistent tree.

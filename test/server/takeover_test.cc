@@ -382,7 +382,13 @@ void Takeover::Run(bool kill_root, const std::string& search, Failure failure) {
   const auto measured_from = Clock::now();
   const uint64_t timed_before = timed.load();
   // 5,000 timed gets before the failure (some 3,000 of them of keys that stay other servers'): a p99 of 30, not 8.
-  ASSERT_TRUE(WaitFor([&] { return acked.load() >= 300 && timed.load() >= timed_before + 5000; }))
+  // Under ThreadSanitizer, which asserts no p99, 500: they took 40% of a run there.
+#if defined(__SANITIZE_THREAD__)
+  constexpr uint64_t kTimedBefore = 500;
+#else
+  constexpr uint64_t kTimedBefore = 5000;
+#endif
+  ASSERT_TRUE(WaitFor([&] { return acked.load() >= 300 && timed.load() >= timed_before + kTimedBefore; }))
       << "the load did not start";
   const auto settled_at = Clock::now();
   {
