@@ -18,6 +18,7 @@
 namespace cell::btree {
 namespace {
 
+using cell::testing::kTinyAlphabet;
 using cell::testing::RandomKey;
 
 int Sign(int x) { return (x > 0) - (x < 0); }
@@ -50,6 +51,46 @@ TEST(NodeKeyOrder, ShortestSeparatorLiesBetweenItsKeys) {
     EXPECT_LT(CompareKeys(a, s), 0);
     EXPECT_LE(CompareKeys(s, b), 0);
     EXPECT_LE(s.size(), b.size());
+  }
+}
+
+// The in-node searches (LowerBound, UpperBound, ChildIndex) give exactly std::lower_bound's and std::upper_bound's
+// positions, also where many keys share their first 8 bytes (the searches compare prefixes first, then tails within a
+// run of equal prefixes): keys over a tiny alphabet with zero bytes, keys of exactly 8 bytes, and keys of 0xff bytes
+// (the largest prefix), in leaves and in inner nodes.
+TEST(NodeSearch, BoundsAgreeWithASortedModelWhenKeysShareTheirFirstEightBytes) {
+  std::mt19937_64 rng(5);
+  const std::string_view heads[] = {"", "prefix00", std::string_view("\xff\xff\xff\xff\xff\xff\xff\xff", 8), "pre"};
+  for (int round = 0; round < 400; ++round) {
+    const int level = round % 2;  // leaves, then inner nodes (whose entry 0 has no key)
+    const std::string head(heads[rng() % 4]);
+    std::vector<std::string> keys;
+    const size_t want = 1 + rng() % 16;  // (entries of up to 18-byte keys that fit in one node)
+    while (keys.size() < want) keys.push_back(head + RandomKey(rng, head.empty() ? 1 : 0, 9, kTinyAlphabet));
+    std::sort(keys.begin(), keys.end());
+    keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
+    std::vector<NodeEntry> entries;
+    for (size_t i = 0; i < keys.size(); ++i) {
+      NodeEntry e{keys[i], LeafValue{GlobalPtr{2, 64 * (i + 1)}, 9, i}, static_cast<uint32_t>(i + 1)};
+      if (level > 0 && i == 0) e.key.clear();  // an inner node's entry 0 starts at its min fence
+      entries.push_back(e);
+    }
+    NodeImage img;
+    ASSERT_TRUE(img.Build(Header(level), level > 0 ? keys[0] : "", "", entries.data(), entries.size()));
+    const NodeView v = img.view();
+    ASSERT_EQ(v.size(), keys.size());
+    for (int probe = 0; probe < 200; ++probe) {
+      std::string k = rng() % 3 == 0 ? keys[rng() % keys.size()] : head + RandomKey(rng, 0, 10, kTinyAlphabet);
+      if (rng() % 5 == 0) k.push_back('\0');
+      if (k.empty()) k = "a";
+      const SearchKey sk(k);
+      if (level == 0) {
+        EXPECT_EQ(v.LowerBound(sk), std::lower_bound(keys.begin(), keys.end(), k) - keys.begin());
+        EXPECT_EQ(v.UpperBound(sk), std::upper_bound(keys.begin(), keys.end(), k) - keys.begin());
+      } else if (k >= keys[0]) {
+        EXPECT_EQ(v.ChildIndex(sk), std::upper_bound(keys.begin(), keys.end(), k) - keys.begin() - 1);
+      }
+    }
   }
 }
 
