@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <map>
 #include <random>
 #include <set>
@@ -271,24 +270,7 @@ TEST_P(Reads, MultiGetAnswersEveryKeyInItsPlace) {
     // The bounds below count every request the servers take: first the background splits the load set off are
     // over (their count unchanged for a second), as a split under way sends requests of its own (MEGA_*) and moves
     // keys, which adds rounds.
-    const auto splits = [&] {
-      uint64_t n = 0;
-      const auto stats = client->StoreStats();
-      for (const auto& s : stats.ok() ? *stats : std::vector<Client::ServerStats>{}) n += s.meganode_splits;
-      return n;
-    };
-    using Clock = std::chrono::steady_clock;
-    const auto give_up = Clock::now() + std::chrono::seconds(30);
-    uint64_t last = splits();
-    auto stable_since = Clock::now();
-    while (Clock::now() - stable_since < std::chrono::seconds(1)) {
-      ASSERT_LT(Clock::now(), give_up) << "meganodes kept splitting";
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));  // polling the count (a condition, bounded)
-      if (const uint64_t now = splits(); now != last) {
-        last = now;
-        stable_since = Clock::now();
-      }
-    }
+    ASSERT_TRUE(testing::WaitForSplitsToSettle(*client)) << "meganodes kept splitting";
   }
   const uint64_t before = requests();
   std::vector<std::string> values;

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -76,6 +77,31 @@ inline std::vector<std::string> ServerKeyArgs() {
 inline const std::string& ClientKeyFile() { return TestKeys::Get().client_file; }
 
 // A Unix socket path for an shm listener, unique to this test process.
+// Waits until the servers' background splits are over: their count of meganode splits unchanged for a second, polled
+// every 20 ms (a condition with a deadline, not a timed wait). False if they were still splitting at `timeout`.
+inline bool WaitForSplitsToSettle(Client& client, std::chrono::seconds timeout = std::chrono::seconds(30)) {
+  using Clock = std::chrono::steady_clock;
+  const auto splits = [&] {
+    uint64_t n = 0;
+    const auto stats = client.StoreStats();
+    EXPECT_TRUE(stats.ok()) << stats.status().ToString();
+    for (const auto& s : stats.ok() ? *stats : std::vector<Client::ServerStats>{}) n += s.meganode_splits;
+    return n;
+  };
+  const auto give_up = Clock::now() + timeout;
+  uint64_t last = splits();
+  auto stable_since = Clock::now();
+  while (Clock::now() - stable_since < std::chrono::seconds(1)) {
+    if (Clock::now() > give_up) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    if (const uint64_t now = splits(); now != last) {
+      last = now;
+      stable_since = Clock::now();
+    }
+  }
+  return true;
+}
+
 inline std::string ShmPath(std::string_view name) {
   return fmt::format("{}/cell-test-{}-{}.sock", ::testing::TempDir(), getpid(), name);
 }

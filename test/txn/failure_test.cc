@@ -191,20 +191,8 @@ class TxnFailures : public ::testing::Test {
     return n;
   }
 
-  // Until the servers' background splits after a load are over: the count of splits unchanged for a second.
-  void Settle(Client& client) {
-    uint64_t last = ~uint64_t{0};
-    auto stable_since = Clock::now();
-    const bool settled = WaitFor(30s, [&] {
-      const uint64_t now = Sum(Stats(client), &Client::ServerStats::meganode_splits);
-      if (now != last) {
-        last = now;
-        stable_since = Clock::now();
-      }
-      return Clock::now() - stable_since >= 1s;
-    });
-    EXPECT_TRUE(settled) << "meganodes kept splitting";
-  }
+  // Until the servers' background splits after a load are over.
+  void Settle(Client& client) { EXPECT_TRUE(testing::WaitForSplitsToSettle(client)) << "meganodes kept splitting"; }
 
   // The bank under a server failure (see the tests).
   enum class Victim { kOther, kRoot };
