@@ -1,9 +1,8 @@
 #!/usr/bin/env bash
 # Installs dependencies, checks every C++ file's format, builds Cell (Release, with tests) and runs every test (the
-# verbs transport's included, in a qemu guest with Soft-RoCE: test/rxe/); then runs the concurrency tests again under
-# ThreadSanitizer; then fuzzes the RPC frame decoder and the store's request handler for 60 s each, and shows the store
-# fuzzer finds a field left unchecked on purpose. The ThreadSanitizer and fuzz builds run in the background during the
-# test stage before theirs. Exit status is non-zero if anything fails.
+# verbs transport's included, in a qemu guest with Soft-RoCE: test/rxe/); then builds the concurrency tests under
+# ThreadSanitizer and runs them again; then fuzzes the RPC frame decoder and the store's request handler for 60 s
+# each, and shows the store fuzzer finds a field left unchecked on purpose. Exit status is non-zero if anything fails.
 #
 #   deploy/test.sh   (BUILD_DIR, TSAN_BUILD_DIR, FUZZ_BUILD_DIR may be set; defaults build/, build-tsan/, build-fuzz/;
 #                     CELL_FUZZ_SECONDS sets the fuzzing time)
@@ -16,43 +15,6 @@ fuzz=${FUZZ_BUILD_DIR:-$root/build-fuzz}
 jobs=$(nproc)
 # Each stage's heading says how long the run has taken so far (CI's budget is 30 minutes).
 stage() { echo "== [$((SECONDS / 60))m$((SECONDS % 60))s] $*"; }
-
-# The ThreadSanitizer and fuzz builds run in the background at the lowest CPU priority (SCHED_IDLE, or nice 19 where
-# that is refused): they use the cores the test stage before them leaves idle (waits for ZooKeeper sessions,
-# takeovers, the qemu guest) and yield them whenever a test wants one. background_build LOG FUNCTION starts FUNCTION
-# so, in a process group of its own (set -m) that the exit trap ends if the script stops first; finish_build PID LOG
-# NAME waits for it and, if it failed, shows the end of its log.
-background=()
-background_build() {
-  set -m
-  (
-    chrt --idle -p 0 "$BASHPID" > /dev/null 2>&1 || renice -n 19 -p "$BASHPID" > /dev/null
-    "$2"
-  ) > "$1" 2>&1 &
-  set +m
-  background+=("$!")
-}
-finish_build() {
-  if ! wait "$1"; then
-    echo "the $3 build failed; the end of its log ($2):" >&2
-    tail -n 40 "$2" >&2
-    exit 1
-  fi
-  echo "the $3 build is done"
-}
-# -g1: line tables only, which is what ThreadSanitizer's reports print (file:line of every frame; no inlined frames),
-# at much less compile time than -g.
-build_tsan() {
-  cmake -S . -B "$tsan" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG" \
-    -DCELL_SANITIZE=thread -DCELL_BUILD_BENCH=OFF
-  cmake --build "$tsan" -j "$jobs" --target concurrency_tests
-}
-build_fuzz() {
-  cmake -S . -B "$fuzz" -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DCELL_FUZZ=ON -DCELL_BUILD_TESTS=OFF -DCELL_BUILD_BENCH=OFF
-  cmake --build "$fuzz" -j "$jobs" --target rpc_frame_fuzz store_request_fuzz store_request_fuzz_planted
-}
-end_background() { for pid in "${background[@]}"; do kill -- "-$pid" 2> /dev/null || true; done; }
-trap end_background EXIT
 
 bash deploy/install-deps.sh
 
@@ -68,23 +30,22 @@ cmake --build "$build" -j "$jobs"
 stage "House rules: deploy/check-house.py"
 python3 deploy/check-house.py --self-test --lib="$build/libcell_meganode.a"
 python3 deploy/check-house.py --lib="$build/libcell.so"
-stage "Release tests, the ThreadSanitizer build in the background ($tsan/background-build.log)"
-mkdir -p "$tsan" "$fuzz"
-background_build "$tsan/background-build.log" build_tsan
-tsan_build=$!
 ctest --test-dir "$build" --output-on-failure -j "$jobs"
 
-stage "ThreadSanitizer concurrency tests ($tsan), the fuzz build in the background"
-finish_build "$tsan_build" "$tsan/background-build.log" ThreadSanitizer
-background_build "$fuzz/background-build.log" build_fuzz
-fuzz_build=$!
+stage "ThreadSanitizer build and concurrency tests ($tsan)"
+# -g1: line tables only, which is what ThreadSanitizer's reports print (file:line of every frame; no inlined frames),
+# at much less compile time than -g.
+cmake -S . -B "$tsan" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG" \
+  -DCELL_SANITIZE=thread -DCELL_BUILD_BENCH=OFF
+cmake --build "$tsan" -j "$jobs" --target concurrency_tests
 # At most two at a time: whole-cluster tests slowed by ThreadSanitizer starve each other when many run at once.
 TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" ctest --test-dir "$tsan" --output-on-failure -L concurrency \
   -j "$((jobs < 2 ? jobs : 2))"
 
 seconds=${CELL_FUZZ_SECONDS:-60}
 stage "libFuzzer: the RPC frame decoder and the store's request handler, ${seconds} s each ($fuzz)"
-finish_build "$fuzz_build" "$fuzz/background-build.log" libFuzzer
+cmake -S . -B "$fuzz" -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DCELL_FUZZ=ON -DCELL_BUILD_TESTS=OFF -DCELL_BUILD_BENCH=OFF
+cmake --build "$fuzz" -j "$jobs" --target rpc_frame_fuzz store_request_fuzz store_request_fuzz_planted
 mkdir -p "$fuzz/corpus" "$fuzz/store-corpus"
 # The two fuzzers run side by side (one core each); the stage fails if either finds anything.
 "$fuzz/bin/rpc_frame_fuzz" -max_total_time="$seconds" -print_final_stats=1 \
