@@ -23,8 +23,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using Pairs = std::vector<std::pair<std::string, std::string>>;
 
-double Uniform01(std::mt19937_64& rng) { return std::uniform_real_distribution<double>(0, 1)(rng); }
-
 // Whether `pairs` are exactly accounts first .. first + count - 1, each a balance of at least 0: "" and their sum in
 // *sum, or what is wrong. Each account's tag goes to `history` (if not null), up to the first that is wrong.
 std::string SumOf(const Bank& bank, const Pairs& pairs, uint64_t first, uint64_t count, int64_t* sum,

@@ -27,8 +27,6 @@ uint64_t Fnv64(uint64_t v) {
   }
   return h;
 }
-
-double Uniform01(std::mt19937_64& rng) { return std::uniform_real_distribution<double>(0, 1)(rng); }
 }  // namespace
 
 ZipfianGenerator::ZipfianGenerator(uint64_t n, double theta) : n_(std::max<uint64_t>(n, 1)), theta_(theta) {

@@ -26,6 +26,9 @@
 
 namespace cell::bench {
 
+// A uniform draw from [0, 1).
+inline double Uniform01(std::mt19937_64& rng) { return std::uniform_real_distribution<double>(0, 1)(rng); }
+
 // YCSB's Zipfian generator (after Gray et al., SIGMOD'94): ranks 0..n-1, rank 0 the most popular, P(rank k) close to
 // (1 / (k + 1)^theta) / zeta(n, theta).
 class ZipfianGenerator {

@@ -44,7 +44,8 @@ TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" ctest --test-dir "$tsan" 
 
 seconds=${CELL_FUZZ_SECONDS:-60}
 stage "libFuzzer: the RPC frame decoder and the store's request handler, ${seconds} s each ($fuzz)"
-cmake -S . -B "$fuzz" -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DCELL_FUZZ=ON -DCELL_BUILD_TESTS=OFF -DCELL_BUILD_BENCH=OFF
+cmake -S . -B "$fuzz" -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DCELL_FUZZ=ON -DCELL_BUILD_TESTS=OFF -DCELL_BUILD_BENCH=OFF \
+  -DCMAKE_UNITY_BUILD=OFF
 cmake --build "$fuzz" -j "$jobs" --target rpc_frame_fuzz store_request_fuzz store_request_fuzz_planted
 mkdir -p "$fuzz/corpus" "$fuzz/store-corpus"
 # The two fuzzers run side by side (one core each); the stage fails if either finds anything.

@@ -17,8 +17,6 @@
 namespace cell::rpc {
 namespace {
 
-constexpr size_t kReceiveChunk = 64 * 1024;
-
 // The calling thread's holds (BeginHoldingSends), and the channels it queued requests on since it last flushed.
 thread_local int hold_depth = 0;
 thread_local std::vector<std::shared_ptr<SocketChannel::HeldRef>> held;

@@ -23,7 +23,6 @@
 namespace cell::rpc {
 namespace {
 
-constexpr size_t kReceiveChunk = 64 * 1024;
 constexpr int kMaxReceivesPerTurn = 8;  // then the connection goes to the back of the queue (fairness)
 // A connection whose unsent replies exceed this is not served further (its buffered requests wait, nothing more is
 // read) until they drain: a few bytes of pipelined read requests must not make the server allocate gigabytes.

@@ -4,6 +4,7 @@
 
 #include <sys/types.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -33,6 +34,9 @@ Status ReceiveFrameBy(int fd, FrameDecoder& decoder, Clock::time_point deadline,
 Status SendWithDescriptor(int fd, std::string_view bytes, int fd_to_pass, Clock::time_point deadline);
 // Receives exactly `length` bytes and, if one arrived with them, a descriptor (-1 otherwise).
 Status ReceiveWithDescriptor(int fd, char* out, size_t length, int* received_fd, Clock::time_point deadline);
+
+// How much a receive asks the kernel for at a time (more when a frame being decoded needs it).
+inline constexpr size_t kReceiveChunk = 64 * 1024;
 
 // Sends (*out)[*sent..] without blocking, advancing *sent; once everything is sent, empties *out and zeroes *sent.
 // False if the socket failed (true when it merely would block).
