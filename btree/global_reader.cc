@@ -162,10 +162,11 @@ Status GlobalReader::Scan(std::string_view start, std::string_view end, size_t l
       if (!Successor(out->back().key, &after_last)) return Status::OK();  // the last possible key was returned
       if (CompareKeys(after_last, next) > 0) next = std::move(after_last);
     }
-    // `next` may equal `from`: the meganode split after Locate, so the scan met a cut at once. Locate again (the
-    // header that sends it right was published before the cut).
-    if (CompareKeys(next, from) < 0) return Status::Corruption("a meganode's max does not advance a scan");
-    from = std::move(next);
+    // `next` may not lie above `from`: the meganode split after Locate, and the scan met the cut at once, or found
+    // nothing from `from` on and then read the new max, which may lie below `from`. Either way the rest begins at
+    // `from`, in a meganode to the right: Locate it again (the header that sends it right was published before the
+    // cut). Every pass moves `from` up or meets a split, so kMaxSteps bounds the loop.
+    if (CompareKeys(next, from) > 0) from = std::move(next);
   }
   return TooManySteps();
 }

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <functional>
 #include <future>
 #include <map>
 #include <random>
@@ -130,6 +131,70 @@ TEST(GlobalTree, AModelAgreesThroughDozensOfMeganodeSplits) {
       ++r;
     }
   }
+}
+
+// A source that runs `hook` just before its `hook_at`-th fetch (Fetch or FetchHeader, counted from 1) and passes every
+// call on to `inner`: a test puts a write between two of a reader's steps.
+class HookedSource final : public btree::NodeSource {
+ public:
+  explicit HookedSource(btree::NodeSource* inner) : inner_(inner) {}
+  Status Fetch(GlobalPtr p, btree::NodeHandle* h) override {
+    Tick();
+    return inner_->Fetch(p, h);
+  }
+  Status FetchHeader(GlobalPtr p, btree::NodeHandle* h) override {
+    Tick();
+    return inner_->FetchHeader(p, h);
+  }
+  bool Validate(const btree::NodeHandle& h) override { return inner_->Validate(h); }
+  Status ReadWords(GlobalPtr p, size_t words, uint64_t* dst) override { return inner_->ReadWords(p, words, dst); }
+  void Forget(GlobalPtr p) override { inner_->Forget(p); }
+
+  int fetches = 0;
+  int hook_at = 0;
+  std::function<void()> hook;
+
+ private:
+  void Tick() {
+    if (++fetches == hook_at && hook) hook();
+  }
+  btree::NodeSource* const inner_;
+};
+
+// A forward scan that finds nothing from its start to the end of the last meganode, which then splits below that
+// start before the scan reads the meganode's max to go on: the max it reads lies behind the scan. The scan must
+// locate its start again (in the new right meganode) and end normally, not report a corrupt tree.
+TEST(GlobalTree, AScanWhoseMeganodeSplitsBelowItsStartBeforeItReadsTheMaxLocatesAgain) {
+  auto tree = SmallTree();
+  ASSERT_NE(tree, nullptr);
+  int splits = 0;
+  tree->set_split_observer([&](const std::string&) { ++splits; });
+  uint64_t next = 0;
+  for (; splits < 3; ++next) ASSERT_TRUE(tree->Put(Key(next), "v").ok());  // a few meganodes
+  const std::string start = Key(1000000);  // above every key, now and after the hook's puts
+  btree::CopyingNodeSource copies(testing::RegionFetcher(&tree->regions(), /*shuffle=*/false));
+  // A dry run counts the scan's fetches; its last is the read of the last meganode's max (none: the scan ends).
+  HookedSource dry(&copies);
+  std::vector<btree::KeyValue> out;
+  ASSERT_TRUE(btree::GlobalReader(&dry, tree->first_meganode()).Scan(start, "", 10, &out).ok());
+  ASSERT_TRUE(out.empty());
+  // Again, with keys put just before that read until the last meganode splits (at a key below `start`).
+  HookedSource hooked(&copies);
+  hooked.hook_at = dry.fetches;
+  const int splits_before = splits;
+  hooked.hook = [&] {
+    for (int i = 0; splits == splits_before && i < 100000; ++i) ASSERT_TRUE(tree->Put(Key(next++), "v").ok());
+  };
+  Status s = btree::GlobalReader(&hooked, tree->first_meganode()).Scan(start, "", 10, &out);
+  ASSERT_GT(splits, splits_before) << "the hook did not split the last meganode";
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  EXPECT_TRUE(out.empty());
+  EXPECT_GT(hooked.fetches, dry.fetches) << "the scan did not go on after the split";
+  // And a scan from the last key before `start` finds exactly that key.
+  out.clear();
+  ASSERT_TRUE(btree::GlobalReader(&copies, tree->first_meganode()).Scan(Key(next - 1), "", 10, &out).ok());
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].key, Key(next - 1));
 }
 
 // Predecessor is Successor's inverse: no valid key lies strictly between a key and its predecessor.
