@@ -123,6 +123,7 @@ size_t GlobalTree::meganodes_in_use() const {
 
 StatusOr<GlobalTree::Mega*> GlobalTree::NewMeganode(const btree::MeganodeInfo& info) {
   size_t index = 0;
+  Mega* m = nullptr;
   {
     std::lock_guard lock(megas_mu_);
     while (index < megas_.size() && megas_[index] != nullptr) ++index;
@@ -131,17 +132,27 @@ StatusOr<GlobalTree::Mega*> GlobalTree::NewMeganode(const btree::MeganodeInfo& i
                                        " meganodes of the node region are in use");
     }
     megas_[index] = std::make_unique<Mega>();  // reserves the index; not reachable until a pointer to it is published
-    megas_[index]->generation = next_generation_++;
+    m = megas_[index].get();
+    m->generation = next_generation_++;
   }
-  Mega* m = megas_[index].get();
+  // Made aside, then handed to the Mega under megas_mu_: LocalLeafFor looks at every Mega under that lock, this one
+  // too while it is being made, and must find it either without a store or whole, sealed already if it is to be.
+  std::unique_ptr<Meganode> store;
+  std::unique_ptr<btree::BLinkTree> tree;
   Status made = [&]() -> Status {
     if (fault_) CELL_RETURN_IF_ERROR(fault_("new meganode"));
-    CELL_ASSIGN_OR_RETURN(m->store, Meganode::Create(node_region_.get(), index * meganode_bytes_, meganode_bytes_));
-    m->store->set_write_sink(write_sink_);
-    CELL_RETURN_IF_ERROR(btree::BLinkTree::Format(m->store.get(), info));
-    m->tree = std::make_unique<btree::BLinkTree>(m->store.get(), source_.get());
+    CELL_ASSIGN_OR_RETURN(store, Meganode::Create(node_region_.get(), index * meganode_bytes_, meganode_bytes_));
+    store->set_write_sink(write_sink_);
+    CELL_RETURN_IF_ERROR(btree::BLinkTree::Format(store.get(), info));
+    tree = std::make_unique<btree::BLinkTree>(store.get(), source_.get());
     return Status::OK();
   }();
+  {
+    std::lock_guard lock(megas_mu_);
+    m->sealed.store((info.state & btree::kFlagSealed) != 0, std::memory_order_release);
+    m->store = std::move(store);
+    m->tree = std::move(tree);
+  }
   if (!made.ok()) {
     ReleaseMeganode(m);  // nothing can point to it yet
     return made;

@@ -458,7 +458,8 @@ class GlobalTree {
   std::vector<std::unique_ptr<Mega>> graveyard_;  // abandoned meganodes: their places are free, the objects stay
   uint64_t next_generation_ = 1;                  // guarded by megas_mu_
   std::deque<uint64_t> abandoned_tokens_;         // AbandonCreated before any create (the last 1,024); megas_mu_
-  mutable std::mutex megas_mu_;                   // guards megas_ slots being filled
+  mutable std::mutex megas_mu_;                   // guards megas_ slots being filled, and a new Mega's store and tree
+                                                  // until NewMeganode returns it
   std::mutex token_mu_;                           // CreateSealed and AbandonCreated with tokens, one at a time
   Stats stats_;
   TreeRecovery recovery_;

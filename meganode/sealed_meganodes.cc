@@ -46,9 +46,8 @@ StatusOr<RemoteMeganode> GlobalTree::CreateSealed(const btree::MeganodeInfo& inf
     }
   }
   btree::MeganodeInfo sealed = info;
-  sealed.state = btree::kFlagSealed;  // in its header too, so that a restart keeps it sealed
-  CELL_ASSIGN_OR_RETURN(Mega * m, NewMeganode(sealed));
-  m->sealed.store(true, std::memory_order_release);  // before anyone can know its pointer
+  sealed.state = btree::kFlagSealed;                     // in its header too, so that a restart keeps it sealed
+  CELL_ASSIGN_OR_RETURN(Mega * m, NewMeganode(sealed));  // sealed before anyone can know its pointer
   {
     std::lock_guard lock(megas_mu_);
     m->token = token;
