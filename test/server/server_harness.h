@@ -76,7 +76,6 @@ inline std::vector<std::string> ServerKeyArgs() {
 }
 inline const std::string& ClientKeyFile() { return TestKeys::Get().client_file; }
 
-// A Unix socket path for an shm listener, unique to this test process.
 // Waits until the servers' background splits are over: their count of meganode splits unchanged for a second, polled
 // every 20 ms (a condition with a deadline, not a timed wait). False if they were still splitting at `timeout`.
 inline bool WaitForSplitsToSettle(Client& client, std::chrono::seconds timeout = std::chrono::seconds(30)) {
@@ -102,6 +101,7 @@ inline bool WaitForSplitsToSettle(Client& client, std::chrono::seconds timeout =
   return true;
 }
 
+// A Unix socket path for an shm listener, unique to this test process.
 inline std::string ShmPath(std::string_view name) {
   return fmt::format("{}/cell-test-{}-{}.sock", ::testing::TempDir(), getpid(), name);
 }
