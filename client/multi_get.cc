@@ -69,7 +69,7 @@ class StoreClient::MultiGetRounds {
       client_.stats_.server_searches.fetch_add(chunk.size(), std::memory_order_relaxed);
       client_.StartRequest(
           StoreMethod::STORE_MULTI_GET, /*idempotent=*/true, /*follow=*/false, at_[chunk[0]], deadline_,
-          [this, &chunk](const Route& route, GlobalPtr) {
+          [this, &chunk](const Route& route, GlobalPtr, std::string* out) {
             cell::proto::MultiGetRequest request;
             request.mutable_target()->set_region(route.entry.region);
             request.mutable_target()->set_epoch(route.entry.epoch);
@@ -77,7 +77,7 @@ class StoreClient::MultiGetRounds {
               request.add_keys(keys_[i]);
               request.add_meganodes(at_[i].region == route.entry.region ? at_[i].Pack() : 0);
             }
-            return request.SerializeAsString();
+            request.SerializeToString(out);
           },
           [this, &chunk, &again, &left](const Status& status, cell::proto::StoreReply* reply) {
             std::lock_guard lock(mu_);

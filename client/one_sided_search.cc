@@ -394,7 +394,7 @@ Status StoreClient::ScanServerSide(std::string_view start, std::string_view end,
     cell::proto::StoreReply reply;
     CELL_RETURN_IF_ERROR(RunRequest(
         StoreMethod::STORE_SCAN, /*idempotent=*/true, /*follow=*/false, at, deadline,
-        [&from, &upper, want, &began, mode](const Route& route, GlobalPtr begin) {
+        [&from, &upper, want, &began, mode](const Route& route, GlobalPtr begin, std::string* out) {
           began = begin;
           cell::proto::ScanRequest request;
           request.mutable_target()->set_region(route.entry.region);
@@ -406,7 +406,7 @@ Status StoreClient::ScanServerSide(std::string_view start, std::string_view end,
           request.set_with_meta(mode.report_locks);
           request.set_reverse(mode.reverse);
           request.set_keys_only(mode.keys_only);
-          return request.SerializeAsString();
+          request.SerializeToString(out);
         },
         &reply));
     for (auto& kv : *reply.mutable_pairs()) {
@@ -479,14 +479,14 @@ Status StoreClient::ApproximateSize(std::string_view start, std::string_view end
     cell::proto::StoreReply reply;
     CELL_RETURN_IF_ERROR(RunRequest(
         StoreMethod::STORE_APPROXIMATE_SIZE, /*idempotent=*/true, /*follow=*/false, at, deadline,
-        [&from, end](const Route& route, GlobalPtr begin) {
+        [&from, end](const Route& route, GlobalPtr begin, std::string* out) {
           cell::proto::ScanRequest request;
           request.mutable_target()->set_region(route.entry.region);
           request.mutable_target()->set_epoch(route.entry.epoch);
           request.set_start(from);
           request.set_end(std::string(end));
           request.set_meganode(begin.Pack());
-          return request.SerializeAsString();
+          request.SerializeToString(out);
         },
         &reply));
     out->keys += reply.size_keys();

@@ -4,6 +4,7 @@
 
 #include <future>
 #include <optional>
+#include <string>
 #include <utility>
 
 #include "client/store_client.h"
@@ -14,6 +15,12 @@
 namespace cell::client {
 
 using cell::proto::StoreMethod;
+
+namespace {
+// A thread reuses its request buffer and messages (below) up to this size; a larger request or reply frees what it
+// used, so that one big value does not stay allocated in every thread that once carried it.
+constexpr size_t kReusedBytes = size_t{64} << 10;
+}  // namespace
 
 Status StoreClient::Attempts::GoOn(GlobalPtr next) {
   if (++hops_ < 256) {
@@ -130,16 +137,26 @@ StoreClient::BuildRequest StoreClient::KeyRequestFor(std::string_view key, const
   // redirect's) asks for the range of the leaf meganode that answers, so that the next operation on the key begins
   // there.
   return [key = std::string(key), value = value != nullptr ? std::optional<std::string>(*value) : std::nullopt, cached,
-          fill = std::move(fill)](const Route& route, GlobalPtr start) {
-    cell::proto::KeyRequest request;
+          fill = std::move(fill)](const Route& route, GlobalPtr start, std::string* out) {
+    // A plain get, put or delete sets every field it uses below, and only it uses this thread's `plain` message, so
+    // that message is reused as it stands: its key and value keep their memory and its target stays allocated (Clear
+    // would free it). A filled request (a transaction's step) sets other fields too: a fresh message.
+    thread_local cell::proto::KeyRequest plain;
+    cell::proto::KeyRequest filled;
+    cell::proto::KeyRequest& request = fill ? filled : plain;
     if (fill) fill(&request);
     request.mutable_target()->set_region(route.entry.region);
     request.mutable_target()->set_epoch(route.entry.epoch);
     request.set_key(key);
-    if (value) request.set_value(*value);
+    if (value) {
+      request.set_value(*value);
+    } else if (!fill) {
+      request.clear_value();  // a put's, before; a filled request may have set its own
+    }
     request.set_meganode(start.Pack());
     request.set_want_range(!start.is_null() && !(start == cached));
-    return request.SerializeAsString();
+    request.SerializeToString(out);
+    if (value && value->size() > kReusedBytes) std::string().swap(*request.mutable_value());
   };
 }
 
@@ -176,15 +193,57 @@ void StoreClient::Step(const std::shared_ptr<RequestOp>& op) {
 }
 
 void StoreClient::Send(const std::shared_ptr<RequestOp>& op, const Route& route, rpc::Connection* connection) {
+  // The request is built in this thread's buffer (Call copies it before it returns). The buffer is taken while in
+  // use, so a request started by a callback that Call runs builds in one of its own.
+  thread_local std::string buffer;
+  std::string request = std::move(buffer);
+  op->build(route, op->tries.at(), &request);
   // The callback holds the connection only by pointer (alive while its callbacks run): dropping its last reference
   // from its own thread would destroy it there. The client's map keeps it; the destructor closes it first.
   connection->Call(
-      op->method, op->build(route, op->tries.at()),
+      op->method, request,
       [this, op, route, connection](const Status& status, std::string_view response) {
         OnReply(op, route, connection, status, response);
       },
       std::chrono::duration_cast<std::chrono::microseconds>(Remaining(op->tries.deadline())));
+  if (request.capacity() <= kReusedBytes) buffer = std::move(request);
 }
+
+namespace {
+// The thread's reply message, lent to one OnReply at a time: its strings (the value above all) keep their memory from
+// one reply to the next. A reply handled while the thread's message is lent (inside another reply's callback) gets a
+// message of its own. After a reply of more than kReusedBytes the thread's message is made afresh.
+class LentReply {
+ public:
+  explicit LentReply(size_t bytes) : big_(bytes > kReusedBytes) {
+    if (!home_.lent) {
+      home_.lent = true;
+      reply_ = &home_.reply;
+    } else {
+      reply_ = &own_.emplace();
+    }
+  }
+  ~LentReply() {
+    if (reply_ != &home_.reply) return;
+    if (big_) home_.reply = cell::proto::StoreReply();
+    home_.lent = false;
+  }
+  LentReply(const LentReply&) = delete;
+  LentReply& operator=(const LentReply&) = delete;
+  cell::proto::StoreReply& operator*() { return *reply_; }
+
+ private:
+  struct Home {
+    cell::proto::StoreReply reply;
+    bool lent = false;
+  };
+  static thread_local Home home_;
+  const bool big_;
+  cell::proto::StoreReply* reply_;
+  std::optional<cell::proto::StoreReply> own_;
+};
+thread_local LentReply::Home LentReply::home_;
+}  // namespace
 
 void StoreClient::OnReply(const std::shared_ptr<RequestOp>& op, const Route& route, rpc::Connection* connection,
                           const Status& status, std::string_view response) {
@@ -206,7 +265,8 @@ void StoreClient::OnReply(const std::shared_ptr<RequestOp>& op, const Route& rou
     if (status.IsUnavailable()) return Retry(op, status);  // fenced for now
     return op->done(status, nullptr);
   }
-  cell::proto::StoreReply reply;
+  LentReply lent(response.size());
+  cell::proto::StoreReply& reply = *lent;
   if (!reply.ParseFromArray(response.data(), static_cast<int>(response.size()))) {
     return op->done(
         Status::Corruption(fmt::format("malformed reply ({} bytes) from server {}", response.size(), route.owner().id)),

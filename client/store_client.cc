@@ -146,17 +146,13 @@ StatusOr<std::unique_ptr<rpc::Connection>> StoreClient::Dial(const membership::S
       fmt::format("cannot reach server {}: {}", server.id, connection.status().message()));
 }
 
-void StoreClient::ConnectAsync(std::shared_ptr<const membership::ServerInfo> server, Deadline deadline,
-                               ConnectDone done) {
-  if (closing_.load(std::memory_order_acquire)) return done(Status::Unavailable("the client is closing"));
-  const uint64_t id = server->id;
-  connections_.GetAsync(
-      id, [this, server = std::move(server), deadline] { return Dial(*server, deadline); }, std::move(done));
+StatusOr<std::shared_ptr<rpc::Connection>> StoreClient::Closing() {
+  return Status::Unavailable("the client is closing");
 }
 
 StatusOr<std::shared_ptr<rpc::Connection>> StoreClient::ConnectionTo(
     std::shared_ptr<const membership::ServerInfo> server, Deadline deadline) {
-  if (closing_.load(std::memory_order_acquire)) return Status::Unavailable("the client is closing");
+  if (closing_.load(std::memory_order_acquire)) return Closing();
   const uint64_t id = server->id;
   return connections_.Get(id, [this, server = std::move(server), deadline] { return Dial(*server, deadline); });
 }

@@ -188,8 +188,9 @@ class StoreClient {
   struct RequestOp;
   // MultiGet's rounds of STORE_MULTI_GET requests (client/multi_get.cc).
   class MultiGetRounds;
-  // Makes the request for an attempt at `route`'s owner, beginning at meganode `start` (null: the root).
-  using BuildRequest = std::function<std::string(const Route& route, GlobalPtr start)>;
+  // Makes the request for an attempt at `route`'s owner, beginning at meganode `start` (null: the root), into *out
+  // (which it replaces; a buffer the sending thread reuses, so that a request allocates nothing for its bytes).
+  using BuildRequest = std::function<void(const Route& route, GlobalPtr start, std::string* out)>;
   using RequestDone = std::function<void(const Status& status, cell::proto::StoreReply* reply)>;
   // Starts one at `start`: `done` runs exactly once, with the reply (OK) or the final error. `follow`: a reply's
   // `elsewhere` is followed (key operations); otherwise it is the reply (a scan's page).
@@ -237,12 +238,21 @@ class StoreClient {
   // the leaf meganode the reply names, if any.
   GlobalPtr NextFrom(const cell::proto::StoreReply& reply);
 
-  using ConnectDone = std::function<void(const StatusOr<std::shared_ptr<rpc::Connection>>& connection)>;
-  // The connection to `server`: at once if a healthy one is open; else `done` runs on the thread that makes one
-  // (started for the first caller; later callers wait for the same). PermissionDenied if the server refused the
-  // key; Unavailable if it could not be reached within what is left of `deadline` and at most kConnectTimeout.
-  // `server` is shared (a Route's), so that the fast path copies no addresses.
-  void ConnectAsync(std::shared_ptr<const membership::ServerInfo> server, Deadline deadline, ConnectDone done);
+  // The connection to `server`: `done` (void(const StatusOr<std::shared_ptr<rpc::Connection>>&)) runs at once if a
+  // healthy one is open; else on the thread that makes one (started for the first caller; later callers wait for the
+  // same). PermissionDenied if the server refused the key; Unavailable if it could not be reached within what is left
+  // of `deadline` and at most kConnectTimeout. `server` is shared (a Route's), so that the fast path copies no
+  // addresses, and `done` becomes a std::function only off the fast path.
+  template <typename DoneFn>
+  void ConnectAsync(std::shared_ptr<const membership::ServerInfo> server, Deadline deadline, DoneFn&& done) {
+    if (closing_.load(std::memory_order_acquire)) return done(Closing());
+    const uint64_t id = server->id;
+    connections_.GetAsync(
+        id, [this, server = std::move(server), deadline] { return Dial(*server, deadline); },
+        std::forward<DoneFn>(done));
+  }
+  // What ConnectAsync and ConnectionTo answer once the client is closing.
+  static StatusOr<std::shared_ptr<rpc::Connection>> Closing();
   // The same, waited for (not on a transport thread).
   StatusOr<std::shared_ptr<rpc::Connection>> ConnectionTo(std::shared_ptr<const membership::ServerInfo> server,
                                                           Deadline deadline);

@@ -36,11 +36,14 @@ class ConnectionCache {
 
   // Calls `done` with `server`'s healthy cached connection, or else once a connection made by `dial` (any callable
   // a Dial can hold; or by a dial already under way for that server) is there, or with its error. Unavailable once
-  // closed. The cached connection is the fast path: `dial` is not even copied then.
-  template <typename DialFn>
-  void GetAsync(uint64_t server, DialFn&& dial, Done done) {
-    if (std::shared_ptr<Connection> cached = Cached(server)) return done(cached);
-    Dialing(server, Dial(std::forward<DialFn>(dial)), std::move(done));
+  // closed. The cached connection is the fast path: neither `dial` nor `done` (any callable a Done can hold) is
+  // copied into a std::function then.
+  template <typename DialFn, typename DoneFn>
+  void GetAsync(uint64_t server, DialFn&& dial, DoneFn&& done) {
+    if (std::shared_ptr<Connection> cached = Cached(server)) {
+      return done(StatusOr<std::shared_ptr<Connection>>(std::move(cached)));
+    }
+    Dialing(server, Dial(std::forward<DialFn>(dial)), Done(std::forward<DoneFn>(done)));
   }
   // The same, waiting for it. Not on a connecting thread.
   template <typename DialFn>

@@ -133,8 +133,9 @@ struct ConnectOptions {
 class Connection {
  public:
   virtual ~Connection() = default;  // closes the connection
-  // Sends `request` to the server's handler as `method`. A request over the message limit fails at once with
-  // InvalidArgument; no answer within `timeout` (0: the default) fails with DeadlineExceeded.
+  // Sends `request` to the server's handler as `method`; its bytes are copied (or sent) before Call returns, so the
+  // caller may reuse them. A request over the message limit fails at once with InvalidArgument; no answer within
+  // `timeout` (0: the default) fails with DeadlineExceeded.
   virtual void Call(uint16_t method, std::string_view request, RpcCallback done,
                     std::chrono::microseconds timeout = std::chrono::microseconds{0}) = 0;
   // Copies `length` bytes at `remote` on the server into `dest` (which must stay valid until `done` runs). A read

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "cell/client.h"
+#include "cell/limits.h"
 #include "rpc/proto/store.pb.h"
 #include "rpc/transport.h"
 #include "test/linearizability.h"
@@ -552,6 +553,64 @@ TEST(Store, ManyAsynchronousOperationsInFlightFromOneThread) {
     }
   }
   for (int i = 0; i < 500; ++i) ASSERT_EQ(completions[i].load(), 1) << "operation " << i;
+}
+
+// The client builds requests in a buffer and parses replies into a message that each thread reuses, and frees what a
+// request or reply over 64 KiB used. Values of very different sizes, put and read in turn, each from the callback of
+// the one before (so on the transport's thread, where the replies are parsed), must come back byte for byte.
+TEST(Store, ValuesOfMixedSizesPutAndReadInTurnFromCallbacksComeBackExactly) {
+  RunningServer server = StartEmbedded("mixed-sizes", {});
+  ASSERT_FALSE(server.ready.empty());
+  auto client = OpenClient(server.uris[0], "server", "shm");
+  ASSERT_NE(client, nullptr);
+  // Big (over 64 KiB), small, and in between; distinct bytes, so that a value left over from another reply shows.
+  const std::vector<std::string> values = {
+      std::string(200 << 10, 'B'), "s", std::string(40 << 10, 'm'), std::string(kMaxValueSize, 'X'), "t",
+      std::string(70 << 10, 'b'),  ""};
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<std::string> failures;
+  bool finished = false;
+  // Step i: put values[i] (even rounds) or read it back (odd rounds), then start step i + 1 from the callback.
+  std::function<void(size_t)> step = [&](size_t i) {
+    const size_t n = values.size();
+    if (i == 2 * n) {
+      std::lock_guard lock(mu);
+      finished = true;
+      cv.notify_all();
+      return;
+    }
+    const std::string key = fmt::format("mixed-{}", i % n);
+    if (i < n) {
+      client->PutAsync(key, values[i], [&, i, key](const Status& s) {
+        if (!s.ok()) {
+          std::lock_guard lock(mu);
+          failures.push_back(fmt::format("put {}: {}", key, s.ToString()));
+        }
+        step(i + 1);
+      });
+    } else {
+      client->GetAsync(key, [&, i, key, want = values[i % n]](const Status& s, std::string_view value) {
+        if (!s.ok() || value != want) {
+          std::lock_guard lock(mu);
+          failures.push_back(
+              fmt::format("get {}: {}, {} bytes (want {})", key, s.ToString(), value.size(), want.size()));
+        }
+        step(i + 1);
+      });
+    }
+  };
+  step(0);
+  std::unique_lock lock(mu);
+  ASSERT_TRUE(cv.wait_for(lock, 60s, [&] { return finished; }));
+  EXPECT_TRUE(failures.empty()) << failures.front();
+  lock.unlock();
+  // And synchronously, from this thread, in the opposite order.
+  for (size_t i = values.size(); i-- > 0;) {
+    std::string value;
+    ASSERT_TRUE(client->Get(fmt::format("mixed-{}", i), &value).ok()) << i;
+    EXPECT_EQ(value, values[i]) << i;
+  }
 }
 
 // Concurrent clients, by server-side and client-side search, on a few keys while meganodes split around them:
