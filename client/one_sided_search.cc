@@ -518,7 +518,6 @@ Status StoreClient::GetWithMeta(std::string_view key, Side side, std::string* va
   CELL_RETURN_IF_ERROR(RunKeyStep(
       StoreMethod::STORE_GET, /*idempotent=*/true, key,
       [](cell::proto::KeyRequest* request) { request->set_with_meta(true); }, deadline, &reply));
-  if (!reply.found()) return Status::NotFound(fmt::format("no key '{}'", key));
   *value = std::move(*reply.mutable_value());
   *meta = btree::RecordMeta{reply.version(), reply.checksum(), reply.locked()};
   return Status::OK();

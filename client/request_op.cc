@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <variant>
 
 #include "client/store_client.h"
 #include "client/store_client_internal.h"
@@ -90,32 +91,32 @@ GlobalPtr StoreClient::NextFrom(const cell::proto::StoreReply& reply) {
 
 struct StoreClient::RequestOp {
   RequestOp(uint16_t method, bool idempotent, bool follow, GlobalPtr start, Deadline deadline,
-            std::chrono::milliseconds timeout, BuildRequest build, RequestDone done)
+            std::chrono::milliseconds timeout, Request request, RequestDone done)
       : method(method),
         idempotent(idempotent),
         follow(follow),
-        build(std::move(build)),
+        request(std::move(request)),
         tries(deadline, start, timeout),
         done(std::move(done)) {}
   const uint16_t method;
   const bool idempotent;  // may be sent again after its connection died (a write may have been applied: it is not)
   const bool follow;      // goes on to the meganode a reply's `elsewhere` names (a scan's caller does that itself)
-  const BuildRequest build;
+  const Request request;
   Attempts tries;  // touched by one step at a time: each step starts the next
   const RequestDone done;
 };
 
 void StoreClient::StartRequest(uint16_t method, bool idempotent, bool follow, GlobalPtr start, Deadline deadline,
-                               BuildRequest build, RequestDone done) {
-  Step(std::make_shared<RequestOp>(method, idempotent, follow, start, deadline, options_.timeout, std::move(build),
+                               Request request, RequestDone done) {
+  Step(std::make_shared<RequestOp>(method, idempotent, follow, start, deadline, options_.timeout, std::move(request),
                                    std::move(done)));
 }
 
 Status StoreClient::RunRequest(uint16_t method, bool idempotent, bool follow, GlobalPtr start, Deadline deadline,
-                               BuildRequest build, cell::proto::StoreReply* reply) {
+                               Request request, cell::proto::StoreReply* reply) {
   std::promise<Status> promise;
   auto future = promise.get_future();
-  StartRequest(method, idempotent, follow, start, deadline, std::move(build),
+  StartRequest(method, idempotent, follow, start, deadline, std::move(request),
                [&promise, reply](const Status& status, cell::proto::StoreReply* answer) {
                  if (answer != nullptr) *reply = std::move(*answer);
                  promise.set_value(status);
@@ -131,33 +132,35 @@ void StoreClient::StartKeyOp(uint16_t method, bool idempotent, std::string_view 
                std::move(done));
 }
 
-StoreClient::BuildRequest StoreClient::KeyRequestFor(std::string_view key, const std::string_view* value,
-                                                     GlobalPtr cached, FillRequest fill) {
+StoreClient::KeyRequest StoreClient::KeyRequestFor(std::string_view key, const std::string_view* value,
+                                                   GlobalPtr cached, FillRequest fill) {
+  return KeyRequest{std::string(key), value != nullptr ? std::optional<std::string>(*value) : std::nullopt, cached,
+                    std::move(fill)};
+}
+
+void StoreClient::BuildKeyRequest(const KeyRequest& spec, const Route& route, GlobalPtr start, std::string* out) {
   // `cached`: the meganode the path cache gave for the key, where the first attempt begins; any other start (a
   // redirect's) asks for the range of the leaf meganode that answers, so that the next operation on the key begins
   // there.
-  return [key = std::string(key), value = value != nullptr ? std::optional<std::string>(*value) : std::nullopt, cached,
-          fill = std::move(fill)](const Route& route, GlobalPtr start, std::string* out) {
-    // A plain get, put or delete sets every field it uses below, and only it uses this thread's `plain` message, so
-    // that message is reused as it stands: its key and value keep their memory and its target stays allocated (Clear
-    // would free it). A filled request (a transaction's step) sets other fields too: a fresh message.
-    thread_local cell::proto::KeyRequest plain;
-    cell::proto::KeyRequest filled;
-    cell::proto::KeyRequest& request = fill ? filled : plain;
-    if (fill) fill(&request);
-    request.mutable_target()->set_region(route.entry.region);
-    request.mutable_target()->set_epoch(route.entry.epoch);
-    request.set_key(key);
-    if (value) {
-      request.set_value(*value);
-    } else if (!fill) {
-      request.clear_value();  // a put's, before; a filled request may have set its own
-    }
-    request.set_meganode(start.Pack());
-    request.set_want_range(!start.is_null() && !(start == cached));
-    request.SerializeToString(out);
-    if (value && value->size() > kReusedBytes) std::string().swap(*request.mutable_value());
-  };
+  // A plain get, put or delete sets every field it uses below, and only it uses this thread's `plain` message, so that
+  // message is reused as it stands: its key and value keep their memory and its target stays allocated (Clear would
+  // free it). A filled request (a transaction's step) sets other fields too: a fresh message.
+  thread_local cell::proto::KeyRequest plain;
+  cell::proto::KeyRequest filled;
+  cell::proto::KeyRequest& request = spec.fill ? filled : plain;
+  if (spec.fill) spec.fill(&request);
+  request.mutable_target()->set_region(route.entry.region);
+  request.mutable_target()->set_epoch(route.entry.epoch);
+  request.set_key(spec.key);
+  if (spec.value) {
+    request.set_value(*spec.value);
+  } else if (!spec.fill) {
+    request.clear_value();  // a put's, before; a filled request may have set its own
+  }
+  request.set_meganode(start.Pack());
+  request.set_want_range(!start.is_null() && !(start == spec.cached));
+  request.SerializeToString(out);
+  if (spec.value && spec.value->size() > kReusedBytes) std::string().swap(*request.mutable_value());
 }
 
 void StoreClient::Step(const std::shared_ptr<RequestOp>& op) {
@@ -197,7 +200,11 @@ void StoreClient::Send(const std::shared_ptr<RequestOp>& op, const Route& route,
   // use, so a request started by a callback that Call runs builds in one of its own.
   thread_local std::string buffer;
   std::string request = std::move(buffer);
-  op->build(route, op->tries.at(), &request);
+  if (const KeyRequest* key = std::get_if<KeyRequest>(&op->request)) {
+    BuildKeyRequest(*key, route, op->tries.at(), &request);
+  } else {
+    std::get<BuildRequest>(op->request)(route, op->tries.at(), &request);
+  }
   // The callback holds the connection only by pointer (alive while its callbacks run): dropping its last reference
   // from its own thread would destroy it there. The client's map keeps it; the destructor closes it first.
   connection->Call(
@@ -291,6 +298,11 @@ void StoreClient::OnReply(const std::shared_ptr<RequestOp>& op, const Route& rou
     if (went.ok()) return Step(op);
     return Retry(op, went);
   }
+  if (const KeyRequest* key = std::get_if<KeyRequest>(&op->request);
+      key != nullptr && (op->method == StoreMethod::STORE_GET || op->method == StoreMethod::STORE_DELETE) &&
+      !reply.found()) {
+    return op->done(Status::NotFound(fmt::format("no key '{}'", key->key)), nullptr);
+  }
   op->done(Status::OK(), &reply);
 }
 
@@ -325,7 +337,6 @@ Status StoreClient::RunKeyStep(uint16_t method, bool idempotent, std::string_vie
 Status StoreClient::GetServerSide(std::string_view key, std::string* value, Deadline deadline) {
   cell::proto::StoreReply reply;
   CELL_RETURN_IF_ERROR(RunKey(StoreMethod::STORE_GET, /*idempotent=*/true, key, nullptr, deadline, &reply));
-  if (!reply.found()) return Status::NotFound(fmt::format("no key '{}'", key));
   *value = std::move(*reply.mutable_value());
   return Status::OK();
 }

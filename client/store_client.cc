@@ -217,9 +217,8 @@ void StoreClient::GetAsync(std::string_view key, GetCallback done) {
     };
   }
   StartKeyOp(StoreMethod::STORE_GET, /*idempotent=*/true, key, nullptr, NewDeadline(),
-             [done = std::move(done), k = std::string(key)](const Status& status, cell::proto::StoreReply* reply) {
-               if (!status.ok()) return done(status, {});
-               if (!reply->found()) return done(Status::NotFound(fmt::format("no key '{}'", k)), {});
+             [done = std::move(done)](const Status& status, cell::proto::StoreReply* reply) {
+               if (!status.ok()) return done(status, {});  // NotFound too (RequestOp's KeyRequest)
                done(Status::OK(), reply->value());
              });
 }
@@ -233,11 +232,7 @@ void StoreClient::PutAsync(std::string_view key, std::string_view value, DoneCal
 void StoreClient::DeleteAsync(std::string_view key, DoneCallback done) {
   if (Status s = CheckKeyValue(key, {}); !s.ok()) return done(s);
   StartKeyOp(StoreMethod::STORE_DELETE, /*idempotent=*/false, key, nullptr, NewDeadline(),
-             [done = std::move(done), k = std::string(key)](const Status& status, cell::proto::StoreReply* reply) {
-               if (!status.ok()) return done(status);
-               if (!reply->found()) return done(Status::NotFound(fmt::format("no key '{}'", k)));
-               done(Status::OK());
-             });
+             [done = std::move(done)](const Status& status, cell::proto::StoreReply*) { done(status); });
 }
 
 std::vector<StoreClient::StepResult> StoreClient::RunKeySteps(
@@ -306,9 +301,7 @@ Status StoreClient::Delete(std::string_view key) {
   CELL_RETURN_IF_ERROR(CheckKeyValue(key, {}));
   CELL_RETURN_IF_ERROR(CheckMayWait());
   cell::proto::StoreReply reply;
-  CELL_RETURN_IF_ERROR(RunKey(StoreMethod::STORE_DELETE, /*idempotent=*/false, key, nullptr, NewDeadline(), &reply));
-  if (!reply.found()) return Status::NotFound(fmt::format("no key '{}'", key));
-  return Status::OK();
+  return RunKey(StoreMethod::STORE_DELETE, /*idempotent=*/false, key, nullptr, NewDeadline(), &reply);
 }
 
 }  // namespace cell::client

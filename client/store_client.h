@@ -22,6 +22,7 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <variant>
 #include <vector>
 
 #include "btree/node_cache.h"
@@ -191,15 +192,26 @@ class StoreClient {
   // Makes the request for an attempt at `route`'s owner, beginning at meganode `start` (null: the root), into *out
   // (which it replaces; a buffer the sending thread reuses, so that a request allocates nothing for its bytes).
   using BuildRequest = std::function<void(const Route& route, GlobalPtr start, std::string* out)>;
+  // A key operation's request (KeyRequestFor): a get, put (`value`) or delete of `key`, or a transaction's step on it
+  // (`fill` sets the step's fields). Kept in the operation as it is and made into bytes by Send, so that the most
+  // common requests need no std::function of their own. `cached`: the key's leaf meganode in the path cache (null:
+  // none). A get or delete of a key that is not there completes with NotFound ("no key '<key>'").
+  struct KeyRequest {
+    std::string key;
+    std::optional<std::string> value;
+    GlobalPtr cached;
+    FillRequest fill;
+  };
+  using Request = std::variant<KeyRequest, BuildRequest>;
   using RequestDone = std::function<void(const Status& status, cell::proto::StoreReply* reply)>;
   // Starts one at `start`: `done` runs exactly once, with the reply (OK) or the final error. `follow`: a reply's
   // `elsewhere` is followed (key operations); otherwise it is the reply (a scan's page).
-  void StartRequest(uint16_t method, bool idempotent, bool follow, GlobalPtr start, Deadline deadline,
-                    BuildRequest build, RequestDone done);
+  void StartRequest(uint16_t method, bool idempotent, bool follow, GlobalPtr start, Deadline deadline, Request request,
+                    RequestDone done);
   // The synchronous form: starts it and waits; *reply is the answer. Not on a thread that must complete it (a
   // transport's, or this client's: CheckMayWait).
-  Status RunRequest(uint16_t method, bool idempotent, bool follow, GlobalPtr start, Deadline deadline,
-                    BuildRequest build, cell::proto::StoreReply* reply);
+  Status RunRequest(uint16_t method, bool idempotent, bool follow, GlobalPtr start, Deadline deadline, Request request,
+                    cell::proto::StoreReply* reply);
   // Its steps: route and connect; send; sort the reply; wait for the next attempt.
   void Step(const std::shared_ptr<RequestOp>& op);
   void Send(const std::shared_ptr<RequestOp>& op, const Route& route, rpc::Connection* connection);
@@ -211,9 +223,10 @@ class StoreClient {
                   Deadline deadline, RequestDone done);
   Status RunKey(uint16_t method, bool idempotent, std::string_view key, const std::string_view* value,
                 Deadline deadline, cell::proto::StoreReply* reply);
-  // `cached`: the key's leaf meganode in the path cache (null: none).
-  static BuildRequest KeyRequestFor(std::string_view key, const std::string_view* value, GlobalPtr cached,
-                                    FillRequest fill = nullptr);
+  static KeyRequest KeyRequestFor(std::string_view key, const std::string_view* value, GlobalPtr cached,
+                                  FillRequest fill = nullptr);
+  // `request`'s bytes for an attempt at `route`'s owner, beginning at `start`, into *out.
+  static void BuildKeyRequest(const KeyRequest& request, const Route& route, GlobalPtr start, std::string* out);
   // A scan's pages by RPC, from `cached` (the leaf meganode of the scan's first key, or null).
   Status ScanServerSide(std::string_view start, std::string_view end, size_t limit, btree::ScanMode mode,
                         GlobalPtr cached, Deadline deadline, std::vector<btree::KeyValue>* out);
