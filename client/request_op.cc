@@ -11,17 +11,12 @@
 #include "client/store_client.h"
 #include "client/store_client_internal.h"
 #include "common/key_limits.h"
+#include "common/lent.h"
 #include "rpc/proto/store.pb.h"
 
 namespace cell::client {
 
 using cell::proto::StoreMethod;
-
-namespace {
-// A thread reuses its request buffer and messages (below) up to this size; a larger request or reply frees what it
-// used, so that one big value does not stay allocated in every thread that once carried it.
-constexpr size_t kReusedBytes = size_t{64} << 10;
-}  // namespace
 
 Status StoreClient::Attempts::GoOn(GlobalPtr next) {
   if (++hops_ < 256) {
@@ -142,12 +137,12 @@ void StoreClient::BuildKeyRequest(const KeyRequest& spec, const Route& route, Gl
   // `cached`: the meganode the path cache gave for the key, where the first attempt begins; any other start (a
   // redirect's) asks for the range of the leaf meganode that answers, so that the next operation on the key begins
   // there.
-  // A plain get, put or delete sets every field it uses below, and only it uses this thread's `plain` message, so that
-  // message is reused as it stands: its key and value keep their memory and its target stays allocated (Clear would
+  // A plain get, put or delete sets every field it uses below, and only it uses the thread's lent `plain` message,
+  // which is reused as it stands: its key and value keep their memory and its target stays allocated (Clear would
   // free it). A filled request (a transaction's step) sets other fields too: a fresh message.
-  thread_local cell::proto::KeyRequest plain;
+  Lent<cell::proto::KeyRequest, struct PlainKeyRequest> plain;
   cell::proto::KeyRequest filled;
-  cell::proto::KeyRequest& request = spec.fill ? filled : plain;
+  cell::proto::KeyRequest& request = spec.fill ? filled : *plain;
   if (spec.fill) spec.fill(&request);
   request.mutable_target()->set_region(route.entry.region);
   request.mutable_target()->set_epoch(route.entry.epoch);
@@ -160,7 +155,7 @@ void StoreClient::BuildKeyRequest(const KeyRequest& spec, const Route& route, Gl
   request.set_meganode(start.Pack());
   request.set_want_range(!start.is_null() && !(start == spec.cached));
   request.SerializeToString(out);
-  if (spec.value && spec.value->size() > kReusedBytes) std::string().swap(*request.mutable_value());
+  if (spec.value && spec.value->size() > kLentKeepBytes) plain.Shrink();
 }
 
 void StoreClient::Step(const std::shared_ptr<RequestOp>& op) {
@@ -196,10 +191,9 @@ void StoreClient::Step(const std::shared_ptr<RequestOp>& op) {
 }
 
 void StoreClient::Send(const std::shared_ptr<RequestOp>& op, const Route& route, rpc::Connection* connection) {
-  // The request is built in this thread's buffer (Call copies it before it returns). The buffer is taken while in
-  // use, so a request started by a callback that Call runs builds in one of its own.
-  thread_local std::string buffer;
-  std::string request = std::move(buffer);
+  // The request is built in the thread's lent buffer (Call copies it before it returns).
+  Lent<std::string, struct RequestBytes> bytes;
+  std::string& request = *bytes;
   if (const KeyRequest* key = std::get_if<KeyRequest>(&op->request)) {
     BuildKeyRequest(*key, route, op->tries.at(), &request);
   } else {
@@ -213,44 +207,8 @@ void StoreClient::Send(const std::shared_ptr<RequestOp>& op, const Route& route,
         OnReply(op, route, connection, status, response);
       },
       std::chrono::duration_cast<std::chrono::microseconds>(Remaining(op->tries.deadline())));
-  if (request.capacity() <= kReusedBytes) buffer = std::move(request);
+  if (request.size() > kLentKeepBytes) bytes.Shrink();
 }
-
-namespace {
-// The thread's reply message, lent to one OnReply at a time: its strings (the value above all) keep their memory from
-// one reply to the next. A reply handled while the thread's message is lent (inside another reply's callback) gets a
-// message of its own. After a reply of more than kReusedBytes the thread's message is made afresh.
-class LentReply {
- public:
-  explicit LentReply(size_t bytes) : big_(bytes > kReusedBytes) {
-    if (!home_.lent) {
-      home_.lent = true;
-      reply_ = &home_.reply;
-    } else {
-      reply_ = &own_.emplace();
-    }
-  }
-  ~LentReply() {
-    if (reply_ != &home_.reply) return;
-    if (big_) home_.reply = cell::proto::StoreReply();
-    home_.lent = false;
-  }
-  LentReply(const LentReply&) = delete;
-  LentReply& operator=(const LentReply&) = delete;
-  cell::proto::StoreReply& operator*() { return *reply_; }
-
- private:
-  struct Home {
-    cell::proto::StoreReply reply;
-    bool lent = false;
-  };
-  static thread_local Home home_;
-  const bool big_;
-  cell::proto::StoreReply* reply_;
-  std::optional<cell::proto::StoreReply> own_;
-};
-thread_local LentReply::Home LentReply::home_;
-}  // namespace
 
 void StoreClient::OnReply(const std::shared_ptr<RequestOp>& op, const Route& route, rpc::Connection* connection,
                           const Status& status, std::string_view response) {
@@ -272,7 +230,9 @@ void StoreClient::OnReply(const std::shared_ptr<RequestOp>& op, const Route& rou
     if (status.IsUnavailable()) return Retry(op, status);  // fenced for now
     return op->done(status, nullptr);
   }
-  LentReply lent(response.size());
+  // The thread's reply message: its strings keep their memory from one reply to the next.
+  Lent<cell::proto::StoreReply, struct ClientReply> lent;
+  if (response.size() > kLentKeepBytes) lent.Shrink();
   cell::proto::StoreReply& reply = *lent;
   if (!reply.ParseFromArray(response.data(), static_cast<int>(response.size()))) {
     return op->done(

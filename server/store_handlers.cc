@@ -4,10 +4,13 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <string>
+#include <string_view>
 
 #include "btree/key.h"
 #include "cell/limits.h"
 #include "common/key_limits.h"
+#include "common/lent.h"
 #include "rpc/proto/store.pb.h"
 #include "server/store_service.h"
 
@@ -52,18 +55,21 @@ void BurnCpu(double microseconds) {
 
 Status AnswerGet(meganode::GlobalTree& tree, const proto::KeyRequest& request, GlobalPtr start,
                  proto::StoreReply* reply, btree::MeganodeRange* range) {
-  std::string value;
+  // Read straight into the reply (a worker's reply message keeps its value's memory: StoreService::Handle).
+  std::string* value = reply->mutable_value();
   GlobalPtr elsewhere;
   btree::RecordMeta meta;
-  Status s = tree.Get(request.key(), &value, start, &elsewhere, range, request.with_meta() ? &meta : nullptr);
-  if (!elsewhere.is_null()) {
-    reply->set_elsewhere(elsewhere.Pack());
-  } else if (s.ok()) {
+  Status s = tree.Get(request.key(), value, start, &elsewhere, range, request.with_meta() ? &meta : nullptr);
+  if (elsewhere.is_null() && s.ok()) {
     reply->set_found(true);
-    reply->set_value(std::move(value));
     reply->set_version(meta.version);
     reply->set_checksum(meta.checksum);
     reply->set_locked(meta.locked);
+    return Status::OK();
+  }
+  value->clear();
+  if (!elsewhere.is_null()) {
+    reply->set_elsewhere(elsewhere.Pack());
   } else if (!s.IsNotFound()) {
     return s;
   }
@@ -333,8 +339,12 @@ struct StoreService::StoreRequest {
   const proto::Target* target = nullptr;
   uint64_t packed_start = 0;  // the meganode the client begins at (0: the tree's first)
   GlobalPtr start;
+  bool want_range = false;  // a key request's
 
+  // Sets every field above that `method` uses (a worker reuses its StoreRequest: StoreService::Handle).
   bool Parse(std::string_view request, rpc::Responder& responder) {
+    packed_start = 0;
+    want_range = false;
     if (method == StoreMethod::STORE_SCAN || method == StoreMethod::STORE_APPROXIMATE_SIZE) {
       if (!ParseRequest(request, &scan_request, responder)) return false;
       target = &scan_request.target();
@@ -346,6 +356,7 @@ struct StoreService::StoreRequest {
       if (!ParseRequest(request, &key_request, responder)) return false;
       target = &key_request.target();
       packed_start = key_request.meganode();
+      want_range = key_request.want_range();
     }
     start = GlobalPtr::Unpack(packed_start);
     return true;
@@ -366,16 +377,22 @@ void StoreService::Handle(uint16_t method, std::string_view request, rpc::Respon
     }
     return HandlePeer(method, request, std::move(responder));
   }
-  StoreRequest r;
+  // This worker's request, reply and reply bytes (common/lent.h): their strings keep their memory from one request to
+  // the next, and a large one is made afresh after it.
+  Lent<StoreRequest, struct LentStoreRequest> lent_request;
+  StoreRequest& r = *lent_request;
+  if (request.size() > kLentKeepBytes) lent_request.Shrink();
   r.method = method;
   if (!r.Parse(request, responder) || !Admit(r, serving, responder)) return;
   // The leaf meganode that answered, for the client's path cache, unless it is the one the client began at (and it
   // did not ask).
   btree::MeganodeRange range;
-  const GlobalPtr known = r.key_request.want_range() ? GlobalPtr() : r.start;
+  const GlobalPtr known = r.want_range ? GlobalPtr() : r.start;
   range.meganode = known;
   if (search_cpu_us_ > 0) BurnCpu(search_cpu_us_);  // every method from here on searches the tree
-  proto::StoreReply reply;
+  Lent<proto::StoreReply, struct LentStoreReply> lent_reply;
+  proto::StoreReply& reply = *lent_reply;
+  reply.Clear();
   if (Status s = Answer(r, &reply, &range); !s.ok()) return responder.Fail(s);
   if (reply.elsewhere() != 0) redirects_.fetch_add(1, std::memory_order_relaxed);
   if (!range.meganode.is_null() && !(range.meganode == known)) {
@@ -383,7 +400,13 @@ void StoreService::Handle(uint16_t method, std::string_view request, rpc::Respon
     reply.set_leaf_min(std::move(range.min));
     reply.set_leaf_max(std::move(range.max));
   }
-  SendUnderLease(method, reply.SerializeAsString(), lease, std::move(responder));
+  Lent<std::string, struct LentReplyBytes> bytes;
+  reply.SerializeToString(&*bytes);
+  if (bytes->size() > kLentKeepBytes) {
+    lent_reply.Shrink();
+    bytes.Shrink();
+  }
+  SendUnderLease(method, *bytes, lease, std::move(responder));
 }
 
 std::string StoreService::Stats() const {
@@ -468,7 +491,7 @@ Status StoreService::Answer(const StoreRequest& r, proto::StoreReply* reply, btr
   }
 }
 
-void StoreService::SendUnderLease(uint16_t method, std::string reply, const std::function<Status()>* lease,
+void StoreService::SendUnderLease(uint16_t method, std::string_view reply, const std::function<Status()>* lease,
                                   rpc::Responder responder) {
   if (logger_ != nullptr && method == StoreMethod::TXN_APPLY) {
     // Durable before it is answered, whatever the durability: the transaction's primary is released only after every
@@ -479,7 +502,7 @@ void StoreService::SendUnderLease(uint16_t method, std::string reply, const std:
     // Acknowledged only once durable (sync), or at once (async: on disk within the flush interval). The reply waits
     // for the fdatasync on the log's committer thread; this worker goes on to its next request (group commit).
     logger_->CommitThen(
-        [this, lease, responder = std::move(responder), bytes = std::move(reply)](const Status& s) mutable {
+        [this, lease, responder = std::move(responder), bytes = std::string(reply)](const Status& s) mutable {
           if (!s.ok()) return responder.Fail(NotLogged(s));
           // Acknowledged only under a lease that is still valid now that the write is durable: a server that was paused
           // meanwhile past its session may have been taken over, and its client must not count this write as done.

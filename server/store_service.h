@@ -191,7 +191,7 @@ class StoreService {
   // Searches the tree for `r`, filling in `reply` and the leaf meganode's `range`.
   Status Answer(const StoreRequest& r, proto::StoreReply* reply, btree::MeganodeRange* range);
   // Sends `reply` if `lease` still allows it once the request's writes are durable (a write's waits for its commit).
-  void SendUnderLease(uint16_t method, std::string reply, const std::function<Status()>* lease,
+  void SendUnderLease(uint16_t method, std::string_view reply, const std::function<Status()>* lease,
                       rpc::Responder responder);
   // Refuses what `lease` no longer allows (and regions lost meanwhile): Unavailable, for the client to retry.
   Status MayAnswer(const std::function<Status()>* lease) const;

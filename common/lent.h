@@ -1,0 +1,61 @@
+// Lent: the calling thread's own object of a type, lent to one scope at a time, so that a path run per request reuses
+// the memory the object holds instead of allocating it afresh (a protobuf message keeps its strings' capacity when it
+// is cleared or parsed into again). A scope that asks while the thread's object is lent (a re-entrant call) gets a
+// fresh object of its own. `Tag` keeps the objects of different users apart.
+//
+// Whatever a user leaves in the object is still there for the next one: each user must set or clear every field it
+// relies on (parsing a protobuf message clears it first). After a use that made the object large, Shrink() has it
+// made afresh when it is given back, so that one big request does not stay allocated in every thread that served it.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+
+namespace cell {
+
+// Above this size (a request's or reply's bytes, say), a user should Shrink its object.
+inline constexpr size_t kLentKeepBytes = size_t{64} << 10;
+
+template <typename T, typename Tag>
+class Lent {
+ public:
+  Lent() {
+    Home& home = ThisThread();
+    if (!home.lent) {
+      home.lent = true;
+      home_ = &home;
+      object_ = &home.object;
+    } else {
+      object_ = &own_.emplace();
+    }
+  }
+  ~Lent() {
+    if (home_ == nullptr) return;
+    if (shrink_) home_->object = T();
+    home_->lent = false;
+  }
+  Lent(const Lent&) = delete;
+  Lent& operator=(const Lent&) = delete;
+
+  T& operator*() { return *object_; }
+  T* operator->() { return object_; }
+  // The thread's object is made afresh when it is given back.
+  void Shrink() { shrink_ = true; }
+
+ private:
+  struct Home {
+    T object;
+    bool lent = false;
+  };
+  static Home& ThisThread() {
+    thread_local Home home;
+    return home;
+  }
+
+  Home* home_ = nullptr;  // the thread's, when this scope has it
+  T* object_ = nullptr;
+  std::optional<T> own_;  // a re-entrant scope's
+  bool shrink_ = false;
+};
+
+}  // namespace cell
