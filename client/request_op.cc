@@ -18,6 +18,13 @@ namespace cell::client {
 
 using cell::proto::StoreMethod;
 
+namespace {
+// The users of the thread's lent objects (common/lent.h).
+struct PlainKeyRequestTag;
+struct RequestBytesTag;
+struct ReplyTag;
+}  // namespace
+
 Status StoreClient::Attempts::GoOn(GlobalPtr next) {
   if (++hops_ < 256) {
     at_ = next;
@@ -140,7 +147,7 @@ void StoreClient::BuildKeyRequest(const KeyRequest& spec, const Route& route, Gl
   // A plain get, put or delete sets every field it uses below, and only it uses the thread's lent `plain` message,
   // which is reused as it stands: its key and value keep their memory and its target stays allocated (Clear would
   // free it). A filled request (a transaction's step) sets other fields too: a fresh message.
-  Lent<cell::proto::KeyRequest, struct PlainKeyRequest> plain;
+  Lent<cell::proto::KeyRequest, PlainKeyRequestTag> plain;
   cell::proto::KeyRequest filled;
   cell::proto::KeyRequest& request = spec.fill ? filled : *plain;
   if (spec.fill) spec.fill(&request);
@@ -192,7 +199,7 @@ void StoreClient::Step(const std::shared_ptr<RequestOp>& op) {
 
 void StoreClient::Send(const std::shared_ptr<RequestOp>& op, const Route& route, rpc::Connection* connection) {
   // The request is built in the thread's lent buffer (Call copies it before it returns).
-  Lent<std::string, struct RequestBytes> bytes;
+  Lent<std::string, RequestBytesTag> bytes;
   std::string& request = *bytes;
   if (const KeyRequest* key = std::get_if<KeyRequest>(&op->request)) {
     BuildKeyRequest(*key, route, op->tries.at(), &request);
@@ -231,7 +238,7 @@ void StoreClient::OnReply(const std::shared_ptr<RequestOp>& op, const Route& rou
     return op->done(status, nullptr);
   }
   // The thread's reply message: its strings keep their memory from one reply to the next.
-  Lent<cell::proto::StoreReply, struct ClientReply> lent;
+  Lent<cell::proto::StoreReply, ReplyTag> lent;
   if (response.size() > kLentKeepBytes) lent.Shrink();
   cell::proto::StoreReply& reply = *lent;
   if (!reply.ParseFromArray(response.data(), static_cast<int>(response.size()))) {

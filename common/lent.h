@@ -1,7 +1,8 @@
 // Lent: the calling thread's own object of a type, lent to one scope at a time, so that a path run per request reuses
 // the memory the object holds instead of allocating it afresh (a protobuf message keeps its strings' capacity when it
 // is cleared or parsed into again). A scope that asks while the thread's object is lent (a re-entrant call) gets a
-// fresh object of its own. `Tag` keeps the objects of different users apart.
+// fresh object of its own. `Tag`, a type each user declares once at namespace scope, keeps the objects of different
+// users apart (a `struct X` written inside a template argument in a block would declare a new type in each block).
 //
 // Whatever a user leaves in the object is still there for the next one: each user must set or clear every field it
 // relies on (parsing a protobuf message clears it first). After a use that made the object large, Shrink() has it
@@ -10,6 +11,7 @@
 
 #include <cstddef>
 #include <optional>
+#include <utility>
 
 namespace cell {
 
@@ -31,7 +33,10 @@ class Lent {
   }
   ~Lent() {
     if (home_ == nullptr) return;
-    if (shrink_) home_->object = T();
+    if (shrink_) {
+      T fresh;  // takes the object's memory with it (assigning T() would keep a string's buffer)
+      std::swap(home_->object, fresh);
+    }
     home_->lent = false;
   }
   Lent(const Lent&) = delete;

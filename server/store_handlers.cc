@@ -330,6 +330,13 @@ Status AnswerApproximateSize(meganode::GlobalTree& tree, const proto::ScanReques
 }
 }  // namespace
 
+namespace {
+// The users of a worker's lent objects (common/lent.h).
+struct RequestTag;
+struct ReplyTag;
+struct ReplyBytesTag;
+}  // namespace
+
 // A get, put, delete or scan, parsed.
 struct StoreService::StoreRequest {
   uint16_t method = 0;
@@ -379,7 +386,7 @@ void StoreService::Handle(uint16_t method, std::string_view request, rpc::Respon
   }
   // This worker's request, reply and reply bytes (common/lent.h): their strings keep their memory from one request to
   // the next, and a large one is made afresh after it.
-  Lent<StoreRequest, struct LentStoreRequest> lent_request;
+  Lent<StoreRequest, RequestTag> lent_request;
   StoreRequest& r = *lent_request;
   if (request.size() > kLentKeepBytes) lent_request.Shrink();
   r.method = method;
@@ -390,7 +397,7 @@ void StoreService::Handle(uint16_t method, std::string_view request, rpc::Respon
   const GlobalPtr known = r.want_range ? GlobalPtr() : r.start;
   range.meganode = known;
   if (search_cpu_us_ > 0) BurnCpu(search_cpu_us_);  // every method from here on searches the tree
-  Lent<proto::StoreReply, struct LentStoreReply> lent_reply;
+  Lent<proto::StoreReply, ReplyTag> lent_reply;
   proto::StoreReply& reply = *lent_reply;
   reply.Clear();
   if (Status s = Answer(r, &reply, &range); !s.ok()) return responder.Fail(s);
@@ -400,7 +407,7 @@ void StoreService::Handle(uint16_t method, std::string_view request, rpc::Respon
     reply.set_leaf_min(std::move(range.min));
     reply.set_leaf_max(std::move(range.max));
   }
-  Lent<std::string, struct LentReplyBytes> bytes;
+  Lent<std::string, ReplyBytesTag> bytes;
   reply.SerializeToString(&*bytes);
   if (bytes->size() > kLentKeepBytes) {
     lent_reply.Shrink();
