@@ -264,11 +264,11 @@ class StoreClient {
         id, [this, server = std::move(server), deadline] { return Dial(*server, deadline); },
         std::forward<DoneFn>(done));
   }
-  // What ConnectAsync and ConnectionTo answer once the client is closing.
-  static StatusOr<std::shared_ptr<rpc::Connection>> Closing();
   // The same, waited for (not on a transport thread).
   StatusOr<std::shared_ptr<rpc::Connection>> ConnectionTo(std::shared_ptr<const membership::ServerInfo> server,
                                                           Deadline deadline);
+  // What ConnectAsync and ConnectionTo answer once the client is closing.
+  static StatusOr<std::shared_ptr<rpc::Connection>> Closing();
   // Makes a connection to `server` (on a connecting thread of connections_), with the errors ConnectAsync gives.
   StatusOr<std::unique_ptr<rpc::Connection>> Dial(const membership::ServerInfo& server, Deadline deadline);
   // Drops `server`'s cached routes, and its connection if it is `failed` (any, if null). Not on `failed`'s own

@@ -328,9 +328,7 @@ Status AnswerApproximateSize(meganode::GlobalTree& tree, const proto::ScanReques
   }
   return Status::OK();
 }
-}  // namespace
 
-namespace {
 // The users of a worker's lent objects (common/lent.h).
 struct RequestTag;
 struct ReplyTag;
