@@ -237,8 +237,9 @@ void StoreClient::OnReply(const std::shared_ptr<RequestOp>& op, const Route& rou
     if (status.IsUnavailable()) return Retry(op, status);  // fenced for now
     return op->done(status, nullptr);
   }
-  // The thread's reply message: its strings keep their memory from one reply to the next.
-  Lent<cell::proto::StoreReply, ReplyTag> lent;
+  // The thread's reply message: its strings keep their memory from one reply to the next. A scan's page or a
+  // multi-get, whose repeated fields would keep their elements, is parsed into a fresh one.
+  Lent<cell::proto::StoreReply, ReplyTag> lent(std::holds_alternative<KeyRequest>(op->request));
   if (response.size() > kLentKeepBytes) lent.Shrink();
   cell::proto::StoreReply& reply = *lent;
   if (!reply.ParseFromArray(response.data(), static_cast<int>(response.size()))) {

@@ -7,6 +7,8 @@
 // Whatever a user leaves in the object is still there for the next one: each user must set or clear every field it
 // relies on (parsing a protobuf message clears it first). After a use that made the object large, Shrink() has it
 // made afresh when it is given back, so that one big request does not stay allocated in every thread that served it.
+// A use that would leave memory Shrink cannot see (a protobuf message's repeated fields keep their cleared elements)
+// asks for a fresh object instead: Lent(false).
 #pragma once
 
 #include <cstddef>
@@ -21,9 +23,10 @@ inline constexpr size_t kLentKeepBytes = size_t{64} << 10;
 template <typename T, typename Tag>
 class Lent {
  public:
-  Lent() {
+  // `lend`: false gives a fresh object of this scope's own, as a re-entrant scope gets.
+  explicit Lent(bool lend = true) {
     Home& home = ThisThread();
-    if (!home.lent) {
+    if (lend && !home.lent) {
       home.lent = true;
       home_ = &home;
       object_ = &home.object;

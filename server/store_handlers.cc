@@ -383,8 +383,11 @@ void StoreService::Handle(uint16_t method, std::string_view request, rpc::Respon
     return HandlePeer(method, request, std::move(responder));
   }
   // This worker's request, reply and reply bytes (common/lent.h): their strings keep their memory from one request to
-  // the next, and a large one is made afresh after it.
-  Lent<StoreRequest, RequestTag> lent_request;
+  // the next, and a large one is made afresh after it. Scans and multi-gets, whose repeated fields would keep their
+  // elements, use fresh messages.
+  const bool keyed = method != StoreMethod::STORE_SCAN && method != StoreMethod::STORE_APPROXIMATE_SIZE &&
+                     method != StoreMethod::STORE_MULTI_GET;
+  Lent<StoreRequest, RequestTag> lent_request(keyed);
   StoreRequest& r = *lent_request;
   if (request.size() > kLentKeepBytes) lent_request.Shrink();
   r.method = method;
@@ -395,7 +398,7 @@ void StoreService::Handle(uint16_t method, std::string_view request, rpc::Respon
   const GlobalPtr known = r.want_range ? GlobalPtr() : r.start;
   range.meganode = known;
   if (search_cpu_us_ > 0) BurnCpu(search_cpu_us_);  // every method from here on searches the tree
-  Lent<proto::StoreReply, ReplyTag> lent_reply;
+  Lent<proto::StoreReply, ReplyTag> lent_reply(keyed);
   proto::StoreReply& reply = *lent_reply;
   reply.Clear();
   if (Status s = Answer(r, &reply, &range); !s.ok()) return responder.Fail(s);

@@ -13,6 +13,7 @@ namespace {
 
 // Each test's users (declared once: see common/lent.h).
 struct PerThread;
+struct Fresh;
 struct Reentered;
 struct SameObject;
 struct Shrunk;
@@ -73,6 +74,24 @@ TEST(Lent, EachThreadHasItsOwn) {
   }).join();
   EXPECT_NE(theirs, &*mine);
   EXPECT_EQ(*mine, "main");
+}
+
+TEST(Lent, AScopeThatAsksForAFreshObjectGetsItsOwnAndLeavesTheThreadsAlone) {
+  const std::string* thread_object = nullptr;
+  {
+    Lent<std::string, Fresh> s;
+    s->assign("kept");
+    thread_object = &*s;
+  }
+  {
+    Lent<std::string, Fresh> fresh(false);
+    EXPECT_NE(&*fresh, thread_object);
+    EXPECT_TRUE(fresh->empty());
+    fresh->assign("dropped");
+    Lent<std::string, Fresh> lent;  // the thread's is not lent meanwhile
+    EXPECT_EQ(&*lent, thread_object);
+    EXPECT_EQ(*lent, "kept");
+  }
 }
 
 TEST(Lent, UsersWithDifferentTagsHaveDifferentObjects) {

@@ -571,7 +571,8 @@ TEST(Store, ValuesOfMixedSizesPutAndReadInTurnFromCallbacksComeBackExactly) {
   std::condition_variable cv;
   std::vector<std::string> failures;
   bool finished = false;
-  // Step i: put values[i] (even rounds) or read it back (odd rounds), then start step i + 1 from the callback.
+  // Steps 0..n-1 put values[i], steps n..2n-1 read them back in the same order; each step starts the next from its
+  // callback, so the gets' replies, of very different sizes, follow each other on the transport's thread.
   std::function<void(size_t)> step = [&](size_t i) {
     const size_t n = values.size();
     if (i == 2 * n) {
