@@ -80,8 +80,8 @@ void RaceWritersAgainstCopyingReaders(
   const int kWriters = 2, kReaders = 2, kReadsPerReader = 3000 * scale;
   const uint64_t kRoundsPerRead = 5 * scale;
   // Tears enough for the run to mean something. How many a run catches depends on how the threads interleave (fewer
-  // when other tests load the machine: one run beside the qemu guests caught 175 in kReadsPerReader reads, a CI run
-  // 982), so readers go on past kReadsPerReader until there are enough, up to ten times as many reads.
+  // when other tests load the machine: docs/BENCHMARKS.md, "Torn-copy test"), so readers go on past kReadsPerReader
+  // until there are enough, up to ten times as many reads.
   const uint64_t kEnoughTorn = scale > 1 ? 200u : 10u;
   std::atomic<int> readers_done{0};
   std::atomic<uint64_t> progress{0};  // reads made, and readers done: what a writer ahead waits for
