@@ -115,20 +115,20 @@ StatusOr<Distribution> ParseDistribution(std::string_view name) {
 }
 
 std::string KeyOf(uint64_t i, uint64_t key_count) {
-  // "k", the index zero-padded to the width of the largest, then letters up to the key's length. Formatted by hand:
-  // the harness makes a key per operation, on the client's CPU that the stores under test share.
+  // "k", the index zero-padded to the width of the largest, then letters up to the key's length, letter j being
+  // 'a' + (h >> (j % 60)) % 26 for a hash h of the index. Written into the string's buffer in one pass: the harness
+  // makes a key per operation, on the client's CPU that the stores under test share.
   size_t width = 1;
   for (uint64_t c = std::max<uint64_t>(key_count, 1) - 1; c >= 10; c /= 10) ++width;
   char digits[20];
   const size_t n = static_cast<size_t>(std::to_chars(digits, digits + sizeof(digits), i).ptr - digits);
   const size_t length = 8 + Fnv64(i) % 57;  // 8..64
-  std::string key;
-  key.reserve(std::max(length, 1 + std::max(width, n)));
-  key.push_back('k');
-  if (n < width) key.append(width - n, '0');
-  key.append(digits, n);
+  const size_t head = 1 + std::max(width, n);
+  std::string key(std::max(length, head), '0');
+  key[0] = 'k';
+  std::memcpy(key.data() + head - n, digits, n);
   const uint64_t h = Fnv64(i ^ 0x5bd1e995);
-  for (size_t j = key.size(); j < length; ++j) key.push_back(static_cast<char>('a' + (h >> (j % 60)) % 26));
+  for (size_t j = head; j < length; ++j) key[j] = static_cast<char>('a' + (h >> (j < 60 ? j : j - 60)) % 26);
   return key;
 }
 
