@@ -180,7 +180,7 @@ Status SocketChannel::Issue(Pending& pending, FrameType type, uint16_t aux, std:
   const bool hold = hold_depth > 0 && !pending_.empty();
   const uint64_t id = next_id_++;
   const auto deadline = pending.deadline;
-  deadlines_.emplace(deadline, id);
+  if (deadline < earliest_deadline_) earliest_deadline_ = deadline;
   pending_.emplace(id, std::move(pending));
   AppendFrame(out_, type, aux, id, payload);
   if (hold) {
@@ -220,7 +220,7 @@ void SocketChannel::FailAll(const Status& why) {
   {
     std::lock_guard lock(mu_);
     failed.swap(pending_);
-    deadlines_.clear();
+    earliest_deadline_ = Clock::time_point::max();
   }
   for (auto& [id, p] : failed) {
     if (p.rpc) {
@@ -275,8 +275,9 @@ void SocketChannel::IoLoop() {
 
 int SocketChannel::NextWaitMs() {
   std::lock_guard lock(mu_);
-  io_wakes_at_ = deadlines_.empty() ? Clock::time_point::max() : deadlines_.begin()->first;
-  if (deadlines_.empty()) return -1;
+  if (pending_.empty()) earliest_deadline_ = Clock::time_point::max();
+  io_wakes_at_ = earliest_deadline_;
+  if (pending_.empty()) return -1;
   const auto left = io_wakes_at_ - Clock::now();
   return left.count() <= 0
              ? 0
@@ -327,7 +328,6 @@ Status SocketChannel::MatchRepliesLocked(FrameDecoder& decoder, std::vector<Comp
     if (it == pending_.end()) continue;  // its caller already timed out
     Completion c{std::move(it->second), Status::OK(), payload};
     pending_.erase(it);
-    deadlines_.erase({c.pending.deadline, header.request_id});
     if (header.type == FrameType::kError) {
       c.status = ErrorFromFrame(header.aux, payload);
     } else if (c.pending.read && (header.type != FrameType::kReadResponse || payload.size() != c.pending.length)) {
@@ -343,11 +343,22 @@ Status SocketChannel::MatchRepliesLocked(FrameDecoder& decoder, std::vector<Comp
 
 void SocketChannel::ExpireLocked(std::vector<Completion>* ready) {
   const auto now = Clock::now();
-  while (!deadlines_.empty() && deadlines_.begin()->first <= now) {
-    const uint64_t id = deadlines_.begin()->second;
-    deadlines_.erase(deadlines_.begin());
+  if (now < earliest_deadline_) return;
+  // A pass over the requests in flight, once the earliest deadline known has passed (its request may have been
+  // answered since: the bound is only ever early). With one timeout for all, that is about once per timeout.
+  std::vector<uint64_t> expired;
+  Clock::time_point earliest = Clock::time_point::max();
+  for (const auto& [id, p] : pending_) {
+    if (p.deadline <= now) {
+      expired.push_back(id);
+    } else {
+      earliest = std::min(earliest, p.deadline);
+    }
+  }
+  earliest_deadline_ = earliest;
+  std::sort(expired.begin(), expired.end());  // failed in the order they were issued
+  for (const uint64_t id : expired) {
     auto it = pending_.find(id);
-    if (it == pending_.end()) continue;
     ready->push_back(
         Completion{std::move(it->second), Status::DeadlineExceeded(fmt::format("no reply from {} in time", uri_)), {}});
     pending_.erase(it);

@@ -9,7 +9,6 @@
 // request fails with Unavailable, and so does every later one.
 #pragma once
 
-#include <absl/container/btree_set.h>
 #include <absl/container/flat_hash_map.h>
 
 #include <atomic>
@@ -75,8 +74,8 @@ class SocketChannel {
   // The I/O thread: waits for the socket, the wake-up eventfd or the next deadline; sends what Issue could not,
   // receives replies, matches them to their requests and runs their callbacks; at the end fails what is left.
   void IoLoop();
-  // How long the I/O thread may sleep: until the earliest deadline (at most a minute), or -1 for none. Records it in
-  // io_wakes_at_, so Issue wakes the thread only for an earlier deadline.
+  // How long the I/O thread may sleep: until earliest_deadline_ (at most a minute), or -1 for no request in flight.
+  // Records it in io_wakes_at_, so Issue wakes the thread only for an earlier deadline.
   int NextWaitMs();
   // Empties the eventfd Issue writes to wake the I/O thread.
   void DrainWakeups();
@@ -86,7 +85,7 @@ class SocketChannel {
   Status ReceiveAvailable(FrameDecoder& decoder);
   // Moves each whole reply in `decoder` to `ready` with its request; Unavailable on a malformed frame.
   Status MatchRepliesLocked(FrameDecoder& decoder, std::vector<Completion>* ready);
-  // Moves the requests past their deadline to `ready`, failed with DeadlineExceeded.
+  // Moves the requests past their deadline to `ready`, failed with DeadlineExceeded, once earliest_deadline_ passed.
   void ExpireLocked(std::vector<Completion>* ready);
   // Runs the callbacks of `ready` (mu_ not held), copying read replies to their destinations.
   static void RunCompletions(std::vector<Completion>& ready);
@@ -113,7 +112,9 @@ class SocketChannel {
   Status health_;
   uint64_t next_id_ = 1;
   absl::flat_hash_map<uint64_t, Pending> pending_;
-  absl::btree_set<std::pair<Clock::time_point, uint64_t>> deadlines_;
+  // No later than the earliest deadline of a request in flight (lowered as requests are issued, raised only by
+  // ExpireLocked's pass over them): the I/O thread wakes then and expires what is due.
+  Clock::time_point earliest_deadline_ = Clock::time_point::max();
   std::string out_;
   size_t sent_ = 0;
   bool write_armed_ = false;

@@ -332,6 +332,36 @@ TEST_P(TransportTest, TimeoutFailsOnlyThatRequest) {
   ASSERT_TRUE(after.ok()) << after.status().ToString();
 }
 
+// Requests with different timeouts on one connection: each expires at its own deadline, an earlier one behind a
+// later one included and after a request answered before its deadline, and none before it.
+TEST_P(TransportTest, EachRequestExpiresAtItsOwnDeadline) {
+  auto c = MustConnect();
+  ASSERT_NE(c, nullptr);
+  Completions long_done;
+  std::atomic<bool> long_expired{false};
+  c->Call(
+      testing::kHang, "",
+      [&](const Status& s, std::string_view) {
+        long_expired = s.IsDeadlineExceeded();
+        long_done.Add();
+      },
+      std::chrono::seconds(60));
+  for (const auto timeout : {40ms, 80ms}) {
+    // An echo answered long before its deadline, then a request that hangs.
+    ASSERT_TRUE(CallSync(*c, testing::kEcho, "answered", std::chrono::microseconds(timeout) * 2).ok());
+    const auto start = Clock::now();
+    auto r = CallSync(*c, testing::kHang, "", std::chrono::microseconds(timeout));
+    const auto took = Clock::now() - start;
+    EXPECT_TRUE(r.status().IsDeadlineExceeded()) << r.status().ToString();
+    EXPECT_GE(took, timeout);
+    EXPECT_LT(took, 10s) << "a request expired long after its deadline, behind one with a later deadline";
+  }
+  EXPECT_FALSE(long_expired.load()) << "the 60 s request expired early";
+  c->Close();
+  ASSERT_TRUE(long_done.WaitFor(1));
+  EXPECT_FALSE(long_expired.load()) << "the 60 s request expired early";
+}
+
 TEST_P(TransportTest, RepliesFromAnotherThreadArrive) {
   auto c = MustConnect();
   ASSERT_NE(c, nullptr);
