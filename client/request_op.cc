@@ -93,23 +93,37 @@ GlobalPtr StoreClient::NextFrom(const cell::proto::StoreReply& reply) {
 
 struct StoreClient::RequestOp {
   RequestOp(uint16_t method, bool idempotent, bool follow, GlobalPtr start, Deadline deadline,
-            std::chrono::milliseconds timeout, Request request, RequestDone done)
+            std::chrono::milliseconds timeout, Request request, Completion done)
       : method(method),
         idempotent(idempotent),
         follow(follow),
         request(std::move(request)),
         tries(deadline, start, timeout),
         done(std::move(done)) {}
+  // Tells the caller, in the form it asked for (exactly once: every path that ends the operation calls this).
+  void Finish(const Status& status, cell::proto::StoreReply* reply) const {
+    if (const auto* get = std::get_if<GetCallback>(&done)) {
+      return (*get)(status, status.ok() && reply != nullptr ? std::string_view(reply->value()) : std::string_view());
+    }
+    if (const auto* plain = std::get_if<DoneCallback>(&done)) return (*plain)(status);
+    std::get<RequestDone>(done)(status, reply);
+  }
+
   const uint16_t method;
   const bool idempotent;  // may be sent again after its connection died (a write may have been applied: it is not)
   const bool follow;      // goes on to the meganode a reply's `elsewhere` names (a scan's caller does that itself)
   const Request request;
   Attempts tries;  // touched by one step at a time: each step starts the next
-  const RequestDone done;
+  const Completion done;
+  // The attempt in flight, from Send to OnReply: where it went, and the operation itself, which it keeps alive (the
+  // transport's callback holds only a pointer to it, small enough for std::function to keep without allocating).
+  Route route;
+  rpc::Connection* connection = nullptr;  // alive while its callbacks run (the client's map keeps it)
+  std::shared_ptr<RequestOp> in_flight;
 };
 
 void StoreClient::StartRequest(uint16_t method, bool idempotent, bool follow, GlobalPtr start, Deadline deadline,
-                               Request request, RequestDone done) {
+                               Request request, Completion done) {
   Step(std::make_shared<RequestOp>(method, idempotent, follow, start, deadline, options_.timeout, std::move(request),
                                    std::move(done)));
 }
@@ -128,7 +142,7 @@ Status StoreClient::RunRequest(uint16_t method, bool idempotent, bool follow, Gl
 }
 
 void StoreClient::StartKeyOp(uint16_t method, bool idempotent, std::string_view key, const std::string_view* value,
-                             Deadline deadline, RequestDone done) {
+                             Deadline deadline, Completion done) {
   const GlobalPtr cached = paths_.Lookup(key);
   StartRequest(method, idempotent, /*follow=*/true, cached, deadline, KeyRequestFor(key, value, cached),
                std::move(done));
@@ -136,7 +150,9 @@ void StoreClient::StartKeyOp(uint16_t method, bool idempotent, std::string_view 
 
 StoreClient::KeyRequest StoreClient::KeyRequestFor(std::string_view key, const std::string_view* value,
                                                    GlobalPtr cached, FillRequest fill) {
-  return KeyRequest{std::string(key), value != nullptr ? std::optional<std::string>(*value) : std::nullopt, cached,
+  return KeyRequest{{key.begin(), key.end()},
+                    value != nullptr ? std::optional<std::string>(*value) : std::nullopt,
+                    cached,
                     std::move(fill)};
 }
 
@@ -153,7 +169,7 @@ void StoreClient::BuildKeyRequest(const KeyRequest& spec, const Route& route, Gl
   if (spec.fill) spec.fill(&request);
   request.mutable_target()->set_region(route.entry.region);
   request.mutable_target()->set_epoch(route.entry.epoch);
-  request.set_key(spec.key);
+  request.set_key(spec.key_bytes.data(), spec.key_bytes.size());
   if (spec.value) {
     request.set_value(*spec.value);
   } else if (!spec.fill) {
@@ -166,7 +182,8 @@ void StoreClient::BuildKeyRequest(const KeyRequest& spec, const Route& route, Gl
 }
 
 void StoreClient::Step(const std::shared_ptr<RequestOp>& op) {
-  if (closing_.load(std::memory_order_acquire)) return op->done(Status::Unavailable("the client is closing"), nullptr);
+  if (closing_.load(std::memory_order_acquire))
+    return op->Finish(Status::Unavailable("the client is closing"), nullptr);
   // A transport's thread must not wait on the table (it may be completing other operations' replies): a step that
   // would runs on the timer thread instead, at once.
   const bool may_block = !rpc::OnTransportThread();
@@ -176,7 +193,7 @@ void StoreClient::Step(const std::shared_ptr<RequestOp>& op) {
     if (region == 0) {
       if (!may_block) return Schedule(Clock::now(), [this, op] { Step(op); });
       auto root = Root();
-      if (!root.ok()) return op->done(root.status(), nullptr);
+      if (!root.ok()) return op->Finish(root.status(), nullptr);
       region = *root;
     }
   }
@@ -185,13 +202,13 @@ void StoreClient::Step(const std::shared_ptr<RequestOp>& op) {
   if (!route.ok()) {
     // No live owner right now: wait for a takeover or a restart. Anything else is final.
     if (route.status().IsUnavailable()) return Retry(op, route.status());
-    return op->done(route.status(), nullptr);
+    return op->Finish(route.status(), nullptr);
   }
   ConnectAsync(route->server, op->tries.deadline(),
                [this, op, r = *route](const StatusOr<std::shared_ptr<rpc::Connection>>& connection) {
                  if (connection.ok()) return Send(op, r, connection->get());
                  // A refused key stays refused; a server not reached may have failed (its regions moving).
-                 if (connection.status().IsPermissionDenied()) return op->done(connection.status(), nullptr);
+                 if (connection.status().IsPermissionDenied()) return op->Finish(connection.status(), nullptr);
                  DropServer(r.owner().id, nullptr);
                  Retry(op, connection.status());
                });
@@ -208,17 +225,23 @@ void StoreClient::Send(const std::shared_ptr<RequestOp>& op, const Route& route,
   }
   // The callback holds the connection only by pointer (alive while its callbacks run): dropping its last reference
   // from its own thread would destroy it there. The client's map keeps it; the destructor closes it first.
+  op->route = route;
+  op->connection = connection;
+  op->in_flight = op;  // until the callback takes it (the transport runs it exactly once)
   connection->Call(
       op->method, request,
-      [this, op, route, connection](const Status& status, std::string_view response) {
-        OnReply(op, route, connection, status, response);
+      [this, raw = op.get()](const Status& status, std::string_view response) {
+        const std::shared_ptr<RequestOp> op = std::move(raw->in_flight);
+        OnReply(op, status, response);
       },
       std::chrono::duration_cast<std::chrono::microseconds>(Remaining(op->tries.deadline())));
   if (request.size() > kLentKeepBytes) bytes.Shrink();
 }
 
-void StoreClient::OnReply(const std::shared_ptr<RequestOp>& op, const Route& route, rpc::Connection* connection,
-                          const Status& status, std::string_view response) {
+void StoreClient::OnReply(const std::shared_ptr<RequestOp>& op, const Status& status, std::string_view response) {
+  // Not used once this reply starts a step or a retry: its Send replaces op->route.
+  const Route& route = op->route;
+  rpc::Connection* const connection = op->connection;
   if (!status.ok()) {
     if (status.IsUnavailable() && !connection->health().ok()) {
       // The connection died: the server may be gone, its regions moving. (Its replacement is made by the next step
@@ -226,16 +249,16 @@ void StoreClient::OnReply(const std::shared_ptr<RequestOp>& op, const Route& rou
       cache_.OnServerUnreachable(route.owner().id);
       if (!op->idempotent) {
         // A write whose connection died may have been applied: say so rather than send it again.
-        return op->done(Status::Unavailable(fmt::format(
-                            "the connection to server {} failed after the request was sent; it may or may not have "
-                            "been applied: {}",
-                            route.owner().id, status.message())),
-                        nullptr);
+        return op->Finish(Status::Unavailable(fmt::format(
+                              "the connection to server {} failed after the request was sent; it may or may not have "
+                              "been applied: {}",
+                              route.owner().id, status.message())),
+                          nullptr);
       }
       return Retry(op, status);
     }
     if (status.IsUnavailable()) return Retry(op, status);  // fenced for now
-    return op->done(status, nullptr);
+    return op->Finish(status, nullptr);
   }
   // The thread's reply message: its strings keep their memory from one reply to the next. A scan's page or a
   // multi-get, whose repeated fields would keep their elements, is parsed into a fresh one.
@@ -243,16 +266,16 @@ void StoreClient::OnReply(const std::shared_ptr<RequestOp>& op, const Route& rou
   if (response.size() > kLentKeepBytes) lent.Shrink();
   cell::proto::StoreReply& reply = *lent;
   if (!reply.ParseFromArray(response.data(), static_cast<int>(response.size()))) {
-    return op->done(
+    return op->Finish(
         Status::Corruption(fmt::format("malformed reply ({} bytes) from server {}", response.size(), route.owner().id)),
         nullptr);
   }
   if (!reply.not_acknowledged().empty()) {
-    return op->done(Status::Unavailable(fmt::format(
-                        "server {} made the write but may not acknowledge it ({}); it may or may not have been "
-                        "applied",
-                        route.owner().id, reply.not_acknowledged())),
-                    nullptr);
+    return op->Finish(Status::Unavailable(fmt::format(
+                          "server {} made the write but may not acknowledge it ({}); it may or may not have been "
+                          "applied",
+                          route.owner().id, reply.not_acknowledged())),
+                      nullptr);
   }
   if (reply.has_wrong_owner()) {
     cache_.OnWrongOwner(route.entry.region, route.owner().id, reply.wrong_owner().epoch());
@@ -269,14 +292,14 @@ void StoreClient::OnReply(const std::shared_ptr<RequestOp>& op, const Route& rou
   if (const KeyRequest* key = std::get_if<KeyRequest>(&op->request);
       key != nullptr && (op->method == StoreMethod::STORE_GET || op->method == StoreMethod::STORE_DELETE) &&
       !reply.found()) {
-    return op->done(Status::NotFound(fmt::format("no key '{}'", key->key)), nullptr);
+    return op->Finish(Status::NotFound(fmt::format("no key '{}'", key->key())), nullptr);
   }
-  op->done(Status::OK(), &reply);
+  op->Finish(Status::OK(), &reply);
 }
 
 void StoreClient::Retry(const std::shared_ptr<RequestOp>& op, const Status& why) {
   auto due = op->tries.Retry(why);
-  if (!due.ok()) return op->done(due.status(), nullptr);
+  if (!due.ok()) return op->Finish(due.status(), nullptr);
   stats_.retries.fetch_add(1, std::memory_order_relaxed);
   Schedule(*due, [this, op] { Step(op); });
 }

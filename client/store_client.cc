@@ -216,23 +216,18 @@ void StoreClient::GetAsync(std::string_view key, GetCallback done) {
       inner(s, value);
     };
   }
-  StartKeyOp(StoreMethod::STORE_GET, /*idempotent=*/true, key, nullptr, NewDeadline(),
-             [done = std::move(done)](const Status& status, cell::proto::StoreReply* reply) {
-               if (!status.ok()) return done(status, {});  // NotFound too (RequestOp's KeyRequest)
-               done(Status::OK(), reply->value());
-             });
+  // Told the reply's value, or the error (NotFound too: RequestOp's KeyRequest).
+  StartKeyOp(StoreMethod::STORE_GET, /*idempotent=*/true, key, nullptr, NewDeadline(), std::move(done));
 }
 
 void StoreClient::PutAsync(std::string_view key, std::string_view value, DoneCallback done) {
   if (Status s = CheckKeyValue(key, value); !s.ok()) return done(s);
-  StartKeyOp(StoreMethod::STORE_PUT, /*idempotent=*/false, key, &value, NewDeadline(),
-             [done = std::move(done)](const Status& status, cell::proto::StoreReply*) { done(status); });
+  StartKeyOp(StoreMethod::STORE_PUT, /*idempotent=*/false, key, &value, NewDeadline(), std::move(done));
 }
 
 void StoreClient::DeleteAsync(std::string_view key, DoneCallback done) {
   if (Status s = CheckKeyValue(key, {}); !s.ok()) return done(s);
-  StartKeyOp(StoreMethod::STORE_DELETE, /*idempotent=*/false, key, nullptr, NewDeadline(),
-             [done = std::move(done)](const Status& status, cell::proto::StoreReply*) { done(status); });
+  StartKeyOp(StoreMethod::STORE_DELETE, /*idempotent=*/false, key, nullptr, NewDeadline(), std::move(done));
 }
 
 std::vector<StoreClient::StepResult> StoreClient::RunKeySteps(

@@ -11,6 +11,8 @@
 // synchronous only) retry in the caller's thread (Run), under the same rules (Attempts).
 #pragma once
 
+#include <absl/container/inlined_vector.h>
+
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -197,17 +199,23 @@ class StoreClient {
   // common requests need no std::function of their own. `cached`: the key's leaf meganode in the path cache (null:
   // none). A get or delete of a key that is not there completes with NotFound ("no key '<key>'").
   struct KeyRequest {
-    std::string key;
+    // The key's bytes, in the operation itself up to 64 bytes (most keys), so that a get allocates nothing for it.
+    absl::InlinedVector<char, 64> key_bytes;
     std::optional<std::string> value;
     GlobalPtr cached;
     FillRequest fill;
+
+    std::string_view key() const { return {key_bytes.data(), key_bytes.size()}; }
   };
   using Request = std::variant<KeyRequest, BuildRequest>;
   using RequestDone = std::function<void(const Status& status, cell::proto::StoreReply* reply)>;
+  // What the caller is told: the reply, a get's value or only the status; the public calls' callbacks are kept as
+  // given rather than wrapped in another std::function.
+  using Completion = std::variant<RequestDone, GetCallback, DoneCallback>;
   // Starts one at `start`: `done` runs exactly once, with the reply (OK) or the final error. `follow`: a reply's
   // `elsewhere` is followed (key operations); otherwise it is the reply (a scan's page).
   void StartRequest(uint16_t method, bool idempotent, bool follow, GlobalPtr start, Deadline deadline, Request request,
-                    RequestDone done);
+                    Completion done);
   // The synchronous form: starts it and waits; *reply is the answer. Not on a thread that must complete it (a
   // transport's, or this client's: CheckMayWait).
   Status RunRequest(uint16_t method, bool idempotent, bool follow, GlobalPtr start, Deadline deadline, Request request,
@@ -215,12 +223,12 @@ class StoreClient {
   // Its steps: route and connect; send; sort the reply; wait for the next attempt.
   void Step(const std::shared_ptr<RequestOp>& op);
   void Send(const std::shared_ptr<RequestOp>& op, const Route& route, rpc::Connection* connection);
-  void OnReply(const std::shared_ptr<RequestOp>& op, const Route& route, rpc::Connection* connection,
-               const Status& status, std::string_view response);
+  // The reply (or failure) of the attempt Send made, at op->route through op->connection.
+  void OnReply(const std::shared_ptr<RequestOp>& op, const Status& status, std::string_view response);
   void Retry(const std::shared_ptr<RequestOp>& op, const Status& why);
   // A get, put (`value` not null) or delete of `key`, beginning at its leaf meganode in the path cache.
   void StartKeyOp(uint16_t method, bool idempotent, std::string_view key, const std::string_view* value,
-                  Deadline deadline, RequestDone done);
+                  Deadline deadline, Completion done);
   Status RunKey(uint16_t method, bool idempotent, std::string_view key, const std::string_view* value,
                 Deadline deadline, cell::proto::StoreReply* reply);
   static KeyRequest KeyRequestFor(std::string_view key, const std::string_view* value, GlobalPtr cached,
