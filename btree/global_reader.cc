@@ -1,6 +1,8 @@
 // The walk across meganodes (see global_reader.h).
 #include "btree/global_reader.h"
 
+#include <utility>
+
 namespace cell::btree {
 
 namespace {
@@ -41,13 +43,32 @@ Status GlobalReader::Restart(GlobalPtr* m) {
 Status GlobalReader::Get(std::string_view key, std::string* value, GlobalPtr start, RecordMeta* meta) {
   exit_ = GlobalPtr();
   GlobalPtr m = start;
-  if (m.is_null()) CELL_RETURN_IF_ERROR(Restart(&m));
+  // A walk from the root begins at the first meganode, whose header names the root: while the tree has one meganode
+  // at the top (the first, as when the store fits in it) that is the root, and its header is read once, by the
+  // search of it. Otherwise the first meganode (the leftmost of its level) still leads to keys in its range, and a
+  // key above it goes to the root its header names.
+  bool from_first = false;
+  if (m.is_null()) {
+    if (Reaches(first_)) {
+      m = first_;
+      from_first = true;
+    } else {
+      CELL_RETURN_IF_ERROR(Restart(&m));
+    }
+  }
   for (int step = 0; step < kMaxSteps; ++step) {
     if (StopsAt(m)) return Status::OK();
     ++stats_.meganodes;
     TreeReader reader(source_, m);
     TreeReader::Step s;
     CELL_RETURN_IF_ERROR(reader.Find(key, value, &s, meta));
+    if (std::exchange(from_first, false) && s.kind == TreeReader::Step::Kind::kRight) {
+      if (s.cluster_root.is_null()) return Status::Corruption("the cluster's first meganode names no root");
+      if (!(s.cluster_root == m)) {
+        m = s.cluster_root;
+        continue;
+      }
+    }
     switch (s.kind) {
       case TreeReader::Step::Kind::kFound:
         answered_ = m;

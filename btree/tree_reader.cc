@@ -280,7 +280,8 @@ Status TreeReader::FindIn(Source* src, std::string_view key, std::string* value,
       // The header first: the key may belong to a meganode further right (or the pointer here may be stale).
       CELL_RETURN_IF_ERROR(ReadHeaderIn(src, &k, &header));
       if (header.position != 0) {
-        *step = header.position > 0 ? Step{Step::Kind::kRight, header.right} : Step{Step::Kind::kStale, GlobalPtr()};
+        *step = header.position > 0 ? Step{Step::Kind::kRight, header.right, header.cluster_root}
+                                    : Step{Step::Kind::kStale, GlobalPtr(), header.cluster_root};
         return Status::OK();
       }
       path.Clear();

@@ -85,7 +85,8 @@ class TreeReader {
   struct Step {
     enum class Kind { kFound, kNotFound, kChild, kRight, kStale };
     Kind kind = Kind::kNotFound;
-    GlobalPtr next;  // kChild: the child meganode covering the key; kRight: the right sibling meganode
+    GlobalPtr next;          // kChild: the child meganode covering the key; kRight: the right sibling meganode
+    GlobalPtr cluster_root;  // kRight and kStale: what the header names as the cluster's root (the first meganode's)
   };
 
   TreeReader(NodeSource* source, GlobalPtr meganode)
