@@ -345,7 +345,8 @@ void SocketChannel::ExpireLocked(std::vector<Completion>* ready) {
   const auto now = Clock::now();
   if (now < earliest_deadline_) return;
   // A pass over the requests in flight, once the earliest deadline known has passed (its request may have been
-  // answered since: the bound is only ever early). With one timeout for all, that is about once per timeout.
+  // answered since: the bound is only ever early). With one timeout for all and replies coming, that is about once
+  // per timeout; while a stalled server holds N requests, about once per expiry, each pass O(N).
   std::vector<uint64_t> expired;
   Clock::time_point earliest = Clock::time_point::max();
   for (const auto& [id, p] : pending_) {

@@ -112,8 +112,9 @@ class SocketChannel {
   Status health_;
   uint64_t next_id_ = 1;
   absl::flat_hash_map<uint64_t, Pending> pending_;
-  // No later than the earliest deadline of a request in flight (lowered as requests are issued, raised only by
-  // ExpireLocked's pass over them): the I/O thread wakes then and expires what is due.
+  // No later than the earliest deadline of a request in flight: lowered as requests are issued, raised by
+  // ExpireLocked's pass over them, reset when none is in flight (NextWaitMs, FailAll). The I/O thread wakes then and
+  // expires what is due.
   Clock::time_point earliest_deadline_ = Clock::time_point::max();
   std::string out_;
   size_t sent_ = 0;
