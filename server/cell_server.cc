@@ -528,6 +528,19 @@ StoreService* CellServer::ServiceFor(uint32_t region) {
   return store_.get();
 }
 
+std::string CellServer::StoreStats() {
+  // The server's own regions' figures, and the transaction locks of every region it holds: the resolvers of the
+  // regions it took over end theirs too, and a client waiting for a cluster's locks to go must see them.
+  proto::StoreStats stats;
+  stats.ParseFromString(store_->Stats());
+  std::shared_lock lock(adopted_mu_);
+  for (const auto& s : adopted_) {
+    stats.set_txn_locks(stats.txn_locks() + s->txn_locks());
+    stats.set_txn_resolved(stats.txn_resolved() + s->txn_resolved());
+  }
+  return stats.SerializeAsString();
+}
+
 void CellServer::Handle(uint16_t method, std::string_view request, rpc::Responder responder) {
   if (StoreService::IsStoreMethod(method)) {
     if (!store_ready_.load(std::memory_order_acquire)) {
@@ -535,6 +548,7 @@ void CellServer::Handle(uint16_t method, std::string_view request, rpc::Responde
           fmt::format("server {} is starting: its regions are being made or recovered; retry", config_.id)));
     }
     const bool more = has_adopted_.load(std::memory_order_acquire);  // no lock per request
+    if (method == proto::StoreMethod::STORE_STATS && more) return responder.Reply(StoreStats());
     // Peer requests that name a meganode go to the service holding it (MEGA_CREATE names none: this server's own).
     const bool peer = StoreService::IsPeerMethod(method) && method != proto::StoreMethod::MEGA_CREATE;
     StoreService* service = store_.get();

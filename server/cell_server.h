@@ -134,6 +134,8 @@ class CellServer final : public rpc::RpcHandler {
   };
   // The service holding node region `region` (its own for 0 or any region it does not hold).
   StoreService* ServiceFor(uint32_t region);
+  // STORE_STATS's answer once regions were taken over: the own service's, with every region's transaction locks.
+  std::string StoreStats();
 
   ServerConfig config_;
   rpc::Key peer_key_;  // what this server proves to other servers (empty: no keys)

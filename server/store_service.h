@@ -138,6 +138,12 @@ class StoreService {
   // The tree's full consistency check (meganode/global_tree.h); only while no request is being served.
   Status CheckInvariants() const { return store_->CheckInvariants(); }
   size_t meganodes_in_use() const { return store_->meganodes_in_use(); }
+  // The transaction locks this service's tree lists for its resolver, and those the resolver ended (StoreStats).
+  size_t txn_locks() const { return store_->txn_locks(); }
+  uint64_t txn_resolved() const { return store_->stats().txn_resolved.load(); }
+  // The serialized proto::StoreStats of this service's regions (STORE_STATS; a server that took regions over adds
+  // their services' transaction locks: CellServer::Handle).
+  std::string Stats() const;
   // For tests: a fault on the replies of this server's calls to its peers (ServerPeers::set_reply_fault).
   void set_peer_reply_fault(std::function<Status(uint16_t method)> fault) { peers_->set_reply_fault(std::move(fault)); }
   // The requests servers send each other (MEGA_*): only connections with the peer key may make them.
@@ -184,8 +190,6 @@ class StoreService {
 
   // A parsed get, put, delete or scan (server/store_handlers.cc).
   struct StoreRequest;
-  // The serialized proto::StoreStats.
-  std::string Stats() const;
   // Whether this server may search for `r` now; if not, `responder` has been answered (wrong owner, or an error).
   bool Admit(const StoreRequest& r, bool serving, rpc::Responder& responder);
   // Searches the tree for `r`, filling in `reply` and the leaf meganode's `range`.

@@ -206,10 +206,11 @@ class Client {
     uint64_t extent_bytes_free = 0;
     uint64_t node_bytes_used = 0;  // meganodes (the server's own node region, in whole meganodes)
     uint64_t node_bytes_free = 0;
-    uint64_t held_writes = 0;   // writes that met a meganode split holding off its right half (waited or retried)
-    uint64_t room_splits = 0;   // remote splits made because the server had no room for a write
+    uint64_t held_writes = 0;  // writes that met a meganode split holding off its right half (waited or retried)
+    uint64_t room_splits = 0;  // remote splits made because the server had no room for a write
+    // Of every region the server holds, those it took over from a failed server included:
     uint64_t txn_locks = 0;     // keys locked by transactions now (committing, or awaiting the resolver)
-    uint64_t txn_resolved = 0;  // transaction locks the server's resolver ended (their client went away)
+    uint64_t txn_resolved = 0;  // transaction locks the server's resolvers ended (their client went away)
   };
   StatusOr<std::vector<ServerStats>> StoreStats();
 
