@@ -281,7 +281,7 @@ Status TreeReader::FindIn(Source* src, std::string_view key, std::string* value,
       CELL_RETURN_IF_ERROR(ReadHeaderIn(src, &k, &header));
       if (header.position != 0) {
         *step = header.position > 0 ? Step{Step::Kind::kRight, header.right, header.cluster_root}
-                                    : Step{Step::Kind::kStale, GlobalPtr(), header.cluster_root};
+                                    : Step{Step::Kind::kStale, GlobalPtr()};
         return Status::OK();
       }
       path.Clear();

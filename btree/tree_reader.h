@@ -86,7 +86,7 @@ class TreeReader {
     enum class Kind { kFound, kNotFound, kChild, kRight, kStale };
     Kind kind = Kind::kNotFound;
     GlobalPtr next;          // kChild: the child meganode covering the key; kRight: the right sibling meganode
-    GlobalPtr cluster_root;  // kRight and kStale: what the header names as the cluster's root (the first meganode's)
+    GlobalPtr cluster_root;  // kRight: what the header names as the cluster's root (the first meganode's)
   };
 
   TreeReader(NodeSource* source, GlobalPtr meganode)

@@ -531,8 +531,7 @@ StoreService* CellServer::ServiceFor(uint32_t region) {
 std::string CellServer::StoreStats() {
   // The server's own regions' figures, and the transaction locks of every region it holds: the resolvers of the
   // regions it took over end theirs too, and a client waiting for a cluster's locks to go must see them.
-  proto::StoreStats stats;
-  stats.ParseFromString(store_->Stats());
+  proto::StoreStats stats = store_->StatsMessage();
   std::shared_lock lock(adopted_mu_);
   for (const auto& s : adopted_) {
     stats.set_txn_locks(stats.txn_locks() + s->txn_locks());

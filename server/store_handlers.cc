@@ -417,7 +417,9 @@ void StoreService::Handle(uint16_t method, std::string_view request, rpc::Respon
   SendUnderLease(method, *bytes, lease, std::move(responder));
 }
 
-std::string StoreService::Stats() const {
+std::string StoreService::Stats() const { return StatsMessage().SerializeAsString(); }
+
+proto::StoreStats StoreService::StatsMessage() const {
   proto::StoreStats stats;
   stats.set_server(server_id_);
   stats.set_meganodes(store_->meganodes_in_use());
@@ -434,7 +436,7 @@ std::string StoreService::Stats() const {
   stats.set_room_splits(store_->stats().room_splits.load());
   stats.set_txn_locks(store_->txn_locks());
   stats.set_txn_resolved(store_->stats().txn_resolved.load());
-  return stats.SerializeAsString();
+  return stats;
 }
 
 bool StoreService::Admit(const StoreRequest& r, bool serving, rpc::Responder& responder) {

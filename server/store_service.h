@@ -28,6 +28,7 @@
 
 namespace cell::proto {
 class StoreReply;
+class StoreStats;
 }  // namespace cell::proto
 
 namespace cell::server {
@@ -141,8 +142,9 @@ class StoreService {
   // The transaction locks this service's tree lists for its resolver, and those the resolver ended (StoreStats).
   size_t txn_locks() const { return store_->txn_locks(); }
   uint64_t txn_resolved() const { return store_->stats().txn_resolved.load(); }
-  // The serialized proto::StoreStats of this service's regions (STORE_STATS; a server that took regions over adds
-  // their services' transaction locks: CellServer::Handle).
+  // The proto::StoreStats of this service's regions, and serialized (STORE_STATS; a server that took regions over
+  // adds their services' transaction locks: CellServer::Handle).
+  proto::StoreStats StatsMessage() const;
   std::string Stats() const;
   // For tests: a fault on the replies of this server's calls to its peers (ServerPeers::set_reply_fault).
   void set_peer_reply_fault(std::function<Status(uint16_t method)> fault) { peers_->set_reply_fault(std::move(fault)); }

@@ -833,7 +833,8 @@ void TxnFailures::RunBank(Victim victim_kind, Recovery recovery) {
   for (const auto& [id, st] : stats) per_server += fmt::format(" server {}: {};", id, st.txn_locks);
   EXPECT_TRUE(unlocked) << "locks still counted " << Seconds(Clock::now() - ended_at) << " s after the run and "
                         << Seconds(Clock::now() - recovered_at) << " s after the recovery:" << per_server;
-  fmt::print("the locks were gone {:.1f} s after the run\n", Seconds(Clock::now() - ended_at));
+  fmt::print("the locks were {} {:.1f} s after the run\n", unlocked ? "gone" : "still counted",
+             Seconds(Clock::now() - ended_at));
   // Every account is readable at once, and the total holds.
   auto fresh = Open(2s);
   ASSERT_NE(fresh, nullptr);
