@@ -416,8 +416,9 @@ int main(int argc, char** argv) {
                  "rescales the split so that the server's rate stays the same (0: never)")
       ->capture_default_str();
   app.add_option("--selector-floor", options.selector.floor,
-                 "cell, adaptive: the no-queue cost subtracted from each side's latency: read (the fastest read's "
-                 "for both, Cell's rule), per-side (each side's fastest) or none (whole latencies)")
+                 "cell, adaptive: how each side's latency is costed: marginal (latency squared over the side's "
+                 "fastest: what one more search adds to every search's wait), read (less the fastest read's, for "
+                 "both: Cell's rule), per-side (less each side's fastest) or none (whole latencies)")
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   options.selector.max_age = std::chrono::milliseconds(max_age_ms);

@@ -45,9 +45,11 @@ StatusOr<SelectorOptions::Floor> ParseFloor(std::string_view name) {
   if (name == "per-side") return SelectorOptions::Floor::kPerSide;
   if (name == "read") return SelectorOptions::Floor::kRead;
   if (name == "none") return SelectorOptions::Floor::kNone;
+  if (name == "marginal") return SelectorOptions::Floor::kMarginal;
   return Status::InvalidArgument(fmt::format(
       "selector floor '{}' is not one of read (the lowest read's, for both sides: Cell's rule), per-side (each "
-      "side's lowest latency), none (whole latencies compared)",
+      "side's lowest latency), none (whole latencies compared), marginal (each side's latency squared over its lowest: "
+      "what one more search adds to every search's wait)",
       name));
 }
 
@@ -140,6 +142,12 @@ Side ModelSelector::PreferredLocked(uint64_t server, uint64_t meganode, uint64_t
   const double ls = st.search.mean(), lr = st.read.mean();
   if (costs != nullptr) *costs = Costs{ls, m * lr};
   if (rule_ == Rule::kDex) return ls < m * (lr + 0.040) * 1.2 ? Side::kServer : Side::kClient;
+  if (options_.floor == SelectorOptions::Floor::kMarginal) {
+    // What one more search adds to all searches' waiting on each side: l^2 / floor (see selector.h).
+    const double fs = st.search.floor(), fr = st.read.floor();
+    const double server = fs > 0 ? ls * ls / fs : ls, client = m * (fr > 0 ? lr * lr / fr : lr);
+    return server < client ? Side::kServer : Side::kClient;
+  }
   const double rtt_r = options_.floor == SelectorOptions::Floor::kNone ? 0 : st.read.floor();
   const double rtt_s = options_.floor == SelectorOptions::Floor::kPerSide ? st.search.floor() : rtt_r;
   return (ls - rtt_s) < m * (lr - rtt_r) ? Side::kServer : Side::kClient;

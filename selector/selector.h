@@ -5,13 +5,23 @@
 // Policies (MakeSelector):
 //   server, client   always one way
 //   fixed:<x>        server-side with probability x
-//   adaptive         Cell's model (ATC'16 section 2.5), join-the-shortest-queue on measured latencies: search on the
-//                    server when  (l_s - RTT) < m * (l_r - RTT),  where l_s is the mean server-side search latency to
-//                    that server, l_r the mean one-sided read latency from it, RTT the lowest read latency seen from
-//                    it (what a request costs with no queue), and m the reads a client-side traversal of that
-//                    meganode takes (the height estimate at first, then the running mean of observed traversals).
-//                    SelectorOptions::floor offers two other forms where an RPC's round trip costs much more than a
-//                    read's (shm): kPerSide, each side's own lowest latency, and kNone, whole latencies.
+//   adaptive         Cell's model (ATC'16 section 2.5), join-the-shortest-queue on measured latencies, with each
+//                    side costed at its marginal cost (SelectorOptions::floor, kMarginal by default): search on the
+//                    server when  l_s^2 / S_s < m * l_r^2 / S_r,  where l_s is the mean server-side search latency
+//                    to that server, l_r the mean one-sided read latency from it, S_s and S_r the lowest of each seen
+//                    (what a request costs with no queue), and m the reads a client-side traversal of that meganode
+//                    takes (the height estimate at first, then the running mean of observed traversals).
+//                    l^2 / S is what one more search adds to the waiting of every search on that side, exact for
+//                    an M/M/1 queue (L = 1/(mu - lambda), S = 1/mu: d(lambda L)/d lambda = L^2 / S). While a side
+//                    is idle its cost is its whole latency, so a server whose search costs less than m reads keeps
+//                    its searches; as its queue grows its cost grows as the square, so it sheds them well before its
+//                    latency reaches m reads' (where whole latencies settle). Where part of a floor is wire time
+//                    rather than service, it undercounts that queue's growth. The other forms: kRead, the paper's
+//                    (l_s - RTT) < m * (l_r - RTT) with RTT the lowest read (queueing against queueing, one floor:
+//                    right where an RPC's round trip costs what a read's does and a read's latency is mostly queue;
+//                    where it is mostly fixed cost, as with experiment 3's NIC model, a small server queue outweighs
+//                    m reads' and it sends searches to reads that take five times as long); kPerSide, each side less
+//                    its own lowest latency; kNone, whole latencies.
 //                    Each mean is over a LatencyWindow (last n samples, outliers beyond K sigma dropped, history
 //                    dropped when outliers win a window, after an idle gap, or past max_age). Exploration keeps both
 //                    estimates current at a bounded cost: the side estimated worse is taken with probability p times
@@ -65,8 +75,8 @@ struct SelectorOptions {
   uint64_t max_age_us = 1'000'000;     // samples older than this leave their window (0: never; see latency_window.h)
   double initial_reads = 4;            // m for a meganode no traversal has been seen of (its height estimate)
   uint64_t seed = 0;                   // 0: random
-  // What a request costs with no queue, subtracted from each side's mean (see "adaptive" above).
-  enum class Floor { kRead, kPerSide, kNone } floor = Floor::kRead;
+  // How each side's mean is costed: kMarginal, or less what a request costs with no queue (see "adaptive" above).
+  enum class Floor { kRead, kPerSide, kNone, kMarginal } floor = Floor::kMarginal;
   // How fast the split of searches between the sides follows the rule, in fraction per second (0: no split, the
   // rule decides each search; see "adaptive" above). Adaptive only; DEX's heuristic decides each search.
   double steer_per_s = 1.0;

@@ -13,7 +13,8 @@
 # Slow motion: a real NIC's rate over shm would need a thread to sleep and wake per read, and on a 2-core VM those
 # wake-ups (~15 us of CPU each) saturate the client's core first; at these rates they take a fraction of it.
 # Environment: BUILD_DIR (default build), OUT_DIR (default out/experiments/<name>), NIC, CPU, KEYS (default
-# 200000), SECONDS_PER_RUN, SERVER_CPU (0), CLIENT_CPU (1).
+# 200000), SECONDS_PER_RUN, SERVER_CPU (0), CLIENT_CPU (1), BENCH_FLAGS (more cell-bench flags for every Cell run,
+# after the script's own: say --selector-floor=read to run an experiment with another rule).
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -101,8 +102,9 @@ stop_server() {
 
 # bench [cell-bench flags...]: one run against CLUSTER over shm, pinned to CLIENT_CPU; prints its JSON line.
 bench() {
+  # shellcheck disable=SC2086 # BENCH_FLAGS: words, as given
   taskset -c "$CLIENT_CPU" "$bin/cell-bench" --cluster="$CLUSTER" --transport=shm --keys="$KEYS" "$@" \
-    2>>"$OUT_DIR/bench.log" | tail -1
+    ${BENCH_FLAGS:-} 2>>"$OUT_DIR/bench.log" | tail -1
 }
 
 # bench_redis SOCKET [cell-bench flags...]: the same harness against the redis-server at unix:SOCKET.

@@ -19,11 +19,16 @@ struct SelectorOptions {
   std::chrono::milliseconds max_age{1000};     // samples older than this are dropped (0: kept)
   double initial_reads = 4;                    // reads per client-side search before any is measured
   int sample_one_in = 8;  // client-side searches whose reads are timed: one in this many (timing costs CPU)
-  // What a search costs with no queue, subtracted from each side's latency before they are compared:
-  //   "read"      the fastest read, for both (Cell's rule; right where an RPC's round trip costs what a read's does)
-  //   "per-side"  each side's own fastest (queueing against queueing; indifferent while both sides are idle)
-  //   "none"      nothing: whole latencies, l_s against m x l_r
-  std::string floor = "read";
+  // How the two sides' latencies are costed before they are compared (l_s: a server-side get's; l_r: a read's, m
+  // reads per client-side get):
+  //   "marginal"  l_s^2 / fastest l_s against m x l_r^2 / fastest l_r: what one more get adds to the waiting of
+  //               every get on that side (a queue's marginal cost). Idle, whole latencies; a queue that grows
+  //               costs as its square, so a server is left well before its latency equals m reads'
+  //   "read"      l_s - RTT against m x (l_r - RTT), RTT the fastest read (Cell's rule as the paper has it; right
+  //               where an RPC's round trip costs what a read's does and a read's latency is mostly queue)
+  //   "per-side"  each side less its own fastest (queueing against queueing; indifferent while both sides are idle)
+  //   "none"      whole latencies, l_s against m x l_r
+  std::string floor = "marginal";
   // How fast the fraction of gets searched on each server follows the rule, per second (0: the rule decides each
   // get alone, as the paper; a client's threads then take the same side together, in bursts).
   double steer_per_s = 1.0;

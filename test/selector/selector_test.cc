@@ -228,6 +228,52 @@ TEST(CellSelector, EachSideIsJudgedByWhatItWaitsBeyondItsOwnFloor) {
   EXPECT_DOUBLE_EQ(per_side.stats().servers[0].server_rtt_us, 60.0);
 }
 
+// Feeds `count` samples of each measure of server 1, alternating two values per measure (so each mean lies between
+// them and each floor is the lower), each time stepping `*t` by 10 us.
+void FeedPairs(ModelSelector& s, double search_lo, double search_hi, double read_lo, double read_hi, int count,
+               uint64_t* t) {
+  for (int i = 0; i < count; ++i) {
+    s.OnServerSearch(1, i % 2 == 0 ? search_lo : search_hi, *t);
+    s.OnRead(1, i % 2 == 0 ? read_lo : read_hi, *t);
+    *t += 10;
+  }
+}
+
+TEST(CellSelector, MarginalCostsKeepAServerWithRoomAndLeaveItBeforeItsLatencyMatchesTheReads) {
+  // Experiment 3's shape: a read's round trip (280 us) costs what an idle server-side search does (270 us), and a
+  // client-side search takes m = 5 reads.
+  const auto make = [](SelectorOptions::Floor floor) {
+    auto s = std::make_unique<ModelSelector>(
+        ModelSelector::Rule::kCell, SelectorOptions{.explore = 0, .seed = 1, .floor = floor, .steer_per_s = 0});
+    for (int i = 0; i < 10; ++i) s->OnTraversal(0x1000, 5);
+    return s;
+  };
+  // A server at ~40% load: its searches 330 us on average (floor 270); reads 288 us (floor 280). One floor for both
+  // (Cell's rule) sees 60 us of server queue against 5 x 8 of reads' and sends the search to reads, which take
+  // 1,440 us; the marginal costs are 330^2/270 = 403 against 5 x 288^2/280 = 1,481.
+  auto read = make(SelectorOptions::Floor::kRead);
+  auto marginal = make(SelectorOptions::Floor::kMarginal);
+  uint64_t t = 0, u = 0;
+  FeedPairs(*read, 270, 390, 280, 296, 100, &t);
+  FeedPairs(*marginal, 270, 390, 280, 296, 100, &u);
+  EXPECT_EQ(read->Preferred(1, 0x1000, t), Side::kClient);
+  EXPECT_EQ(marginal->Preferred(1, 0x1000, u), Side::kServer);
+  // Near saturation: searches 700 us on average over the same floor. Whole latencies would still choose the server
+  // (700 < 1,440); the marginal cost, 700^2/270 = 1,815, counts what one more search adds to the queue's others.
+  auto whole = make(SelectorOptions::Floor::kNone);
+  auto busy = make(SelectorOptions::Floor::kMarginal);
+  uint64_t v = 0, w = 0;
+  FeedPairs(*whole, 270, 1130, 280, 296, 100, &v);
+  FeedPairs(*busy, 270, 1130, 280, 296, 100, &w);
+  EXPECT_EQ(whole->Preferred(1, 0x1000, v), Side::kServer);
+  EXPECT_EQ(busy->Preferred(1, 0x1000, w), Side::kClient);
+  // A read floor of 0 (a clock too coarse to time it) counts reads at their whole latency, not at infinity.
+  auto coarse = make(SelectorOptions::Floor::kMarginal);
+  uint64_t x = 0;
+  FeedPairs(*coarse, 270, 390, 0, 2, 100, &x);
+  EXPECT_EQ(coarse->Preferred(1, 0x1000, x), Side::kClient);
+}
+
 // Steered at 2/s, one-sample windows without outlier filtering or exploration: each new sample sets its side's cost
 // exactly.
 SelectorOptions SteeredOneSample() {
@@ -507,6 +553,7 @@ TEST(Selector, ModesParseAndBadOnesAreRefusedWithTheChoices) {
   EXPECT_EQ(*ParseFloor("per-side"), SelectorOptions::Floor::kPerSide);
   EXPECT_EQ(*ParseFloor("read"), SelectorOptions::Floor::kRead);
   EXPECT_EQ(*ParseFloor("none"), SelectorOptions::Floor::kNone);
+  EXPECT_EQ(*ParseFloor("marginal"), SelectorOptions::Floor::kMarginal);
   EXPECT_TRUE(ParseFloor("rtt").status().IsInvalidArgument());
   EXPECT_NE(ParseFloor("rtt").status().message().find("per-side"), std::string::npos);
   EXPECT_FALSE((*MakeSelector("server"))->Measures());
