@@ -26,7 +26,10 @@ StatusOr<std::unique_ptr<StoreClient>> StoreClient::Create(membership::RegionTab
   CELL_ASSIGN_OR_RETURN(std::unique_ptr<selector::Selector> selector,
                         selector::MakeSelector(options.search, options.selector));
   selector::SelectorOptions scans = options.selector;
-  scans.initial_reads = 1;  // a client-side scan is reported as one read: the rule compares whole scans
+  // A client-side scan is reported as one read, and the rule compares whole scans: their latencies vary with their
+  // lengths, not only with the queues, so a side's fastest scan is no measure of its no-queue cost.
+  scans.initial_reads = 1;
+  scans.floor = selector::SelectorOptions::Floor::kNone;
   CELL_ASSIGN_OR_RETURN(std::unique_ptr<selector::Selector> scan_selector,
                         selector::MakeSelector(options.search, scans));
   return std::unique_ptr<StoreClient>(new StoreClient(table, options, std::move(selector), std::move(scan_selector)));
