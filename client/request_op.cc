@@ -1,7 +1,6 @@
 // The state machine every RPC of the client runs (RequestOp: a get, put or delete, or a page of a server-side scan),
 // and the rule for where and when an operation's next attempt begins (Attempts). See store_client.h.
 #include <fmt/format.h>
-#include <google/protobuf/io/coded_stream.h>
 
 #include <future>
 #include <optional>
@@ -14,6 +13,7 @@
 #include "common/key_limits.h"
 #include "common/lent.h"
 #include "rpc/proto/store.pb.h"
+#include "rpc/store_wire.h"
 
 namespace cell::client {
 
@@ -156,51 +156,6 @@ StoreClient::KeyRequest StoreClient::KeyRequestFor(std::string_view key, const s
                     std::move(fill)};
 }
 
-namespace {
-void AppendVarint(uint64_t v, std::string* out) {
-  uint8_t bytes[10];  // the longest varint of 64 bits
-  const uint8_t* end = google::protobuf::io::CodedOutputStream::WriteVarint64ToArray(v, bytes);
-  out->append(reinterpret_cast<const char*>(bytes), static_cast<size_t>(end - bytes));
-}
-// A field's key: its number and wire type (0: varint, 2: length-delimited).
-constexpr uint8_t FieldKey(int number, int wire_type) { return static_cast<uint8_t>(number << 3 | wire_type); }
-}  // namespace
-
-void AppendPlainKeyRequest(uint32_t region, uint64_t epoch, std::string_view key, const std::string* value,
-                           uint64_t meganode, bool want_range, std::string* out) {
-  // Fields in number order, as protobuf writes them (proto/store.proto: KeyRequest and Target).
-  const size_t target_bytes = (region != 0 ? 1 + google::protobuf::io::CodedOutputStream::VarintSize32(region) : 0) +
-                              (epoch != 0 ? 1 + google::protobuf::io::CodedOutputStream::VarintSize64(epoch) : 0);
-  out->push_back(static_cast<char>(FieldKey(1, 2)));  // target: always present (the client always names it)
-  AppendVarint(target_bytes, out);
-  if (region != 0) {
-    out->push_back(static_cast<char>(FieldKey(1, 0)));
-    AppendVarint(region, out);
-  }
-  if (epoch != 0) {
-    out->push_back(static_cast<char>(FieldKey(2, 0)));
-    AppendVarint(epoch, out);
-  }
-  if (!key.empty()) {
-    out->push_back(static_cast<char>(FieldKey(2, 2)));
-    AppendVarint(key.size(), out);
-    out->append(key);
-  }
-  if (value != nullptr && !value->empty()) {
-    out->push_back(static_cast<char>(FieldKey(3, 2)));
-    AppendVarint(value->size(), out);
-    out->append(*value);
-  }
-  if (meganode != 0) {
-    out->push_back(static_cast<char>(FieldKey(4, 0)));
-    AppendVarint(meganode, out);
-  }
-  if (want_range) {
-    out->push_back(static_cast<char>(FieldKey(5, 0)));
-    out->push_back(1);
-  }
-}
-
 void StoreClient::BuildKeyRequest(const KeyRequest& spec, const Route& route, GlobalPtr start, std::string* out) {
   // `cached`: the meganode the path cache gave for the key, where the first attempt begins; any other start (a
   // redirect's) asks for the range of the leaf meganode that answers, so that the next operation on the key begins
@@ -208,7 +163,7 @@ void StoreClient::BuildKeyRequest(const KeyRequest& spec, const Route& route, Gl
   const bool want_range = !start.is_null() && !(start == spec.cached);
   if (!spec.fill) {
     out->clear();
-    AppendPlainKeyRequest(route.entry.region, route.entry.epoch, spec.key(), spec.value ? &*spec.value : nullptr,
+    rpc::AppendPlainKeyRequest(route.entry.region, route.entry.epoch, spec.key(), spec.value ? &*spec.value : nullptr,
                           start.Pack(), want_range, out);
     return;
   }
@@ -308,7 +263,9 @@ void StoreClient::OnReply(const std::shared_ptr<RequestOp>& op, const Status& st
   Lent<cell::proto::StoreReply, ReplyTag> lent(std::holds_alternative<KeyRequest>(op->request));
   if (response.size() > kLentKeepBytes) lent.Shrink();
   cell::proto::StoreReply& reply = *lent;
-  if (!reply.ParseFromArray(response.data(), static_cast<int>(response.size()))) {
+  // A key request's reply is read by hand (rpc/store_wire.h), or by protobuf when it holds more than those fields.
+  if (!(std::holds_alternative<KeyRequest>(op->request) && rpc::ParseKeyReply(response, &reply)) &&
+      !reply.ParseFromArray(response.data(), static_cast<int>(response.size()))) {
     return op->Finish(
         Status::Corruption(fmt::format("malformed reply ({} bytes) from server {}", response.size(), route.owner().id)),
         nullptr);

@@ -24,13 +24,6 @@ inline std::chrono::milliseconds Remaining(std::chrono::steady_clock::time_point
   return std::max(left, std::chrono::milliseconds(1));
 }
 
-// Appends to *out the wire bytes of a plain get, put or delete (proto::KeyRequest with only its target, key, value,
-// meganode and want_range set), as protobuf would serialize that message (`value` null: none; a field at its default
-// is left out, as proto3 does). Written directly: the request path's protobuf message, its set-up and its generic
-// serializer cost more than the whole encoding.
-void AppendPlainKeyRequest(uint32_t region, uint64_t epoch, std::string_view key, const std::string* value,
-                           uint64_t meganode, bool want_range, std::string* out);
-
 inline double MicrosSince(std::chrono::steady_clock::time_point begin) {
   return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - begin).count();
 }

@@ -12,6 +12,7 @@
 #include "common/key_limits.h"
 #include "common/lent.h"
 #include "rpc/proto/store.pb.h"
+#include "rpc/store_wire.h"
 #include "server/store_service.h"
 
 namespace cell::server {
@@ -358,7 +359,10 @@ struct StoreService::StoreRequest {
       if (!ParseRequest(request, &multi_get, responder)) return false;
       target = &multi_get.target();  // each key names its own start
     } else {
-      if (!ParseRequest(request, &key_request, responder)) return false;
+      // A plain get, put or delete is read by hand (rpc/store_wire.h); anything more by protobuf.
+      if (!rpc::ParsePlainKeyRequest(request, &key_request) && !ParseRequest(request, &key_request, responder)) {
+        return false;
+      }
       target = &key_request.target();
       packed_start = key_request.meganode();
       want_range = key_request.want_range();
@@ -409,7 +413,12 @@ void StoreService::Handle(uint16_t method, std::string_view request, rpc::Respon
     reply.set_leaf_max(std::move(range.max));
   }
   Lent<std::string, ReplyBytesTag> bytes;
-  reply.SerializeToString(&*bytes);
+  if (method == StoreMethod::STORE_GET || method == StoreMethod::STORE_PUT || method == StoreMethod::STORE_DELETE) {
+    bytes->clear();
+    rpc::AppendKeyReply(reply, &*bytes);  // their answers set only a key reply's fields (rpc/store_wire.h)
+  } else {
+    reply.SerializeToString(&*bytes);
+  }
   if (bytes->size() > kLentKeepBytes) {
     lent_reply.Shrink();
     bytes.Shrink();

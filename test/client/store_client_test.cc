@@ -15,7 +15,6 @@
 #include <mutex>
 #include <string>
 
-#include "client/store_client_internal.h"
 #include "membership/in_memory_membership.h"
 #include "rpc/proto/store.pb.h"
 #include "rpc/transport.h"
@@ -25,48 +24,6 @@ namespace {
 
 using namespace std::chrono_literals;
 using cell::proto::StoreMethod;
-
-// The plain key request written by hand is byte for byte what protobuf writes for the same message, and reads back
-// as it: fields at their defaults (left out), one-byte and longer varints and lengths, empty and large values.
-TEST(PlainKeyRequest, IsWhatProtobufWritesForTheSameMessage) {
-  const std::string big(300000, 'v');
-  const std::string empty, small = "value";
-  int cases = 0;
-  for (uint32_t region : {0u, 1u, 200u, 0xffffffffu}) {
-    for (uint64_t epoch : {uint64_t{0}, uint64_t{7}, uint64_t{1} << 40, ~uint64_t{0}}) {
-      for (const std::string& key : {std::string(), std::string("k"), std::string(200, 'x')}) {
-        for (const std::string* value : {static_cast<const std::string*>(nullptr), &empty, &small, &big}) {
-          for (uint64_t meganode : {uint64_t{0}, uint64_t{5}, GlobalPtr{3, 1 << 26}.Pack()}) {
-            for (bool want_range : {false, true}) {
-              std::string wire = "left alone:";
-              AppendPlainKeyRequest(region, epoch, key, value, meganode, want_range, &wire);
-              cell::proto::KeyRequest expected;
-              expected.mutable_target()->set_region(region);
-              expected.mutable_target()->set_epoch(epoch);
-              expected.set_key(key);
-              if (value != nullptr) expected.set_value(*value);
-              expected.set_meganode(meganode);
-              expected.set_want_range(want_range);
-              ASSERT_EQ(wire, "left alone:" + expected.SerializeAsString())
-                  << region << " " << epoch << " " << key.size() << " " << meganode << " " << want_range;
-              cell::proto::KeyRequest parsed;
-              ASSERT_TRUE(parsed.ParseFromArray(wire.data() + 11, static_cast<int>(wire.size() - 11)));
-              EXPECT_TRUE(parsed.has_target());
-              EXPECT_EQ(parsed.target().region(), region);
-              EXPECT_EQ(parsed.target().epoch(), epoch);
-              EXPECT_EQ(parsed.key(), key);
-              EXPECT_EQ(parsed.value(), value != nullptr ? *value : std::string());
-              EXPECT_EQ(parsed.meganode(), meganode);
-              EXPECT_EQ(parsed.want_range(), want_range);
-              ++cases;
-            }
-          }
-        }
-      }
-    }
-  }
-  EXPECT_EQ(cases, 4 * 4 * 3 * 4 * 3 * 2);
-}
 
 class ScriptedServer final : public rpc::RpcHandler {
  public:
