@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "rpc/key.h"
+#include "test/temp_dir.h"
 
 namespace cell::rpc {
 namespace {
@@ -19,9 +20,7 @@ namespace {
 const Key kClient{"client", "client-secret-0123456789abcdef"};
 const Key kPeer{"peer", "peer-secret-0123456789abcdef00"};
 
-std::string TempPath(const std::string& name) {
-  return ::testing::TempDir() + "/cell-auth-" + std::to_string(getpid()) + "-" + name;
-}
+std::string TempPath(const std::string& name) { return cell::testing::ProcessDir() + "/" + name; }
 
 void WriteFile(const std::string& path, const std::string& bytes, mode_t mode) {
   std::remove(path.c_str());

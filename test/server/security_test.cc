@@ -139,8 +139,7 @@ TEST_F(Security, EveryPeerMethodWithTheClientKeyIsRefusedAndChangesNothing) {
 
 TEST_F(Security, WithoutTheKeyOrWithAnotherNothingIsServed) {
   const size_t meganodes = server_->store().meganodes_in_use();
-  const std::string dir = ::testing::TempDir();
-  const std::string wrong = fmt::format("{}/cell-wrong-{}.key", dir, getpid());
+  const std::string wrong = testing::ProcessDir() + "/wrong.key";
   unlink(wrong.c_str());
   ASSERT_TRUE(WriteNewKeyFile(wrong).ok());
   for (const std::string& uri : server_->uris()) {
@@ -200,8 +199,7 @@ TEST(SecurityProcesses, KeysAreCheckedAtStartAndCellctlPassesItsKey) {
   EXPECT_NE(none_out.find("--key-file"), std::string::npos) << "the message must say how to give the key: " << none_out;
   EXPECT_EQ(none_out.find("v1"), std::string::npos) << none_out;
 
-  const std::string dir = ::testing::TempDir();
-  const std::string open_key = fmt::format("{}/cell-open-{}.key", dir, getpid());
+  const std::string open_key = testing::ProcessDir() + "/open.key";
   unlink(open_key.c_str());
   ASSERT_TRUE(WriteNewKeyFile(open_key).ok());
   chmod(open_key.c_str(), 0644);

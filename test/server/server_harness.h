@@ -15,6 +15,7 @@
 
 #include "cell/client.h"
 #include "test/child_process.h"
+#include "test/temp_dir.h"
 
 namespace cell::testing {
 
@@ -50,15 +51,14 @@ inline std::pair<int, std::string> Cellctl(std::vector<std::string> args) {
   return {p.Wait(), out};
 }
 
-// The cluster keys of this test process (made once, mode 0600, in the test's temporary directory): servers started
-// with ServerKeyArgs() accept clients opened with options.key_file = ClientKeyFile() (docs/DESIGN.md, "Security").
+// The cluster keys of this test process (made once, mode 0600, in ProcessDir()): servers started with
+// ServerKeyArgs() accept clients opened with options.key_file = ClientKeyFile() (docs/DESIGN.md, "Security").
 struct TestKeys {
   std::string client_file, peer_file;
   static const TestKeys& Get() {
     static const TestKeys keys = [] {
       TestKeys k;
-      const std::string dir = fmt::format("{}/cell-keys-{}", ::testing::TempDir(), getpid());
-      mkdir(dir.c_str(), 0700);
+      const std::string& dir = ProcessDir();
       k.client_file = dir + "/client.key";
       k.peer_file = dir + "/peer.key";
       for (const std::string& f : {k.client_file, k.peer_file}) {
@@ -101,9 +101,7 @@ inline bool WaitForSplitsToSettle(Client& client, std::chrono::seconds timeout =
   return true;
 }
 
-// A Unix socket path for an shm listener, unique to this test process.
-inline std::string ShmPath(std::string_view name) {
-  return fmt::format("{}/cell-test-{}-{}.sock", ::testing::TempDir(), getpid(), name);
-}
+// A Unix socket path for an shm listener, unique to this test process (in ProcessDir()).
+inline std::string ShmPath(std::string_view name) { return fmt::format("{}/{}.sock", ProcessDir(), name); }
 
 }  // namespace cell::testing

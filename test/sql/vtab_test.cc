@@ -13,6 +13,7 @@
 #include "sql/client_registry.h"
 #include "sql/row_codec.h"
 #include "test/sql/sql_harness.h"
+#include "test/temp_dir.h"
 
 namespace cell::sql::testing {
 namespace {
@@ -321,7 +322,7 @@ TEST_F(SqlVtab, AScanOutsideATransactionIsValidatedInChunks) {
 
 #ifdef CELL_SQL_EXTENSION  // not in sanitizer builds: the sqlite3 shell cannot load an instrumented library
 TEST_F(SqlVtab, TheLoadableExtensionWorksInTheSqliteShell) {
-  const std::string script = fmt::format("{}/sql-shell-{}.sql", ::testing::TempDir(), getpid());
+  const std::string script = cell::testing::ProcessDir() + "/shell.sql";
   FILE* f = fopen(script.c_str(), "w");
   ASSERT_NE(f, nullptr);
   std::string extension = CELL_SQL_EXTENSION;
