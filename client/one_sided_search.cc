@@ -86,6 +86,7 @@ class StoreClient::ReadRouter {
    public:
     explicit InPlaceMemory(ReadRouter* router) : router_(router) {}
     const uint64_t* Readable(GlobalPtr p, size_t bytes) const override {
+      if (const uint64_t* at = router_->InPlaceAgain(p, bytes)) return at;
       auto at = router_->InPlace(p, bytes);
       if (at.ok()) return *at;
       why_ = at.status();
@@ -253,7 +254,20 @@ class StoreClient::ReadRouter {
   }
 
   // A search reads a node per level and a record, nearly always in one or two regions: the link last read, while
-  // its lease holds, answers without a lookup; its region's mapping is asked for once per search.
+  // its lease holds, answers without a lookup (InPlaceAgain: that case alone, the pointer or null, no Status made);
+  // its region's mapping is asked for once per search.
+  const uint64_t* InPlaceAgain(GlobalPtr p, size_t bytes) {
+    const Link* link = last_;
+    if (link == nullptr || link->region != p.region || !(CoarseNow() + CoarseMargin() < link->lease_until)) {
+      return nullptr;
+    }
+    const uint64_t* at = Within(link->mapped, p, bytes);  // (an empty mapping holds nothing)
+    if (at != nullptr && measure_) {
+      ++reads_;
+      in_place_reads_ += link->server == measured_server_;
+    }
+    return at;
+  }
   StatusOr<const uint64_t*> InPlace(GlobalPtr p, size_t bytes) {
     Link* link = last_;
     if (link == nullptr || link->region != p.region || link->mapped.empty() ||

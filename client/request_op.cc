@@ -42,7 +42,7 @@ StatusOr<StoreClient::Deadline> StoreClient::Attempts::Retry(const Status& why) 
                           fmt::format("gave up after {} ms: {}", timeout_.count(), why.ToString()));
 }
 
-Status StoreClient::Run(const Operation& op, Deadline deadline, GlobalPtr start) {
+Status StoreClient::Run(Operation op, Deadline deadline, GlobalPtr start) {
   Attempts tries(deadline, start, options_.timeout);
   while (true) {
     if (closing_.load(std::memory_order_acquire)) return Status::Unavailable("the client is closing");
@@ -164,7 +164,7 @@ void StoreClient::BuildKeyRequest(const KeyRequest& spec, const Route& route, Gl
   if (!spec.fill) {
     out->clear();
     rpc::AppendPlainKeyRequest(route.entry.region, route.entry.epoch, spec.key(), spec.value ? &*spec.value : nullptr,
-                          start.Pack(), want_range, out);
+                               start.Pack(), want_range, out);
     return;
   }
   // A transaction's step sets fields of its own too: a message.

@@ -15,6 +15,7 @@
 #include "btree/node_source.h"
 #include "client/store_client_internal.h"
 #include "common/key_limits.h"
+#include "common/lent.h"
 #include "rpc/proto/store.pb.h"
 
 namespace cell::client {
@@ -44,6 +45,8 @@ thread_local bool on_client_thread = false;
 void MarkClientThread() { on_client_thread = true; }
 
 namespace {
+struct ClientSideValueTag;  // GetAsync's value of a client-side search (common/lent.h)
+
 uint64_t NextClientId() {
   static std::atomic<uint64_t> next{1};
   return next.fetch_add(1, std::memory_order_relaxed);
@@ -205,10 +208,12 @@ void StoreClient::GetAsync(std::string_view key, GetCallback done) {
   if (measure_) cached = paths_.Lookup(key);
   if (!SearchOnServer(cached.value_or(GlobalPtr()), /*may_block=*/false, &server) && CheckMayWait().ok()) {
     stats_.client_searches.fetch_add(1, std::memory_order_relaxed);
-    std::string value;
+    Lent<std::string, ClientSideValueTag> value;  // the thread's: its memory kept from one get to the next
+    value->clear();
     Status s =
-        GetClientSide(key, &value, NewDeadline(), server != 0 && SampleThisSearch() ? server : 0, nullptr, cached);
-    return done(s, value);
+        GetClientSide(key, &*value, NewDeadline(), server != 0 && SampleThisSearch() ? server : 0, nullptr, cached);
+    if (value->capacity() > kLentKeepBytes) value.Shrink();
+    return done(s, *value);
   }
   stats_.server_searches.fetch_add(1, std::memory_order_relaxed);
   if (server != 0) {

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <absl/container/inlined_vector.h>
+#include <absl/functional/function_ref.h>
 
 #include <atomic>
 #include <chrono>
@@ -177,12 +178,13 @@ class StoreClient {
     Backoff backoff_;
   };
   // `start`: the meganode the attempt begins at (null: the root, at the root region's owner).
+  // Called only during Run (a reference: no copy, no allocation per operation).
   using Operation =
-      std::function<Attempt(rpc::Connection& connection, const Route& route, GlobalPtr start, Deadline deadline)>;
+      absl::FunctionRef<Attempt(rpc::Connection& connection, const Route& route, GlobalPtr start, Deadline deadline)>;
   // Runs `op` in this thread against the owner of `start`'s region (the root region's if null), following it to
   // other servers' meganodes, until it no longer asks to retry or `deadline` passes (then DeadlineExceeded, or
   // Unavailable when no server could be reached). For client-side searches and scans.
-  Status Run(const Operation& op, Deadline deadline, GlobalPtr start = GlobalPtr());
+  Status Run(Operation op, Deadline deadline, GlobalPtr start = GlobalPtr());
   // One-sided reads, each from the owner of the region it reads (client-side search).
   class ReadRouter;
   Deadline NewDeadline() const { return Clock::now() + options_.timeout; }
