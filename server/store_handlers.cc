@@ -1,6 +1,7 @@
 // How a StoreService answers requests: the store's own (get, put, delete, scan, stats) from clients, each checked
-// against the region and epoch it names before the tree is searched, and the MEGA_* requests of other servers. Every
-// answer passes the lease check as it is sent (StoreService::MayAnswer; docs/DESIGN.md, "Ownership").
+// against the region and epoch it names before the tree is searched (the MEGA_* requests of other servers are passed
+// to HandlePeer, peer_handlers.cc). Every answer passes the lease check as it is sent (StoreService::MayAnswer;
+// docs/DESIGN.md, "Ownership").
 #include <fmt/format.h>
 
 #include <chrono>
@@ -19,18 +20,17 @@ namespace cell::server {
 
 using proto::StoreMethod;
 
+bool ParseStoreRequest(std::string_view bytes, google::protobuf::MessageLite* request, rpc::Responder& responder) {
+  if (request->ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) return true;
+  responder.Fail(Status::InvalidArgument(fmt::format("malformed store request ({} bytes)", bytes.size())));
+  return false;
+}
+
 namespace {
 constexpr size_t kScanReplyBytes = size_t{4} << 20;
 constexpr size_t kScanReplyPairs = 10000;
 constexpr size_t kScanBatch = 64;
 constexpr int kMultiGetKeys = 10000;
-
-template <typename Request>
-bool ParseRequest(std::string_view bytes, Request* request, rpc::Responder& responder) {
-  if (request->ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) return true;
-  responder.Fail(Status::InvalidArgument(fmt::format("malformed store request ({} bytes)", bytes.size())));
-  return false;
-}
 
 bool IsWrite(uint16_t method) {
   switch (method) {
@@ -352,15 +352,15 @@ struct StoreService::StoreRequest {
     packed_start = 0;
     want_range = false;
     if (method == StoreMethod::STORE_SCAN || method == StoreMethod::STORE_APPROXIMATE_SIZE) {
-      if (!ParseRequest(request, &scan_request, responder)) return false;
+      if (!ParseStoreRequest(request, &scan_request, responder)) return false;
       target = &scan_request.target();
       packed_start = scan_request.meganode();
     } else if (method == StoreMethod::STORE_MULTI_GET) {
-      if (!ParseRequest(request, &multi_get, responder)) return false;
+      if (!ParseStoreRequest(request, &multi_get, responder)) return false;
       target = &multi_get.target();  // each key names its own start
     } else {
       // A plain get, put or delete is read by hand (rpc/store_wire.h); anything more by protobuf.
-      if (!rpc::ParsePlainKeyRequest(request, &key_request) && !ParseRequest(request, &key_request, responder)) {
+      if (!rpc::ParsePlainKeyRequest(request, &key_request) && !ParseStoreRequest(request, &key_request, responder)) {
         return false;
       }
       target = &key_request.target();
@@ -535,70 +535,6 @@ void StoreService::SendUnderLease(uint16_t method, std::string_view reply, const
     return responder.Fail(may);
   }
   responder.Reply(reply);
-}
-
-void StoreService::HandlePeer(uint16_t method, std::string_view request, rpc::Responder responder) {
-  proto::MegaReply reply;
-  Status s;
-  switch (method) {
-    case StoreMethod::MEGA_CREATE: {
-      proto::MegaCreate create;
-      if (!ParseRequest(request, &create, responder)) return;
-      btree::MeganodeInfo info;
-      info.min = create.info().min();
-      info.max = create.info().max();
-      info.right = GlobalPtr::Unpack(create.info().right());
-      info.level = create.info().level();
-      auto m = store_->CreateSealed(info, create.token());
-      if (!m.ok()) return responder.Fail(m.status());
-      reply.set_meganode(m->ptr.Pack());
-      reply.set_generation(m->generation);
-      break;
-    }
-    case StoreMethod::MEGA_FILL: {
-      proto::MegaFill fill;
-      if (!ParseRequest(request, &fill, responder)) return;
-      std::vector<meganode::MovedEntry> entries(fill.entries_size());
-      for (int i = 0; i < fill.entries_size(); ++i) {
-        entries[i].key = fill.entries(i).key();
-        entries[i].value = fill.entries(i).value();
-        entries[i].child = GlobalPtr::Unpack(fill.entries(i).child());
-        entries[i].version = fill.entries(i).version();
-        entries[i].locked = fill.entries(i).locked();
-      }
-      s = store_->Fill(meganode::RemoteMeganode{GlobalPtr::Unpack(fill.meganode()), fill.generation()}, entries);
-      break;
-    }
-    case StoreMethod::MEGA_UNSEAL:
-    case StoreMethod::MEGA_ABANDON: {
-      proto::MegaRef ref;
-      if (!ParseRequest(request, &ref, responder)) return;
-      const meganode::RemoteMeganode m{GlobalPtr::Unpack(ref.meganode()), ref.generation()};
-      if (method == StoreMethod::MEGA_ABANDON && ref.token() != 0) {
-        s = store_->AbandonCreated(ref.token());
-      } else {
-        s = method == StoreMethod::MEGA_UNSEAL ? store_->Unseal(m) : store_->Abandon(m);
-      }
-      break;
-    }
-    case StoreMethod::MEGA_INSERT_SEPARATOR: {
-      proto::SeparatorRequest r;
-      if (!ParseRequest(request, &r, responder)) return;
-      const GlobalPtr at = GlobalPtr::Unpack(r.at());
-      if (!(at == store_->first_meganode()) && !store_->IsLocal(at)) {
-        return responder.Fail(Status::FailedPrecondition(
-            fmt::format("server {} does not hold meganode {}:{}", server_id_, at.region, at.offset)));
-      }
-      // The level, key and child are checked by the tree, against what it holds.
-      s = store_->InsertSeparator(at, r.level(), r.separator(), GlobalPtr::Unpack(r.child()));
-      break;
-    }
-    default:
-      return responder.Fail(Status::InvalidArgument(fmt::format("unknown store method {}", method)));
-  }
-  if (s.ok()) s = Commit(/*flush=*/true);  // what the peer is told was done is durable, whatever the durability
-  if (!s.ok()) return responder.Fail(s);
-  responder.Reply(reply.SerializeAsString());
 }
 
 }  // namespace cell::server

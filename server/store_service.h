@@ -16,6 +16,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/task_scheduler.h"
@@ -25,6 +26,10 @@
 #include "rpc/transport.h"
 #include "server/peers.h"
 #include "server/region_logger.h"
+
+namespace google::protobuf {
+class MessageLite;
+}  // namespace google::protobuf
 
 namespace cell::proto {
 class StoreReply;
@@ -92,6 +97,9 @@ struct StoreRecovery {
   meganode::TreeRecovery tree;     // what the tree's rebuild found and repaired
   double seconds = 0;
 };
+
+// Parses a request's bytes into *request; false once `responder` has been told they are malformed.
+bool ParseStoreRequest(std::string_view bytes, google::protobuf::MessageLite* request, rpc::Responder& responder);
 
 class StoreService {
  public:
