@@ -5,29 +5,60 @@
 
 #include <google/protobuf/io/coded_stream.h>
 
+#include <cstring>
+
 namespace cell::rpc {
 namespace {
 
 using google::protobuf::io::CodedOutputStream;
 
 constexpr int kVarint = 0, kBytes = 2;
-constexpr char Key(int number, int wire_type) { return static_cast<char>(number << 3 | wire_type); }
+// The fields of a message, each written once a Sizer has measured them all: one resize of the output, no append
+// per field. Each writes nothing for a field at its default, as proto3 does.
+class Sizer {
+ public:
+  void Varint(uint64_t v) { bytes += CodedOutputStream::VarintSize64(v); }
+  void VarintField(int, uint64_t v) {
+    if (v != 0) bytes += 1 + CodedOutputStream::VarintSize64(v);
+  }
+  void BytesField(int, std::string_view v) {
+    if (!v.empty()) bytes += 1 + CodedOutputStream::VarintSize64(v.size()) + v.size();
+  }
+  void Key(int, int) { ++bytes; }
+  size_t bytes = 0;
+};
+class Writer {
+ public:
+  Writer(size_t bytes, std::string* out) {
+    const size_t at = out->size();
+    out->resize(at + bytes);
+    p_ = reinterpret_cast<uint8_t*>(out->data() + at);
+  }
+  void Varint(uint64_t v) { p_ = CodedOutputStream::WriteVarint64ToArray(v, p_); }
+  void VarintField(int number, uint64_t v) {
+    if (v == 0) return;
+    Key(number, kVarint);
+    Varint(v);
+  }
+  void BytesField(int number, std::string_view v) {
+    if (v.empty()) return;
+    Key(number, kBytes);
+    Varint(v.size());
+    std::memcpy(p_, v.data(), v.size());
+    p_ += v.size();
+  }
+  void Key(int number, int wire_type) { *p_++ = static_cast<uint8_t>(number << 3 | wire_type); }
 
-void AppendVarint(uint64_t v, std::string* out) {
-  uint8_t bytes[10];  // the longest varint of 64 bits
-  const uint8_t* end = CodedOutputStream::WriteVarint64ToArray(v, bytes);
-  out->append(reinterpret_cast<const char*>(bytes), static_cast<size_t>(end - bytes));
-}
-void AppendVarintField(int number, uint64_t v, std::string* out) {
-  if (v == 0) return;
-  out->push_back(Key(number, kVarint));
-  AppendVarint(v, out);
-}
-void AppendBytesField(int number, std::string_view v, std::string* out) {
-  if (v.empty()) return;
-  out->push_back(Key(number, kBytes));
-  AppendVarint(v.size(), out);
-  out->append(v);
+ private:
+  uint8_t* p_;
+};
+// Measures what `fields` (a function of a Sizer or Writer) writes, then writes it at the end of *out.
+template <typename Fields>
+void Append(Fields fields, std::string* out) {
+  Sizer sizer;
+  fields(sizer);
+  Writer writer(sizer.bytes, out);
+  fields(writer);
 }
 
 // A cursor over wire bytes that reads what protobuf reads, and fails (false) where protobuf would, or where it would
@@ -106,16 +137,21 @@ bool ParseTarget(std::string_view bytes, proto::Target* target) {
 void AppendPlainKeyRequest(uint32_t region, uint64_t epoch, std::string_view key, const std::string* value,
                            uint64_t meganode, bool want_range, std::string* out) {
   // Fields in number order, as protobuf writes them. The target is always present (the client always names it).
-  const size_t target_bytes = (region != 0 ? 1 + CodedOutputStream::VarintSize32(region) : 0) +
-                              (epoch != 0 ? 1 + CodedOutputStream::VarintSize64(epoch) : 0);
-  out->push_back(Key(1, kBytes));
-  AppendVarint(target_bytes, out);
-  AppendVarintField(1, region, out);
-  AppendVarintField(2, epoch, out);
-  AppendBytesField(2, key, out);
-  if (value != nullptr) AppendBytesField(3, *value, out);
-  AppendVarintField(4, meganode, out);
-  AppendVarintField(5, want_range ? 1 : 0, out);
+  Sizer target;
+  target.VarintField(1, region);
+  target.VarintField(2, epoch);
+  Append(
+      [&](auto& w) {
+        w.Key(1, kBytes);
+        w.Varint(target.bytes);
+        w.VarintField(1, region);
+        w.VarintField(2, epoch);
+        w.BytesField(2, key);
+        if (value != nullptr) w.BytesField(3, *value);
+        w.VarintField(4, meganode);
+        w.VarintField(5, want_range ? 1 : 0);
+      },
+      out);
 }
 
 bool ParsePlainKeyRequest(std::string_view bytes, proto::KeyRequest* request) {
@@ -166,16 +202,20 @@ bool ParsePlainKeyRequest(std::string_view bytes, proto::KeyRequest* request) {
 
 void AppendKeyReply(const proto::StoreReply& reply, std::string* out) {
   // Fields in number order, as protobuf writes them.
-  AppendVarintField(2, reply.found() ? 1 : 0, out);
-  AppendBytesField(3, reply.value(), out);
-  AppendVarintField(6, reply.elsewhere(), out);
-  AppendVarintField(8, reply.leaf(), out);
-  AppendBytesField(9, reply.leaf_min(), out);
-  AppendBytesField(10, reply.leaf_max(), out);
-  AppendBytesField(11, reply.not_acknowledged(), out);
-  AppendVarintField(12, reply.version(), out);
-  AppendVarintField(13, reply.checksum(), out);
-  AppendVarintField(14, reply.locked() ? 1 : 0, out);
+  Append(
+      [&](auto& w) {
+        w.VarintField(2, reply.found() ? 1 : 0);
+        w.BytesField(3, reply.value());
+        w.VarintField(6, reply.elsewhere());
+        w.VarintField(8, reply.leaf());
+        w.BytesField(9, reply.leaf_min());
+        w.BytesField(10, reply.leaf_max());
+        w.BytesField(11, reply.not_acknowledged());
+        w.VarintField(12, reply.version());
+        w.VarintField(13, reply.checksum());
+        w.VarintField(14, reply.locked() ? 1 : 0);
+      },
+      out);
 }
 
 bool ParseKeyReply(std::string_view bytes, proto::StoreReply* reply) {
