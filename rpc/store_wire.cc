@@ -90,9 +90,18 @@ class Reader {
     }
     return false;
   }
+  // A length, then that many bytes. Protobuf reads a length of at most 5 bytes, the 5th below 8, and at most
+  // INT32_MAX - 16.
   bool Bytes(std::string_view* v) {
     uint64_t n = 0;
-    if (!Varint(&n) || n > static_cast<uint64_t>(end_ - p_) || n > INT32_MAX) return false;
+    for (int i = 0;; ++i) {
+      if (p_ == end_ || i == 5) return false;
+      const uint8_t b = static_cast<uint8_t>(*p_++);
+      if (i == 4 && b >= 8) return false;
+      n |= static_cast<uint64_t>(b & 0x7f) << (7 * i);
+      if ((b & 0x80) == 0) break;
+    }
+    if (n > static_cast<uint64_t>(end_ - p_) || n > INT32_MAX - 16) return false;
     *v = std::string_view(p_, n);
     p_ += n;
     return true;

@@ -28,8 +28,9 @@ bool ParsePlainKeyRequest(std::string_view bytes, proto::KeyRequest* request);
 // not_acknowledged, version, checksum, locked.
 // Appends the wire bytes of `reply`, which must have no other field set.
 void AppendKeyReply(const proto::StoreReply& reply, std::string* out);
-// Reads `bytes` into *reply (cleared first) if they hold nothing but those fields, each at most once. False
-// otherwise (*reply is then unspecified): parse with protobuf.
+// Reads `bytes` into *reply (cleared first) if they hold nothing but those fields, each at most once, and not
+// not_acknowledged (a string: protobuf checks its UTF-8). False otherwise (*reply is then unspecified): parse with
+// protobuf.
 bool ParseKeyReply(std::string_view bytes, proto::StoreReply* reply);
 
 }  // namespace cell::rpc

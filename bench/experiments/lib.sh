@@ -13,8 +13,9 @@
 # Slow motion: a real NIC's rate over shm would need a thread to sleep and wake per read, and on a 2-core VM those
 # wake-ups (~15 us of CPU each) saturate the client's core first; at these rates they take a fraction of it.
 # Environment: BUILD_DIR (default build), OUT_DIR (default out/experiments/<name>), NIC, CPU, KEYS (default
-# 200000), SECONDS_PER_RUN, SERVER_CPU (0), CLIENT_CPU (1), BENCH_FLAGS (more cell-bench flags for every Cell run,
-# after the script's own: say --selector-floor=read to run an experiment with another rule).
+# 200000), SECONDS_PER_RUN, SERVER_CPU (0), CLIENT_CPU (1), BENCH_FLAGS (more cell-bench flags for every Cell run
+# made through `bench` below, after the script's own: say --selector-floor=read to run an experiment with another
+# rule).
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)

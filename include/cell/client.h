@@ -39,16 +39,18 @@ struct ClientOptions {
   // server could be reached). A scan gets one timeout for all its pages.
   std::chrono::milliseconds timeout{5000};
   // How gets and scans search the tree:
-  //   "adaptive"    the side whose queue is shorter, from the latencies this client measures (Cell's model:
-  //                 server-side when (l_s - RTT) < m x (l_r - RTT)); the rule steers the fraction of each server's
-  //                 searches sent to it, and each operation draws from that fraction (see `selector` below)
+  //   "adaptive"    the side that costs less, from the latencies this client measures (Cell's model, each side at
+  //                 its marginal cost: server-side when l_s^2 / S_s < m x l_r^2 / S_r, S the fastest of each);
+  //                 the rule steers the fraction of each server's searches sent to it, and each operation draws
+  //                 from that fraction (see `selector` below and cell/selector_options.h)
   //   "server"      by RPC: the server walks its meganodes (costs server CPU, one round trip)
   //   "client"      by one-sided reads: the client fetches 1 KB nodes and walks them itself (no server CPU)
   //   "fixed:<x>"   server-side with probability x (0..1), client-side otherwise
   //   "dex"         DEX's heuristic (VLDB'24), for comparison
   // Puts and deletes always run on the server.
   std::string search = "adaptive";
-  // The adaptive selector's constants (cell/selector_options.h): research knobs, whose defaults are Cell's.
+  // The adaptive selector's constants (cell/selector_options.h): research knobs, with defaults that suit a database
+  // layer (docs/BENCHMARKS.md says what each one measured).
   SelectorOptions selector;
   using Selector = SelectorOptions;  // the name it had when it was declared here
   // The transports to reach servers by, in order of preference: the first one a server offers that connects is

@@ -1,6 +1,7 @@
 // The constants of the adaptive selector (ClientOptions::selector), which picks for each get whether the server
-// searches (an RPC) or the client does (one-sided reads). Research knobs: the defaults are Cell's and suit a database
-// layer; the bench harness varies them (docs/BENCHMARKS.md says what each one measured).
+// searches (an RPC) or the client does (one-sided reads). Research knobs: the defaults (Cell's model, with each side
+// costed at its marginal cost) suit a database layer; the bench harness varies them (docs/BENCHMARKS.md says what
+// each one measured).
 #pragma once
 
 #include <chrono>

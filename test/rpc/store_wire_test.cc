@@ -123,6 +123,14 @@ TEST(StoreWire, AKeyRequestWithMoreOrMalformedIsDeclined) {
   EXPECT_FALSE(ParsePlainKeyRequest(std::string{'\x12', '\x05', 'a', 'b'}, &parsed));  // key of 5 bytes, 2 given
   EXPECT_FALSE(ParsePlainKeyRequest(std::string("\x20\x80", 2), &parsed));             // meganode cut short
   EXPECT_FALSE(ParsePlainKeyRequest(std::string("\x20") + std::string(10, '\x80') + '\x01', &parsed));
+  // A length protobuf would not read (6 bytes for 2; protobuf reads at most 5, the 5th below 8): declined.
+  const std::string overlong{'\x12', '\x82', '\x80', '\x80', '\x80', '\x80', '\x00', 'a', 'b'};
+  EXPECT_FALSE(proto::KeyRequest().ParseFromString(overlong)) << "protobuf refuses it";
+  EXPECT_FALSE(ParsePlainKeyRequest(overlong, &parsed));
+  const std::string long_enough{'\x12', '\x82', '\x80', '\x80', '\x80', '\x00', 'a', 'b'};  // 5 bytes for 2
+  ASSERT_TRUE(proto::KeyRequest().ParseFromString(long_enough)) << "protobuf reads it";
+  ASSERT_TRUE(ParsePlainKeyRequest(long_enough, &parsed));
+  EXPECT_EQ(parsed.key(), "ab");
   EXPECT_FALSE(ParsePlainKeyRequest(std::string("\x22\x00", 2), &parsed));          // meganode as bytes
   EXPECT_FALSE(ParsePlainKeyRequest(std::string("\x0a\x02\x18\x01", 4), &parsed));  // target field 3
 }

@@ -109,9 +109,10 @@ void Feed(ModelSelector& s, double server_us, double read_us, double rtt_us, int
   }
 }
 
-// The rule applied to each search (no steering), no exploration: decisions the tests can predict.
+// The default rule (marginal costs) applied to each search (no steering), no exploration: decisions the tests can
+// predict.
 SelectorOptions NoExploration() { return SelectorOptions{.explore = 0, .seed = 1, .steer_per_s = 0}; }
-// The paper's rule as written (the default): one floor, the fastest read's, for both sides.
+// The paper's rule as written: one floor, the fastest read's, for both sides.
 SelectorOptions ReadFloor() {
   return SelectorOptions{.explore = 0, .seed = 1, .floor = SelectorOptions::Floor::kRead, .steer_per_s = 0};
 }
