@@ -120,25 +120,35 @@ bool FirstTime(uint32_t* seen, int number) {
   return true;
 }
 
-bool ParseTarget(std::string_view bytes, proto::Target* target) {
+// Reads `bytes` field by field: each varint to on_varint(number, value), each length-delimited field to
+// on_bytes(number, bytes). False at any other wire type, at a field seen before, or where either returns false.
+template <typename OnVarint, typename OnBytes>
+bool ForEachField(std::string_view bytes, OnVarint on_varint, OnBytes on_bytes) {
   Reader r(bytes);
   uint32_t seen = 0;
   while (!r.done()) {
     int number = 0, type = 0;
+    if (!r.Key(&number, &type) || !FirstTime(&seen, number)) return false;
     uint64_t v = 0;
-    if (!r.Key(&number, &type) || type != kVarint || !FirstTime(&seen, number) || !r.Varint(&v)) return false;
-    switch (number) {
-      case 1:
-        target->set_region(static_cast<uint32_t>(v));  // protobuf keeps a uint32's low 32 bits
-        break;
-      case 2:
-        target->set_epoch(v);
-        break;
-      default:
-        return false;
+    std::string_view s;
+    if (type == kVarint) {
+      if (!r.Varint(&v) || !on_varint(number, v)) return false;
+    } else if (type != kBytes || !r.Bytes(&s) || !on_bytes(number, s)) {
+      return false;
     }
   }
   return true;
+}
+
+bool ParseTarget(std::string_view bytes, proto::Target* target) {
+  return ForEachField(
+      bytes,
+      [&](int number, uint64_t v) {
+        if (number == 1) target->set_region(static_cast<uint32_t>(v));  // protobuf keeps a uint32's low 32 bits
+        if (number == 2) target->set_epoch(v);
+        return number == 1 || number == 2;
+      },
+      [](int, std::string_view) { return false; });
 }
 
 }  // namespace
@@ -165,48 +175,37 @@ void AppendPlainKeyRequest(uint32_t region, uint64_t epoch, std::string_view key
 
 bool ParsePlainKeyRequest(std::string_view bytes, proto::KeyRequest* request) {
   request->Clear();
-  Reader r(bytes);
-  uint32_t seen = 0;
-  while (!r.done()) {
-    int number = 0, type = 0;
-    if (!r.Key(&number, &type) || !FirstTime(&seen, number)) return false;
-    uint64_t v = 0;
-    std::string_view s;
-    if (type == kVarint) {
-      if (!r.Varint(&v)) return false;
-      switch (number) {
-        case 4:
-          request->set_meganode(v);
-          break;
-        case 5:
-          request->set_want_range(v != 0);
-          break;
-        case 6:
-          request->set_with_meta(v != 0);
-          break;
-        default:
-          return false;
-      }
-    } else if (type == kBytes) {
-      if (!r.Bytes(&s)) return false;
-      switch (number) {
-        case 1:
-          if (!ParseTarget(s, request->mutable_target())) return false;
-          break;
-        case 2:
-          request->set_key(s.data(), s.size());
-          break;
-        case 3:
-          request->set_value(s.data(), s.size());
-          break;
-        default:
-          return false;
-      }
-    } else {
-      return false;
-    }
-  }
-  return true;
+  return ForEachField(
+      bytes,
+      [&](int number, uint64_t v) {
+        switch (number) {
+          case 4:
+            request->set_meganode(v);
+            return true;
+          case 5:
+            request->set_want_range(v != 0);
+            return true;
+          case 6:
+            request->set_with_meta(v != 0);
+            return true;
+          default:
+            return false;
+        }
+      },
+      [&](int number, std::string_view s) {
+        switch (number) {
+          case 1:
+            return ParseTarget(s, request->mutable_target());
+          case 2:
+            request->set_key(s.data(), s.size());
+            return true;
+          case 3:
+            request->set_value(s.data(), s.size());
+            return true;
+          default:
+            return false;
+        }
+      });
 }
 
 void AppendKeyReply(const proto::StoreReply& reply, std::string* out) {
@@ -229,60 +228,47 @@ void AppendKeyReply(const proto::StoreReply& reply, std::string* out) {
 
 bool ParseKeyReply(std::string_view bytes, proto::StoreReply* reply) {
   reply->Clear();
-  Reader r(bytes);
-  uint32_t seen = 0;
-  while (!r.done()) {
-    int number = 0, type = 0;
-    if (!r.Key(&number, &type) || !FirstTime(&seen, number)) return false;
-    uint64_t v = 0;
-    std::string_view s;
-    if (type == kVarint) {
-      if (!r.Varint(&v)) return false;
-      switch (number) {
-        case 2:
-          reply->set_found(v != 0);
-          break;
-        case 6:
-          reply->set_elsewhere(v);
-          break;
-        case 8:
-          reply->set_leaf(v);
-          break;
-        case 12:
-          reply->set_version(v);
-          break;
-        case 13:
-          reply->set_checksum(v);
-          break;
-        case 14:
-          reply->set_locked(v != 0);
-          break;
-        default:
-          return false;
-      }
-    } else if (type == kBytes) {
-      if (!r.Bytes(&s)) return false;
-      switch (number) {
-        case 3:
-          reply->set_value(s.data(), s.size());
-          break;
-        case 9:
-          reply->set_leaf_min(s.data(), s.size());
-          break;
-        case 10:
-          reply->set_leaf_max(s.data(), s.size());
-          break;
-        case 11:
-          // A string field: protobuf checks its UTF-8 (proto3) and refuses the message if it is not. Left to it.
-          return false;
-        default:
-          return false;
-      }
-    } else {
-      return false;
-    }
-  }
-  return true;
+  return ForEachField(
+      bytes,
+      [&](int number, uint64_t v) {
+        switch (number) {
+          case 2:
+            reply->set_found(v != 0);
+            return true;
+          case 6:
+            reply->set_elsewhere(v);
+            return true;
+          case 8:
+            reply->set_leaf(v);
+            return true;
+          case 12:
+            reply->set_version(v);
+            return true;
+          case 13:
+            reply->set_checksum(v);
+            return true;
+          case 14:
+            reply->set_locked(v != 0);
+            return true;
+          default:
+            return false;
+        }
+      },
+      [&](int number, std::string_view s) {
+        switch (number) {
+          case 3:
+            reply->set_value(s.data(), s.size());
+            return true;
+          case 9:
+            reply->set_leaf_min(s.data(), s.size());
+            return true;
+          case 10:
+            reply->set_leaf_max(s.data(), s.size());
+            return true;
+          default:  // 11, not_acknowledged, is a string: protobuf checks its UTF-8 (proto3). Left to it.
+            return false;
+        }
+      });
 }
 
 }  // namespace cell::rpc

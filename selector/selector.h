@@ -19,9 +19,9 @@
 //                    rather than service, it undercounts that queue's growth. The other forms: kRead, the paper's
 //                    (l_s - RTT) < m * (l_r - RTT) with RTT the lowest read (queueing against queueing, one floor:
 //                    right where an RPC's round trip costs what a read's does and a read's latency is mostly queue;
-//                    where it is mostly fixed cost, as with experiment 3's NIC model, a small server queue outweighs
-//                    m reads' and it sends searches to reads that take five times as long); kPerSide, each side less
-//                    its own lowest latency; kNone, whole latencies.
+//                    where a read's latency is mostly fixed cost, a small server queue outweighs m reads' jitter,
+//                    however much longer the reads take in all); kPerSide, each side less its own lowest latency;
+//                    kNone, whole latencies.
 //                    Each mean is over a LatencyWindow (last n samples, outliers beyond K sigma dropped, history
 //                    dropped when outliers win a window, after an idle gap, or past max_age). Exploration keeps both
 //                    estimates current at a bounded cost: the side estimated worse is taken with probability p times
