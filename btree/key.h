@@ -36,7 +36,17 @@ class SearchKey {
   explicit SearchKey(std::string_view key) : bytes_(key) {
     size_ = static_cast<uint32_t>(key.size() > kMaxKeySize ? kMaxKeySize : key.size());
     words_ = (size_ + 7) / 8;
-    for (uint32_t i = 0; i < words_; ++i) w_[i] = OrderWord(RawWordAt(key.substr(0, size_), i));
+    const uint32_t whole = size_ / 8;
+    for (uint32_t i = 0; i < whole; ++i) {
+      uint64_t raw;
+      std::memcpy(&raw, key.data() + 8 * i, 8);
+      w_[i] = OrderWord(raw);
+    }
+    if (whole < words_) {  // the last word, zero padded
+      uint64_t raw = 0;
+      std::memcpy(&raw, key.data() + 8 * whole, size_ % 8);
+      w_[whole] = OrderWord(raw);
+    }
     if (words_ == 0) w_[0] = 0;
   }
 

@@ -12,14 +12,11 @@ uint64_t NodeChecksum(const uint64_t* words, uint64_t version) {
 }
 
 void NodeView::CopyKeyWords(uint64_t first, uint32_t suffix_word, uint32_t len, std::string* out) const {
-  out->resize(len);
-  if (len == 0) return;
-  char* p = out->data();
-  std::memcpy(p, &first, len < 8 ? len : 8);
-  for (uint32_t off = 8, j = 0; off < len; off += 8, ++j) {
-    uint64_t x = W(suffix_word + j);
-    std::memcpy(p + off, &x, len - off < 8 ? len - off : 8);
-  }
+  // The words into the stack, then one assign (a resize would first fill the string with zeros).
+  uint64_t words[(0xff + 7) / 8];  // len is a byte of the node
+  words[0] = first;
+  for (uint32_t j = 1; j < (len + 7) / 8; ++j) words[j] = W(suffix_word + j - 1);
+  SetBytes(out, reinterpret_cast<const char*>(words), len);
 }
 
 uint32_t NodeImage::PlaceKeyWords(uint32_t at, std::string_view key, size_t from_word) {

@@ -8,8 +8,9 @@
 namespace cell::btree {
 
 namespace {
-uint64_t Encode(uint64_t magic, std::string_view key, std::string_view body, uint64_t word1,
-                std::vector<uint64_t>* words) {
+// Lays out a record; returns its length in bytes.
+size_t LayOut(uint64_t magic, std::string_view key, std::string_view body, uint64_t word1,
+              std::vector<uint64_t>* words) {
   const size_t length = kRecordHeaderBytes + key.size() + body.size();
   words->assign(WordsFor(length), 0);
   (*words)[0] = uint64_t(body.size()) | (uint64_t(key.size()) << 32) | (magic << 40);
@@ -17,12 +18,22 @@ uint64_t Encode(uint64_t magic, std::string_view key, std::string_view body, uin
   char* bytes = reinterpret_cast<char*>(words->data());
   std::memcpy(bytes + kRecordHeaderBytes, key.data(), key.size());
   if (!body.empty()) std::memcpy(bytes + kRecordHeaderBytes + key.size(), body.data(), body.size());
-  return Checksum64(bytes, length);
+  return length;
+}
+
+uint64_t Encode(uint64_t magic, std::string_view key, std::string_view body, uint64_t word1,
+                std::vector<uint64_t>* words) {
+  const size_t length = LayOut(magic, key, body, word1, words);
+  return Checksum64(reinterpret_cast<const char*>(words->data()), length);
 }
 }  // namespace
 
 uint64_t EncodeRecord(std::string_view key, std::string_view value, uint64_t version, std::vector<uint64_t>* words) {
   return Encode(kRecordMagic, key, value, version, words);
+}
+
+void LayOutRecord(std::string_view key, std::string_view value, std::vector<uint64_t>* words) {
+  LayOut(kRecordMagic, key, value, 0, words);
 }
 
 uint64_t SetRecordVersion(std::vector<uint64_t>* words, size_t length, uint64_t version) {

@@ -41,7 +41,10 @@ inline size_t RecordLength(size_t key_size, size_t value_size) { return kRecordH
 
 // Writes the value record for (key, value, version) into `words` (resized to whole words); returns its checksum.
 uint64_t EncodeRecord(std::string_view key, std::string_view value, uint64_t version, std::vector<uint64_t>* words);
-// Sets the version of a record EncodeRecord wrote (of `length` bytes); returns its new checksum.
+// EncodeRecord without the checksum, for a record whose version (and so its checksum) SetRecordVersion sets later, as
+// a writer does under the leaf's lock: one checksum per write instead of two.
+void LayOutRecord(std::string_view key, std::string_view value, std::vector<uint64_t>* words);
+// Sets the version of a record EncodeRecord or LayOutRecord wrote (of `length` bytes); returns its new checksum.
 uint64_t SetRecordVersion(std::vector<uint64_t>* words, size_t length, uint64_t version);
 // Writes the lock record for `key` with `payload` into `words`; returns its checksum.
 uint64_t EncodeLockRecord(std::string_view key, std::string_view payload, std::vector<uint64_t>* words);

@@ -18,7 +18,16 @@ inline void StoreSharedWord(uint64_t* p, uint64_t v) { __atomic_store_n(p, v, __
 
 // Copies `words` 8-byte words out of shared memory into private memory.
 inline void CopyFromShared(uint64_t* dst, const uint64_t* src, size_t words) {
-  for (size_t i = 0; i < words; ++i) dst[i] = LoadSharedWord(src + i);
+  size_t i = 0;
+  for (; i + 4 <= words; i += 4) {  // four at a time: the loop's own work is most of a short copy's
+    const uint64_t a = LoadSharedWord(src + i), b = LoadSharedWord(src + i + 1);
+    const uint64_t c = LoadSharedWord(src + i + 2), d = LoadSharedWord(src + i + 3);
+    dst[i] = a;
+    dst[i + 1] = b;
+    dst[i + 2] = c;
+    dst[i + 3] = d;
+  }
+  for (; i < words; ++i) dst[i] = LoadSharedWord(src + i);
 }
 
 // Copies `words` 8-byte words from private memory into shared memory.
@@ -26,20 +35,46 @@ inline void CopyToShared(uint64_t* dst, const uint64_t* src, size_t words) {
   for (size_t i = 0; i < words; ++i) StoreSharedWord(dst + i, src[i]);
 }
 
+namespace shared_words_internal {
+// Copies n <= 8 bytes: two 4-byte moves (overlapping below 8), or up to three single bytes; no variable-length
+// memcpy, which costs more than the copy at these sizes.
+inline void CopyUpTo8(char* dst, const char* src, size_t n) {
+  if (n >= 4) {
+    uint32_t a, b;
+    std::memcpy(&a, src, 4);
+    std::memcpy(&b, src + n - 4, 4);
+    std::memcpy(dst, &a, 4);
+    std::memcpy(dst + n - 4, &b, 4);
+  } else if (n > 0) {
+    const char first = src[0], middle = src[n / 2], last = src[n - 1];
+    dst[0] = first;
+    dst[n / 2] = middle;
+    dst[n - 1] = last;
+  }
+}
+}  // namespace shared_words_internal
+
 // Copies `bytes` bytes starting at any address `src` inside shared memory whose words are all readable (the memory
-// is 8-byte aligned and a multiple of 8 bytes long, as every region is) into private memory, with word loads only.
+// is 8-byte aligned and a multiple of 8 bytes long, as every region is) into private memory, with word loads only:
+// the word holding the first byte, then whole words, then the word holding the last byte.
 inline void CopyBytesFromShared(void* dst, const void* src, size_t bytes) {
+  if (bytes == 0) return;
   auto* out = static_cast<char*>(dst);
-  auto addr = reinterpret_cast<uintptr_t>(src);
-  while (bytes > 0) {
-    const auto* word_ptr = reinterpret_cast<const uint64_t*>(addr & ~uintptr_t{7});
-    const size_t skip = addr & 7;
-    const size_t take = bytes < 8 - skip ? bytes : 8 - skip;
-    const uint64_t word = LoadSharedWord(word_ptr);
-    std::memcpy(out, reinterpret_cast<const char*>(&word) + skip, take);
-    out += take;
-    addr += take;
-    bytes -= take;
+  const auto addr = reinterpret_cast<uintptr_t>(src);
+  const auto* p = reinterpret_cast<const uint64_t*>(addr & ~uintptr_t{7});
+  const size_t skip = addr & 7;
+  const size_t head = bytes < 8 - skip ? bytes : 8 - skip;
+  uint64_t word = LoadSharedWord(p++);
+  shared_words_internal::CopyUpTo8(out, reinterpret_cast<const char*>(&word) + skip, head);
+  out += head;
+  bytes -= head;
+  for (; bytes >= 8; bytes -= 8, out += 8) {
+    word = LoadSharedWord(p++);
+    std::memcpy(out, &word, 8);
+  }
+  if (bytes > 0) {
+    word = LoadSharedWord(p);
+    shared_words_internal::CopyUpTo8(out, reinterpret_cast<const char*>(&word), bytes);
   }
 }
 

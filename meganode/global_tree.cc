@@ -350,7 +350,7 @@ Status GlobalTree::Put(std::string_view key, std::string_view value, GlobalPtr s
                        btree::MeganodeRange* range) {
   CELL_RETURN_IF_ERROR(CheckKeyValue(key, value));
   thread_local std::vector<uint64_t> record;
-  btree::EncodeRecord(key, value, 0, &record);
+  btree::LayOutRecord(key, value, &record);
   const size_t length = btree::RecordLength(key.size(), value.size());
   return ChangeEntry(
       key, record.size() * 8,
@@ -385,7 +385,7 @@ Status GlobalTree::CompareAndSwap(std::string_view key, const std::optional<std:
   thread_local std::vector<uint64_t> record;
   size_t length = 0;
   if (value) {
-    btree::EncodeRecord(key, *value, 0, &record);
+    btree::LayOutRecord(key, *value, &record);
     length = btree::RecordLength(key.size(), value->size());
   }
   return ChangeEntry(

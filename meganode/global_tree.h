@@ -410,7 +410,7 @@ class GlobalTree {
   // Under a leaf's lock: rewrites a lock record in place with `lock` (of the same encoded size: only its state
   // changes) and gives the entry's new value (its checksum changes).
   btree::LeafValue RewriteLock(const btree::LeafValue& entry, std::string_view key, const TxnLock& lock);
-  // Under a leaf's lock: stamps `record` (EncodeRecord's, of `length` bytes) with the next version, writes it into
+  // Under a leaf's lock: stamps `record` (LayOutRecord's, of `length` bytes) with the next version, writes it into
   // `extent` and gives the entry that points to it.
   btree::LeafValue PublishRecord(GlobalPtr extent, std::vector<uint64_t>* record, size_t length);
   // Under a leaf's lock: writes a lock record for `key` into `extent` and gives its (locked) entry.

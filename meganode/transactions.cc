@@ -187,7 +187,7 @@ Status GlobalTree::TxnApply(std::string_view key, uint64_t txid, bool commit, Gl
         }
         if (!lock.put) return Change{Change::Op::kRemove, {}};
         thread_local std::vector<uint64_t> record;
-        btree::EncodeRecord(key, lock.new_value, 0, &record);
+        btree::LayOutRecord(key, lock.new_value, &record);
         return Change{Change::Op::kSet,
                       PublishRecord(lock.new_block, &record, btree::RecordLength(key.size(), lock.new_value.size()))};
       },

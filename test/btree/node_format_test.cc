@@ -40,6 +40,21 @@ TEST(NodeKeyOrder, WordComparisonMatchesMemcmpOrderIncludingZeroBytesAndPrefixes
   }
 }
 
+TEST(NodeKeyOrder, SearchKeyHoldsTheKeysWordsZeroPaddedAtEveryLength) {
+  std::mt19937_64 rng(3);
+  for (size_t len = 0; len <= kMaxKeySize; ++len) {
+    std::string key(len, '\0');
+    for (char& c : key) c = static_cast<char>(rng());  // any byte, zeros included
+    SearchKey k(key);
+    ASSERT_EQ(k.size(), len);
+    ASSERT_EQ(k.words(), (len + 7) / 8);
+    for (uint32_t i = 0; i < k.words(); ++i) {
+      ASSERT_EQ(k.word(i), OrderWord(RawWordAt(key, i))) << "length " << len << " word " << i;
+    }
+    if (len == 0) EXPECT_EQ(k.word(0), 0u);
+  }
+}
+
 TEST(NodeKeyOrder, ShortestSeparatorLiesBetweenItsKeys) {
   std::mt19937_64 rng(3);
   for (int i = 0; i < 10000; ++i) {
