@@ -32,7 +32,14 @@ inline void CopyFromShared(uint64_t* dst, const uint64_t* src, size_t words) {
 
 // Copies `words` 8-byte words from private memory into shared memory.
 inline void CopyToShared(uint64_t* dst, const uint64_t* src, size_t words) {
-  for (size_t i = 0; i < words; ++i) StoreSharedWord(dst + i, src[i]);
+  size_t i = 0;
+  for (; i + 4 <= words; i += 4) {  // four at a time, as CopyFromShared
+    StoreSharedWord(dst + i, src[i]);
+    StoreSharedWord(dst + i + 1, src[i + 1]);
+    StoreSharedWord(dst + i + 2, src[i + 2]);
+    StoreSharedWord(dst + i + 3, src[i + 3]);
+  }
+  for (; i < words; ++i) StoreSharedWord(dst + i, src[i]);
 }
 
 namespace shared_words_internal {

@@ -1,5 +1,5 @@
 // common/shared_words.h: the copy out of shared memory gives exactly the bytes memcpy would, for every start offset
-// and length, and writes nothing past them.
+// and length, and writes nothing past them; the whole-word copies, at every count.
 #include "common/shared_words.h"
 
 #include <gtest/gtest.h>
@@ -27,14 +27,26 @@ TEST(SharedWords, CopyBytesFromSharedMatchesMemcpyAtEveryOffsetAndLength) {
   }
 }
 
-TEST(SharedWords, CopyFromSharedCopiesWholeWords) {
-  const uint64_t src[3] = {1, 0xFFFFFFFFFFFFFFFF, 0x0102030405060708};
-  uint64_t dst[4] = {9, 9, 9, 9};
-  CopyFromShared(dst, src, 3);
-  EXPECT_EQ(dst[0], 1u);
-  EXPECT_EQ(dst[1], 0xFFFFFFFFFFFFFFFFu);
-  EXPECT_EQ(dst[2], 0x0102030405060708u);
-  EXPECT_EQ(dst[3], 9u);
+TEST(SharedWords, CopyFromSharedCopiesWholeWordsAtEveryCount) {
+  for (size_t n = 0; n <= 9; ++n) {
+    uint64_t src[9], dst[10];
+    for (size_t i = 0; i < 9; ++i) src[i] = 0x0101010101010101u * (i + 3);
+    for (uint64_t& w : dst) w = 9;
+    CopyFromShared(dst, src, n);
+    for (size_t i = 0; i < n; ++i) ASSERT_EQ(dst[i], src[i]) << "n " << n << " word " << i;
+    for (size_t i = n; i < 10; ++i) ASSERT_EQ(dst[i], 9u) << "wrote word " << i << " of " << n;
+  }
+}
+
+TEST(SharedWords, CopyToSharedCopiesWholeWordsAtEveryCount) {
+  for (size_t n = 0; n <= 9; ++n) {
+    uint64_t src[9], dst[10];
+    for (size_t i = 0; i < 9; ++i) src[i] = 0x1111111111111111u * (i + 1);
+    for (uint64_t& w : dst) w = 7;
+    CopyToShared(dst, src, n);
+    for (size_t i = 0; i < n; ++i) ASSERT_EQ(dst[i], src[i]) << "n " << n << " word " << i;
+    for (size_t i = n; i < 10; ++i) ASSERT_EQ(dst[i], 7u) << "wrote word " << i << " of " << n;
+  }
 }
 
 }  // namespace
