@@ -99,7 +99,18 @@ Status GlobalReader::Locate(std::string_view key, int level, GlobalPtr* meganode
   CELL_RETURN_IF_ERROR(CheckKeySize(key));
   SearchKey k(key);
   GlobalPtr m = start;
-  if (m.is_null()) CELL_RETURN_IF_ERROR(Restart(&m));
+  // As in Get: without a path to fill, a walk from the root begins at the first meganode, whose header names the
+  // root, so that a tree of one meganode has its header read once. The first meganode (the leftmost of its level)
+  // is a correct start for a key it covers at a level it has; otherwise the walk goes to the root its header names.
+  bool from_first = false;
+  if (m.is_null()) {
+    if (path == nullptr && Reaches(first_)) {
+      m = first_;
+      from_first = true;
+    } else {
+      CELL_RETURN_IF_ERROR(Restart(&m));
+    }
+  }
   std::string unused;
   for (int step = 0; step < kMaxSteps; ++step) {
     if (StopsAt(m)) return Status::OK();
@@ -107,6 +118,13 @@ Status GlobalReader::Locate(std::string_view key, int level, GlobalPtr* meganode
     TreeReader reader(source_, m);
     TreeReader::Header header;
     CELL_RETURN_IF_ERROR(reader.ReadHeader(&k, &header));
+    if (std::exchange(from_first, false) && (header.position != 0 || header.level < level)) {
+      if (header.cluster_root.is_null()) return Status::Corruption("the cluster's first meganode names no root");
+      if (!(header.cluster_root == m)) {
+        m = header.cluster_root;
+        continue;
+      }
+    }
     if (header.position > 0) {
       ++stats_.rights;
       m = header.right;
