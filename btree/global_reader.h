@@ -54,7 +54,8 @@ class GlobalReader {
   // exit, resume_key() is the start of what is left.
   Status ApproximateSize(std::string_view start, std::string_view end, SizeEstimate* out,
                          GlobalPtr from_meganode = GlobalPtr());
-  // The meganode at `level` (0: a leaf meganode) whose range holds `key`, beginning at `start` (null: the root);
+  // The meganode at `level` (0: a leaf meganode) whose range holds `key`, beginning at `start` (null: the root, or,
+  // without a path to fill, the first meganode when it holds the key at that level, as Get);
   // path[l] is the meganode passed at level l (path must have room for every level; unvisited levels are left null).
   Status Locate(std::string_view key, int level, GlobalPtr* meganode, std::vector<GlobalPtr>* path,
                 GlobalPtr start = GlobalPtr());
