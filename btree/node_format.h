@@ -99,17 +99,6 @@ struct LeafValue {
   }
 };
 
-// Sets *out to the n bytes at `data`. A string without room for them is built anew (one allocation and one copy),
-// which costs a third of assign's general path (checked for overlap, then grown) on a fresh string: readers fill
-// a fresh string per key and value they copy out.
-inline void SetBytes(std::string* out, const char* data, size_t n) {
-  if (n <= out->capacity()) {
-    out->assign(data, n);
-  } else {
-    *out = std::string(data, n);
-  }
-}
-
 // The checksum a node with these bytes and version must carry.
 uint64_t NodeChecksum(const uint64_t* words, uint64_t version);
 

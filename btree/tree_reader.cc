@@ -262,7 +262,7 @@ Status TreeReader::ReadRecord(Source* src, const NodeHandle& leaf, const LeafVal
   if (!(proven ? CheckRecordFields(buffer, entry, key, &v) : CheckRecord(buffer, entry, key, &v))) {
     return Status::Aborted("record changed while read");
   }
-  SetBytes(value, v.value.data(), v.value.size());
+  value->assign(v.value.data(), v.value.size());
   *version = v.version;
   return Status::OK();
 }
@@ -362,10 +362,10 @@ Status TreeReader::AppendBatch(Source* src, const NodeHandle& leaf,
   for (size_t i = 0; i < batch->size(); ++i) {
     auto& [key, entry] = (*batch)[i];
     if (entry.locked && !mode.report_locks) return LockedKey(key);
-    KeyValue& pair = out->emplace_back();  // the value is read into its place (a locked entry has none)
+    uint64_t version = 0;
+    std::string value;  // read once, moved into the pair
     if (!entry.locked && !mode.keys_only) {
-      Status s = ReadRecord(src, leaf, entry, key, &pair.value, &pair.version);
-      if (!s.ok()) out->pop_back();
+      Status s = ReadRecord(src, leaf, entry, key, &value, &version);
       if (s.IsAborted()) {  // this entry changed since the leaf was read
         ++stats_.retries;
         *changed_at = i;
@@ -373,9 +373,7 @@ Status TreeReader::AppendBatch(Source* src, const NodeHandle& leaf,
       }
       CELL_RETURN_IF_ERROR(s);
     }
-    pair.key = std::move(key);
-    pair.checksum = entry.checksum;
-    pair.locked = entry.locked;
+    out->push_back(KeyValue{std::move(key), std::move(value), version, entry.checksum, entry.locked});  // locked: none
   }
   *changed_at = batch->size();
   return Status::OK();
