@@ -31,6 +31,7 @@
 #include "rpc/socket_util.h"
 #include "test/child_process.h"
 #include "test/rpc/test_handler.h"
+#include "test/temp_dir.h"
 #include "test/test_util.h"
 
 namespace cell::rpc {
@@ -50,7 +51,7 @@ struct TransportCase {
 std::string ListenUri(const TransportCase& t) {
   static std::atomic<int> counter{0};
   if (t.name == "tcp") return "tcp://127.0.0.1:0";
-  if (t.name == "shm") return fmt::format("shm:///tmp/cell-rpc-test-{}-{}.sock", getpid(), counter++);
+  if (t.name == "shm") return fmt::format("shm://{}/rpc-{}.sock", cell::testing::ProcessDir(), counter++);
   const char* ip = std::getenv("CELL_RXE_IP");
   return fmt::format("verbs://{}:0", ip != nullptr ? ip : "127.0.0.1");
 }
@@ -784,6 +785,9 @@ INSTANTIATE_TEST_SUITE_P(Stream, StreamFrameTest,
 class ShmSecurity : public ::testing::Test {
  protected:
   void SetUp() override {
+    // Another user must reach the socket, so that its own mode and the server's check are what refuse it: the
+    // process's directory lets anyone through, though not list it.
+    ASSERT_EQ(chmod(cell::testing::ProcessDir().c_str(), 0711), 0);
     auto server = Listen(ListenUri(TransportCase{"shm", true, false, true}), KeyedOptions(), &handler_);
     ASSERT_TRUE(server.ok()) << server.status().ToString();
     server_ = std::move(*server);
