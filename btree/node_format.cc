@@ -14,9 +14,7 @@ uint64_t NodeChecksum(const uint64_t* words, uint64_t version) {
 void NodeView::CopyKeyWords(uint64_t first, uint32_t suffix_word, uint32_t len, std::string* out) const {
   // The words into the stack, then one assign (a resize would first fill the string with zeros, then grow it).
   uint64_t words[(0xff + 7) / 8];  // len is a byte of the node
-  words[0] = first;
-  for (uint32_t j = 1; j < (len + 7) / 8; ++j) words[j] = W(suffix_word + j - 1);
-  out->assign(reinterpret_cast<const char*>(words), len);
+  out->assign(reinterpret_cast<const char*>(words), GatherKeyWords(first, suffix_word, len, words));
 }
 
 uint32_t NodeImage::PlaceKeyWords(uint32_t at, std::string_view key, size_t from_word) {

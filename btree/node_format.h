@@ -216,6 +216,14 @@ class NodeView {
     uint32_t suffix = static_cast<uint32_t>((aux >> 8) & 0xff) + (level() == 0 ? kLeafPayloadWords : 0);
     CopyKeyWords(W(kHeaderWords + 2 * i), suffix, aux & 0xff, out);
   }
+  // The same as a new string, made at its size (cheaper than assigning into an empty one, which grows it).
+  std::string EntryKey(uint32_t i) const {
+    uint64_t aux = W(kHeaderWords + 2 * i + 1);
+    uint32_t suffix = static_cast<uint32_t>((aux >> 8) & 0xff) + (level() == 0 ? kLeafPayloadWords : 0);
+    uint64_t words[(0xff + 7) / 8];
+    const uint32_t len = GatherKeyWords(W(kHeaderWords + 2 * i), suffix, aux & 0xff, words);
+    return std::string(reinterpret_cast<const char*>(words), len);
+  }
   void CopyMinKey(std::string* out) const { CopyFence(min_word(), min_len(), out); }
   void CopyMaxKey(std::string* out) const { CopyFence(max_word(), max_len(), out); }
 
@@ -233,6 +241,12 @@ class NodeView {
     uint64_t p = OrderWord(W(word));
     if (p != k.word(0)) return p < k.word(0) ? -1 : 1;
     return CompareTail(word + 1, len, k);
+  }
+  // A stored key's words into `words` (room for 32); returns its length.
+  uint32_t GatherKeyWords(uint64_t first, uint32_t suffix_word, uint32_t len, uint64_t* words) const {
+    words[0] = first;
+    for (uint32_t j = 1; j < (len + 7) / 8; ++j) words[j] = W(suffix_word + j - 1);
+    return len;
   }
   void CopyKeyWords(uint64_t first, uint32_t suffix_word, uint32_t len, std::string* out) const;
   void CopyFence(uint32_t word, uint32_t len, std::string* out) const {

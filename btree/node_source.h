@@ -77,6 +77,11 @@ class LocalNodeSource final : public NodeSource {
     return LoadSharedWord(h.view.words()) == h.version;
   }
   Status ReadWords(GlobalPtr ptr, size_t words, uint64_t* dst) override;
+  // The `bytes` of extent memory at `ptr` where they lie, to be read with word loads (common/shared_words.h), or
+  // nullptr if they are not reachable here (ReadWords then says why).
+  const uint64_t* ExtentWords(GlobalPtr ptr, size_t bytes) const {
+    return ptr.offset % 8 == 0 ? memory_->Readable(ptr, bytes) : nullptr;
+  }
   // Starts loading the cache lines of the `bytes` (at most a node's) at `ptr`, so that misses overlap: a scan asks for
   // a leaf's records, and for the next leaf, before it reads them. Nothing if they are not reachable here.
   void Prefetch(GlobalPtr ptr, size_t bytes) const {

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "btree/checksum.h"
+#include "common/shared_words.h"
 
 namespace cell::btree {
 
@@ -52,25 +53,42 @@ bool CheckRecord(const uint64_t* words, const LeafValue& entry, std::string_view
   return CheckRecordFields(words, entry, key, out);
 }
 
-bool CheckRecordFields(const uint64_t* words, const LeafValue& entry, std::string_view key, RecordFields* out) {
+namespace {
+// The header word's layout checked against the entry: *header_bytes, *key_len and *value_size describe the record.
+bool CheckHeader(uint64_t header, const LeafValue& entry, size_t* header_bytes, size_t* key_len, size_t* value_size) {
   if (entry.length < kRecordHeaderBytesV1 || entry.length > kMaxLockRecordBytes) return false;
-  const char* bytes = reinterpret_cast<const char*>(words);
-  const uint64_t header = words[0];
   const uint64_t magic = header >> 40;
-  const size_t body_len = static_cast<uint32_t>(header);
-  const size_t key_len = (header >> 32) & 0xff;
-  size_t header_bytes = kRecordHeaderBytes;
+  *value_size = static_cast<uint32_t>(header);
+  *key_len = (header >> 32) & 0xff;
+  *header_bytes = kRecordHeaderBytes;
   if (entry.locked) {
     if (magic != kLockRecordMagic) return false;
   } else if (magic == kRecordMagicV1) {
-    header_bytes = kRecordHeaderBytesV1;
-  } else if (magic != kRecordMagic || body_len > kMaxValueSize) {
+    *header_bytes = kRecordHeaderBytesV1;
+  } else if (magic != kRecordMagic || *value_size > kMaxValueSize) {
     return false;
   }
-  if (header_bytes + key_len + body_len != entry.length || entry.length < header_bytes) return false;
+  return *header_bytes + *key_len + *value_size == entry.length && entry.length >= *header_bytes;
+}
+}  // namespace
+
+bool CheckRecordFields(const uint64_t* words, const LeafValue& entry, std::string_view key, RecordFields* out) {
+  size_t header_bytes = 0, key_len = 0, value_size = 0;
+  if (!CheckHeader(words[0], entry, &header_bytes, &key_len, &value_size)) return false;
+  const char* bytes = reinterpret_cast<const char*>(words);
   if (std::string_view(bytes + header_bytes, key_len) != key) return false;
   out->version = header_bytes == kRecordHeaderBytes ? words[1] : 0;
-  out->value = std::string_view(bytes + header_bytes + key_len, body_len);
+  out->value = std::string_view(bytes + header_bytes + key_len, value_size);
+  return true;
+}
+
+bool CheckRecordInPlace(const uint64_t* shared, const LeafValue& entry, std::string_view key, RecordInPlace* out) {
+  size_t header_bytes = 0, key_len = 0, value_size = 0;
+  if (!CheckHeader(LoadSharedWord(shared), entry, &header_bytes, &key_len, &value_size)) return false;
+  if (key_len != key.size() || !SharedBytesEqual(shared + header_bytes / 8, key)) return false;  // (header: 8 or 16)
+  out->version = header_bytes == kRecordHeaderBytes ? LoadSharedWord(shared + 1) : 0;
+  out->value_at = header_bytes + key_len;
+  out->value_size = value_size;
   return true;
 }
 

@@ -63,4 +63,15 @@ bool CheckRecord(const uint64_t* words, const LeafValue& entry, std::string_view
 // TreeReader::ReadRecord), or for a writer holding the leaf's lock.
 bool CheckRecordFields(const uint64_t* words, const LeafValue& entry, std::string_view key, RecordFields* out);
 
+// Where a record read in place keeps its value: [value_at, value_at + value_size) bytes from its start.
+struct RecordInPlace {
+  uint64_t version = 0;
+  size_t value_at = 0;
+  size_t value_size = 0;
+};
+// CheckRecordFields on the record where it lies, in shared memory that may change meanwhile (word loads only), for a
+// reader that copies the value out itself and then proves, as TreeReader::ReadRecord does, that it read the record
+// the entry describes. `shared` must hold entry.length bytes.
+bool CheckRecordInPlace(const uint64_t* shared, const LeafValue& entry, std::string_view key, RecordInPlace* out);
+
 }  // namespace cell::btree

@@ -43,6 +43,24 @@ inline GlobalPtr NearestAncestor(const Path& path, int level, int* ancestor_leve
   return GlobalPtr();
 }
 
+// Appends to `out` the keys of the leaf `v`'s entries from entry `from` up (forward), or from entry `from - 1` down,
+// each made at its size, while `out` holds fewer than `wanted` pairs and `in_range(key)`; what each entry holds goes
+// to `entries` (the scan reads the values once the leaf is validated). True if the limit or the bound was met.
+template <class InRange>
+bool AppendLeafKeys(const NodeView& v, uint32_t from, bool forward, size_t wanted, const InRange& in_range,
+                    std::vector<KeyValue>* out, std::vector<LeafValue>* entries) {
+  entries->clear();
+  const int64_t n = v.size();
+  for (int64_t i = forward ? from : int64_t{from} - 1; forward ? i < n : i >= 0; i += forward ? 1 : -1) {
+    if (out->size() >= wanted) return true;
+    std::string key = v.EntryKey(static_cast<uint32_t>(i));
+    if (!in_range(key)) return true;
+    out->emplace_back().key = std::move(key);
+    entries->push_back(v.leaf_value(static_cast<uint32_t>(i)));
+  }
+  return false;
+}
+
 }  // namespace
 
 // The public entry points pick the instantiation once per call.
@@ -230,7 +248,27 @@ Status TreeReader::ReadRecord(Source* src, const NodeHandle& leaf, const LeafVal
   if (entry.length < kRecordHeaderBytesV1 || entry.length > kMaxRecordBytes) {
     return Status::Corruption("leaf entry has an impossible record length");
   }
-  // Small records (the common case) are read into the stack, large ones into a per-thread buffer.
+  if constexpr (std::is_same_v<Source, LocalNodeSource>) {
+    // In place: the record's fields are checked where they lie and its value copied straight out, proven as below by
+    // the leaf's version. If it moved, the copy and its checksum below decide.
+    if (const uint64_t* at = src->ExtentWords(entry.ptr, entry.length)) {
+      RecordInPlace r;
+      if (CheckRecordInPlace(at, entry, key, &r)) {
+        if (value->capacity() < r.value_size) {
+          *value = std::string(r.value_size, '\0');  // made at its size: a resize would grow it, copying
+        } else {
+          value->resize(r.value_size);
+        }
+        CopyBytesFromShared(value->data(), reinterpret_cast<const char*>(at) + r.value_at, r.value_size);
+        if (src->Validate(leaf)) {
+          *version = r.version;
+          return Status::OK();
+        }
+      }
+    }
+  }
+  // The record copied whole (copying sources, and in place when the leaf moved): small records (the common case) into
+  // the stack, large ones into a per-thread buffer.
   constexpr size_t kStackWords = 512;
   uint64_t stack[kStackWords];
   thread_local std::vector<uint64_t> heap;
@@ -349,33 +387,34 @@ Status TreeReader::FindIn(Source* src, std::string_view key, std::string* value,
 }
 
 template <class Source>
-Status TreeReader::AppendBatch(Source* src, const NodeHandle& leaf,
-                               std::vector<std::pair<std::string, LeafValue>>* batch, ScanMode mode,
-                               std::vector<KeyValue>* out, size_t* changed_at) {
+Status TreeReader::AppendBatch(Source* src, const NodeHandle& leaf, size_t first, const std::vector<LeafValue>& entries,
+                               ScanMode mode, std::vector<KeyValue>* out, size_t* changed_at) {
   if constexpr (std::is_same_v<Source, LocalNodeSource>) {
     if (!mode.keys_only) {
-      for (const auto& [key, entry] : *batch) {
+      for (const LeafValue& entry : entries) {
         if (!entry.locked) src->Prefetch(entry.ptr, entry.length);
       }
     }
   }
-  for (size_t i = 0; i < batch->size(); ++i) {
-    auto& [key, entry] = (*batch)[i];
-    if (entry.locked && !mode.report_locks) return LockedKey(key);
-    uint64_t version = 0;
-    std::string value;  // read once, moved into the pair
-    if (!entry.locked && !mode.keys_only) {
-      Status s = ReadRecord(src, leaf, entry, key, &value, &version);
-      if (s.IsAborted()) {  // this entry changed since the leaf was read
-        ++stats_.retries;
-        *changed_at = i;
-        return Status::OK();
-      }
-      CELL_RETURN_IF_ERROR(s);
+  for (size_t j = 0; j < entries.size(); ++j) {
+    KeyValue& pair = (*out)[first + j];
+    const LeafValue& entry = entries[j];
+    pair.checksum = entry.checksum;
+    pair.locked = entry.locked;  // locked: no value
+    Status s = entry.locked && !mode.report_locks ? LockedKey(pair.key) : Status::OK();
+    if (s.ok() && !entry.locked && !mode.keys_only)
+      s = ReadRecord(src, leaf, entry, pair.key, &pair.value, &pair.version);
+    if (s.IsAborted()) {  // this entry changed since the leaf was read
+      ++stats_.retries;
+      *changed_at = j;
+      return Status::OK();
     }
-    out->push_back(KeyValue{std::move(key), std::move(value), version, entry.checksum, entry.locked});  // locked: none
+    if (!s.ok()) {
+      out->resize(first + j);
+      return s;
+    }
   }
-  *changed_at = batch->size();
+  *changed_at = entries.size();
   return Status::OK();
 }
 
@@ -383,8 +422,8 @@ template <class Source>
 Status TreeReader::ScanIn(Source* src, std::string_view start, std::string_view end, size_t limit,
                           std::vector<KeyValue>* out, ScanMode mode) {
   size_t wanted = out->size() + limit;
-  std::string from(start);  // every key >= from (and > any key already returned) is still to be returned
-  std::vector<std::pair<std::string, LeafValue>> batch;
+  std::string from(start);         // every key >= from (and > any key already returned) is still to be returned
+  std::vector<LeafValue> entries;  // what the keys appended from the leaf being read point to
   std::string max_key;
   Path path;
   NodeHandle h;
@@ -400,26 +439,15 @@ Status TreeReader::ScanIn(Source* src, std::string_view start, std::string_view 
       return beyond_ ? Status::OK() : reached;
     }
     const NodeView& v = h.view;
-    batch.clear();
-    bool done = false;
-    for (uint32_t i = v.LowerBound(k); i < v.size(); ++i) {
-      if (out->size() + batch.size() >= wanted) {
-        done = true;
-        break;
-      }
-      batch.emplace_back();
-      v.CopyEntryKey(i, &batch.back().first);
-      batch.back().second = v.leaf_value(i);
-      if (!end.empty() && CompareKeys(batch.back().first, end) >= 0) {
-        batch.pop_back();
-        done = true;
-        break;
-      }
-    }
+    const size_t first = out->size();  // the leaf's keys go straight into `out`, their values once it is validated
+    const bool done = AppendLeafKeys(
+        v, v.LowerBound(k), /*forward=*/true, wanted,
+        [&](std::string_view key) { return end.empty() || CompareKeys(key, end) < 0; }, out, &entries);
     bool last_leaf = v.max_is_infinite();
     v.CopyMaxKey(&max_key);
     GlobalPtr right = v.right();
     if (!src->Validate(h)) {
+      out->resize(first);
       ++retries;
       ++stats_.retries;
       leaf = h.ptr;
@@ -429,9 +457,10 @@ Status TreeReader::ScanIn(Source* src, std::string_view start, std::string_view 
       if (!done && !last_leaf && !right.is_null()) src->Prefetch(right, kNodeSize);  // read next, after the records
     }
     size_t changed_at = 0;
-    CELL_RETURN_IF_ERROR(AppendBatch(src, h, &batch, mode, out, &changed_at));
-    if (changed_at < batch.size()) {  // resume from the entry that changed
-      from = std::move(batch[changed_at].first);
+    CELL_RETURN_IF_ERROR(AppendBatch(src, h, first, entries, mode, out, &changed_at));
+    if (changed_at < entries.size()) {  // resume from the entry that changed
+      from = std::move((*out)[first + changed_at].key);
+      out->resize(first + changed_at);
       leaf = h.ptr;
       ++retries;
       continue;
@@ -456,7 +485,7 @@ Status TreeReader::ScanReverseIn(Source* src, std::string_view start, std::strin
   // Every key >= start and < upper (empty: no bound) is still to be returned, the greatest first; `target` is the
   // greatest key below upper, which the descent looks for.
   std::string upper(end), target, min_key;
-  std::vector<std::pair<std::string, LeafValue>> batch;
+  std::vector<LeafValue> entries;  // as in ScanIn
   Path path;
   NodeHandle h;
   Header header;
@@ -487,32 +516,22 @@ Status TreeReader::ScanReverseIn(Source* src, std::string_view start, std::strin
       continue;
     }
     const NodeView& v = h.view;
-    batch.clear();
-    bool done = false;
-    for (uint32_t i = v.UpperBound(k); i-- > 0;) {  // the entries <= target, the greatest first
-      if (out->size() + batch.size() >= wanted) {
-        done = true;
-        break;
-      }
-      batch.emplace_back();
-      v.CopyEntryKey(i, &batch.back().first);
-      batch.back().second = v.leaf_value(i);
-      if (!start.empty() && CompareKeys(batch.back().first, start) < 0) {
-        batch.pop_back();
-        done = true;
-        break;
-      }
-    }
+    const size_t first = out->size();
+    const bool done = AppendLeafKeys(  // the entries <= target, the greatest first
+        v, v.UpperBound(k), /*forward=*/false, wanted,
+        [&](std::string_view key) { return start.empty() || CompareKeys(key, start) >= 0; }, out, &entries);
     v.CopyMinKey(&min_key);  // empty: -infinity, the tree's first leaf
     if (!src->Validate(h)) {
+      out->resize(first);
       ++retries;
       ++stats_.retries;
       continue;
     }
     size_t changed_at = 0;
-    CELL_RETURN_IF_ERROR(AppendBatch(src, h, &batch, mode, out, &changed_at));
-    if (changed_at < batch.size()) {  // resume at the entry that changed (it is still to be returned)
-      if (!Successor(batch[changed_at].first, &upper)) upper.clear();
+    CELL_RETURN_IF_ERROR(AppendBatch(src, h, first, entries, mode, out, &changed_at));
+    if (changed_at < entries.size()) {  // resume at the entry that changed (it is still to be returned)
+      if (!Successor((*out)[first + changed_at].key, &upper)) upper.clear();
+      out->resize(first + changed_at);
       ++retries;
       continue;
     }

@@ -160,10 +160,12 @@ class TreeReader {
   template <class Source>
   Status ScanReverseIn(Source* src, std::string_view start, std::string_view end, size_t limit,
                        std::vector<KeyValue>* out, ScanMode mode);
-  // Appends the pairs of `batch` (entries read from the leaf in `leaf`), reading their records unless keys_only.
-  // False if a record changed since the leaf was read: *changed_at is its index (the pairs before it are appended).
+  // Completes the pairs out[first, first + entries.size()), whose keys were read from the leaf in `leaf` and
+  // entries[j] what each one's entry held: reads their records unless keys_only. If a record changed since the leaf
+  // was read, *changed_at is its index j: the pairs before it are complete, the caller drops it and those after it.
+  // On an error, the pairs from the failed one on are dropped.
   template <class Source>
-  Status AppendBatch(Source* src, const NodeHandle& leaf, std::vector<std::pair<std::string, LeafValue>>* batch,
+  Status AppendBatch(Source* src, const NodeHandle& leaf, size_t first, const std::vector<LeafValue>& entries,
                      ScanMode mode, std::vector<KeyValue>* out, size_t* changed_at);
   template <class Source>
   Status ReachIn(Source* src, const SearchKey& k, int level, GlobalPtr ptr, int ptr_level, Path* path, NodeHandle* h);

@@ -7,9 +7,11 @@
 // without suppressions). Private copies are ordinary memory.
 #pragma once
 
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <string_view>
 
 namespace cell {
 
@@ -18,8 +20,8 @@ inline void StoreSharedWord(uint64_t* p, uint64_t v) { __atomic_store_n(p, v, __
 
 // Copies `words` 8-byte words out of shared memory into private memory.
 inline void CopyFromShared(uint64_t* dst, const uint64_t* src, size_t words) {
-  size_t i = 0;
-  for (; i + 4 <= words; i += 4) {  // four at a time: the loop's own work is most of a short copy's
+  const size_t whole = words & ~size_t{3};
+  for (size_t i = 0; i < whole; i += 4) {  // four at a time: the loop's own work is most of a short copy's
     const uint64_t a = LoadSharedWord(src + i), b = LoadSharedWord(src + i + 1);
     const uint64_t c = LoadSharedWord(src + i + 2), d = LoadSharedWord(src + i + 3);
     dst[i] = a;
@@ -27,19 +29,19 @@ inline void CopyFromShared(uint64_t* dst, const uint64_t* src, size_t words) {
     dst[i + 2] = c;
     dst[i + 3] = d;
   }
-  for (; i < words; ++i) dst[i] = LoadSharedWord(src + i);
+  for (size_t i = whole; i < words; ++i) dst[i] = LoadSharedWord(src + i);
 }
 
 // Copies `words` 8-byte words from private memory into shared memory.
 inline void CopyToShared(uint64_t* dst, const uint64_t* src, size_t words) {
-  size_t i = 0;
-  for (; i + 4 <= words; i += 4) {  // four at a time, as CopyFromShared
+  const size_t whole = words & ~size_t{3};
+  for (size_t i = 0; i < whole; i += 4) {  // four at a time, as CopyFromShared
     StoreSharedWord(dst + i, src[i]);
     StoreSharedWord(dst + i + 1, src[i + 1]);
     StoreSharedWord(dst + i + 2, src[i + 2]);
     StoreSharedWord(dst + i + 3, src[i + 3]);
   }
-  for (; i < words; ++i) StoreSharedWord(dst + i, src[i]);
+  for (size_t i = whole; i < words; ++i) StoreSharedWord(dst + i, src[i]);
 }
 
 namespace shared_words_internal {
@@ -75,6 +77,14 @@ inline void CopyBytesFromShared(void* dst, const void* src, size_t bytes) {
   shared_words_internal::CopyUpTo8(out, reinterpret_cast<const char*>(&word) + skip, head);
   out += head;
   bytes -= head;
+  for (; bytes >= 32; bytes -= 32, out += 32, p += 4) {  // four at a time, as CopyFromShared
+    const uint64_t a = LoadSharedWord(p), b = LoadSharedWord(p + 1), c = LoadSharedWord(p + 2),
+                   d = LoadSharedWord(p + 3);
+    std::memcpy(out, &a, 8);
+    std::memcpy(out + 8, &b, 8);
+    std::memcpy(out + 16, &c, 8);
+    std::memcpy(out + 24, &d, 8);
+  }
   for (; bytes >= 8; bytes -= 8, out += 8) {
     word = LoadSharedWord(p++);
     std::memcpy(out, &word, 8);
@@ -83,6 +93,23 @@ inline void CopyBytesFromShared(void* dst, const void* src, size_t bytes) {
     word = LoadSharedWord(p);
     shared_words_internal::CopyUpTo8(out, reinterpret_cast<const char*>(&word), bytes);
   }
+}
+
+// True if the `bytes.size()` bytes at the start of the shared words `src` are `bytes` (word loads only; the bytes
+// after them in the last word are not compared). Little-endian: a word's first byte is its lowest.
+inline bool SharedBytesEqual(const uint64_t* src, std::string_view bytes) {
+  static_assert(std::endian::native == std::endian::little);
+  const char* at = bytes.data();
+  size_t n = bytes.size();
+  for (; n >= 8; n -= 8, at += 8, ++src) {
+    uint64_t word;
+    std::memcpy(&word, at, 8);
+    if (LoadSharedWord(src) != word) return false;
+  }
+  if (n == 0) return true;
+  uint64_t tail = 0;
+  shared_words_internal::CopyUpTo8(reinterpret_cast<char*>(&tail), at, n);
+  return (LoadSharedWord(src) & ((uint64_t{1} << (8 * n)) - 1)) == tail;
 }
 
 inline constexpr size_t WordsFor(size_t bytes) { return (bytes + 7) / 8; }

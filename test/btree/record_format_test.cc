@@ -34,8 +34,43 @@ TEST(RecordFormat, LayingOutThenStampingTheVersionGivesTheEncodedRecord) {
       EXPECT_FALSE(CheckRecord(laid_out.data(), entry, key + "x", &fields));
       const LeafValue stale{entry.ptr, entry.length, checksum ^ 1};
       EXPECT_FALSE(CheckRecord(laid_out.data(), stale, key, &fields));
+      // In place: the same fields, and the value where CheckRecordFields finds it.
+      RecordInPlace in_place;
+      ASSERT_TRUE(CheckRecordInPlace(laid_out.data(), entry, key, &in_place));
+      EXPECT_EQ(in_place.version, version);
+      EXPECT_EQ(
+          std::string_view(reinterpret_cast<const char*>(laid_out.data()) + in_place.value_at, in_place.value_size),
+          value);
     }
   }
+}
+
+// What the in-place check refuses: every field of the header, the key's every byte, and a length the entry does not
+// give. (The checksum is not its to check: its reader proves the record by the leaf's version.)
+TEST(RecordFormat, TheInPlaceCheckRefusesWhatCheckRecordFieldsRefuses) {
+  const std::string key = "a key of 21 bytes....", value = "its value";
+  std::vector<uint64_t> words;
+  const uint64_t checksum = EncodeRecord(key, value, 77, &words);
+  const LeafValue entry{GlobalPtr{2, 64}, static_cast<uint32_t>(RecordLength(key.size(), value.size())), checksum};
+  RecordInPlace in_place;
+  RecordFields fields;
+  ASSERT_TRUE(CheckRecordInPlace(words.data(), entry, key, &in_place));
+  const auto both_refuse = [&](const std::vector<uint64_t>& w, const LeafValue& e, std::string_view k) {
+    return !CheckRecordInPlace(w.data(), e, k, &in_place) && !CheckRecordFields(w.data(), e, k, &fields);
+  };
+  for (int bit = 0; bit < 64; ++bit) {  // the header word: value length, key length, magic
+    std::vector<uint64_t> bad = words;
+    bad[0] ^= uint64_t{1} << bit;
+    EXPECT_TRUE(both_refuse(bad, entry, key)) << "header bit " << bit;
+  }
+  for (size_t at = 0; at < key.size(); ++at) {
+    std::string other = key;
+    other[at] ^= 0x20;
+    EXPECT_TRUE(both_refuse(words, entry, other)) << "key byte " << at;
+  }
+  EXPECT_TRUE(both_refuse(words, entry, key.substr(1)));
+  EXPECT_TRUE(both_refuse(words, LeafValue{entry.ptr, entry.length - 1, checksum}, key));
+  EXPECT_TRUE(both_refuse(words, LeafValue{entry.ptr, entry.length, checksum, /*locked=*/true}, key));
 }
 
 }  // namespace
