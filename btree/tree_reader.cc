@@ -251,7 +251,8 @@ Status TreeReader::ReadRecord(Source* src, const NodeHandle& leaf, const LeafVal
   if constexpr (std::is_same_v<Source, LocalNodeSource>) {
     // In place: the record's fields are checked where they lie and its value copied straight out, proven as below by
     // the leaf's version. If it moved, the copy and its checksum below decide.
-    if (const uint64_t* at = src->ExtentWords(entry.ptr, entry.length)) {
+    // (The words holding the record's bytes: its last word is loaded whole.)
+    if (const uint64_t* at = src->ExtentWords(entry.ptr, WordsFor(entry.length) * 8)) {
       RecordInPlace r;
       if (CheckRecordInPlace(at, entry, key, &r)) {
         if (value->capacity() < r.value_size) {
@@ -264,6 +265,7 @@ Status TreeReader::ReadRecord(Source* src, const NodeHandle& leaf, const LeafVal
           *version = r.version;
           return Status::OK();
         }
+        value->clear();  // what was copied is not proven: it may be another record's bytes
       }
     }
   }

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -71,6 +72,28 @@ TEST(RecordFormat, TheInPlaceCheckRefusesWhatCheckRecordFieldsRefuses) {
   EXPECT_TRUE(both_refuse(words, entry, key.substr(1)));
   EXPECT_TRUE(both_refuse(words, LeafValue{entry.ptr, entry.length - 1, checksum}, key));
   EXPECT_TRUE(both_refuse(words, LeafValue{entry.ptr, entry.length, checksum, /*locked=*/true}, key));
+}
+
+// A record written before versions existed (magic 0xCE11D0: no version word, the key at byte 8) is still read, in
+// place as in a copy, as version 0.
+TEST(RecordFormat, ARecordWithoutAVersionWordIsReadInPlaceAsVersionZero) {
+  const std::string key = "an old key", value = "written before versions";
+  const size_t length = kRecordHeaderBytesV1 + key.size() + value.size();
+  std::vector<uint64_t> words(WordsFor(length), 0);
+  words[0] = uint64_t{value.size()} | (uint64_t{key.size()} << 32) | (kRecordMagicV1 << 40);
+  auto* bytes = reinterpret_cast<char*>(words.data());
+  std::memcpy(bytes + kRecordHeaderBytesV1, key.data(), key.size());
+  std::memcpy(bytes + kRecordHeaderBytesV1 + key.size(), value.data(), value.size());
+  const LeafValue entry{GlobalPtr{2, 64}, static_cast<uint32_t>(length), 0};
+  RecordFields fields;
+  ASSERT_TRUE(CheckRecordFields(words.data(), entry, key, &fields));
+  EXPECT_EQ(fields.value, value);
+  EXPECT_EQ(fields.version, 0u);
+  RecordInPlace in_place;
+  ASSERT_TRUE(CheckRecordInPlace(words.data(), entry, key, &in_place));
+  EXPECT_EQ(std::string_view(bytes + in_place.value_at, in_place.value_size), value);
+  EXPECT_EQ(in_place.version, 0u);
+  EXPECT_FALSE(CheckRecordInPlace(words.data(), entry, "an old kez", &in_place));
 }
 
 }  // namespace

@@ -13,7 +13,7 @@ namespace cell {
 namespace {
 
 TEST(SharedWords, CopyBytesFromSharedMatchesMemcpyAtEveryOffsetAndLength) {
-  constexpr size_t kWords = 8;
+  constexpr size_t kWords = 16;  // lengths that take the four-word loop more than once
   // The source is exactly these words, on the heap: a load past them is caught by the AddressSanitizer build.
   std::vector<uint64_t> words(kWords);
   auto* bytes = reinterpret_cast<unsigned char*>(words.data());

@@ -137,6 +137,8 @@ TEST(Transactions, EveryWriteGrowsTheVersionAndChangesTheChecksum) {
 TEST(Transactions, ALockedKeyTurnsReadersAndWritersAwayUntilItIsApplied) {
   auto t = SmallTree();
   ASSERT_TRUE(t->Put("a", "old").ok());
+  ASSERT_TRUE(t->Put("0", "before a").ok());
+  ASSERT_TRUE(t->Put("b", "after a").ok());
   const Seen before = Read(*t, "a");
   ASSERT_TRUE(Prepare(*t, 7, "a", "new", "a").ok());
   EXPECT_TRUE(Read(*t, "a").meta.locked);
@@ -147,12 +149,19 @@ TEST(Transactions, ALockedKeyTurnsReadersAndWritersAwayUntilItIsApplied) {
   std::vector<btree::KeyValue> pairs;
   GlobalPtr elsewhere;
   std::string resume;
+  // A scan stops at the locked key, keeping the pairs before it (whole) and none after it.
   EXPECT_TRUE(t->Scan("", "", 10, &pairs, GlobalPtr(), &elsewhere, &resume).IsUnavailable());
+  ASSERT_EQ(pairs.size(), 1u);
+  EXPECT_EQ(pairs[0].key, "0");
+  EXPECT_EQ(pairs[0].value, "before a");
   pairs.clear();
   ASSERT_TRUE(
       t->Scan("", "", 10, &pairs, GlobalPtr(), &elsewhere, &resume, btree::ScanMode{.report_locks = true}).ok());
-  ASSERT_EQ(pairs.size(), 1u);
-  EXPECT_TRUE(pairs[0].locked);
+  ASSERT_EQ(pairs.size(), 3u);
+  EXPECT_TRUE(pairs[1].locked);
+  EXPECT_EQ(pairs[1].key, "a");
+  EXPECT_EQ(pairs[1].value, "");
+  EXPECT_EQ(pairs[2].value, "after a");
   // Another transaction cannot lock it; the same one again can (a retried request).
   EXPECT_TRUE(Prepare(*t, 8, "a", "other", "a").IsAborted());
   EXPECT_TRUE(Prepare(*t, 7, "a", "new", "a").ok());
