@@ -192,7 +192,9 @@ TEST_F(Transactions, BigCommitsThatMeetMeganodeSplitsLoseNoWriteAndLeaveNoLock) 
 // its commit, on purpose), and then the model takes its writes. A read may abort its transaction on a key still
 // locked by an earlier aborted one: a rollback that meets its meganode's split leaves the lock to expire (the
 // transaction's timeout plus a grace). The transaction is then dropped, as an application would run it again; such
-// aborts must stay rare.
+// aborts must stay rare. A plain put of such a key waits for that expiry: the transactions' timeout (8 s) is well
+// below the client's (20 s), so that the put succeeds (with both at 20 s, a put began after the transaction and gave
+// up just before the lock's expiry, in one CI run).
 TEST_F(Transactions, RandomTransactionsAgreeWithAModelThroughMeganodeSplits) {
   std::mt19937_64 rng(2026);
   auto client = Open("server");
@@ -212,6 +214,7 @@ TEST_F(Transactions, RandomTransactionsAgreeWithAModelThroughMeganodeSplits) {
   for (int round = 0; round < 600; ++round) {
     TransactionOptions options;
     options.search = searches[round % 3];
+    options.timeout = 8s;
     auto txn = client->BeginTransaction(options);
     ASSERT_TRUE(txn.ok()) << txn.status().ToString();
     std::map<std::string, std::optional<std::string>> own;  // nullopt: deleted
@@ -313,7 +316,8 @@ TEST_F(Transactions, RandomTransactionsAgreeWithAModelThroughMeganodeSplits) {
     // Some filler, so that meganodes split under the transactions.
     for (int i = 0; i < 10; ++i) {
       const std::string k = key(), v = value();
-      ASSERT_TRUE(client->Put(k, v).ok());
+      const Status put = client->Put(k, v);
+      ASSERT_TRUE(put.ok()) << "round " << round << ": a put of " << k << ": " << put.ToString();
       model[k] = v;
     }
   }
