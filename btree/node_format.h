@@ -212,16 +212,13 @@ class NodeView {
 
   // Copies of stored keys (entry 0 of an inner node yields the empty string).
   void CopyEntryKey(uint32_t i, std::string* out) const {
-    uint64_t aux = W(kHeaderWords + 2 * i + 1);
-    uint32_t suffix = static_cast<uint32_t>((aux >> 8) & 0xff) + (level() == 0 ? kLeafPayloadWords : 0);
-    CopyKeyWords(W(kHeaderWords + 2 * i), suffix, aux & 0xff, out);
+    uint64_t words[(0xff + 7) / 8];
+    out->assign(reinterpret_cast<const char*>(words), GatherEntryKey(i, words));
   }
   // The same as a new string, made at its size (cheaper than assigning into an empty one, which grows it).
   std::string EntryKey(uint32_t i) const {
-    uint64_t aux = W(kHeaderWords + 2 * i + 1);
-    uint32_t suffix = static_cast<uint32_t>((aux >> 8) & 0xff) + (level() == 0 ? kLeafPayloadWords : 0);
     uint64_t words[(0xff + 7) / 8];
-    const uint32_t len = GatherKeyWords(W(kHeaderWords + 2 * i), suffix, aux & 0xff, words);
+    const uint32_t len = GatherEntryKey(i, words);
     return std::string(reinterpret_cast<const char*>(words), len);
   }
   void CopyMinKey(std::string* out) const { CopyFence(min_word(), min_len(), out); }
@@ -241,6 +238,12 @@ class NodeView {
     uint64_t p = OrderWord(W(word));
     if (p != k.word(0)) return p < k.word(0) ? -1 : 1;
     return CompareTail(word + 1, len, k);
+  }
+  // Entry i's key's words into `words` (room for 32); returns its length.
+  uint32_t GatherEntryKey(uint32_t i, uint64_t* words) const {
+    uint64_t aux = W(kHeaderWords + 2 * i + 1);
+    uint32_t suffix = static_cast<uint32_t>((aux >> 8) & 0xff) + (level() == 0 ? kLeafPayloadWords : 0);
+    return GatherKeyWords(W(kHeaderWords + 2 * i), suffix, aux & 0xff, words);
   }
   // A stored key's words into `words` (room for 32); returns its length.
   uint32_t GatherKeyWords(uint64_t first, uint32_t suffix_word, uint32_t len, uint64_t* words) const {

@@ -494,9 +494,9 @@ void Takeover::Run(bool kill_root, const std::string& search, Failure failure) {
   // cache that lost its entries caused, left 7 in 2.6 s; the runs measured in docs/DESIGN.md made 20,000 to 100,000,
   // and 2,000 on a machine overloaded three times over), and their p99 stays within ten times what it was before the
   // failure. A get that waits on the dead server waits for its connection's failure or its 5 s deadline, thousands of
-  // times the p99 before it; the survivor's recovery, on the same two cores, slows the others' gets by a little
-  // (0.11-0.63x alone, up to 2.5x in a CI run), and a bound of 2x failed on that noise. Not under ThreadSanitizer,
-  // whose 5-15x slowdown of the survivor's recovery is no measure of it.
+  // times the p99 before it; the survivor's recovery, on the same two cores, slows the others' gets by a few times at
+  // most (docs/DESIGN.md, "Takeover"). Not under ThreadSanitizer, whose slowdown of the survivor's recovery is no
+  // measure of it.
   ASSERT_FALSE(before.empty());
   EXPECT_GE(during.size(), 100u) << "gets of other servers' keys stalled during the takeover: " << during.size()
                                  << " in " << to_served << " s, against " << before.size() << " in "

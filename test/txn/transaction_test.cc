@@ -193,8 +193,7 @@ TEST_F(Transactions, BigCommitsThatMeetMeganodeSplitsLoseNoWriteAndLeaveNoLock) 
 // locked by an earlier aborted one: a rollback that meets its meganode's split leaves the lock to expire (the
 // transaction's timeout plus a grace). The transaction is then dropped, as an application would run it again; such
 // aborts must stay rare. A plain put of such a key waits for that expiry: the transactions' timeout (8 s) is well
-// below the client's (20 s), so that the put succeeds (with both at 20 s, a put began after the transaction and gave
-// up just before the lock's expiry, in one CI run).
+// below the client's (20 s), so that the put's deadline comes after the lock's expiry and the put succeeds.
 TEST_F(Transactions, RandomTransactionsAgreeWithAModelThroughMeganodeSplits) {
   std::mt19937_64 rng(2026);
   auto client = Open("server");
