@@ -228,8 +228,13 @@ Side ModelSelector::Choose(uint64_t server, uint64_t meganode, uint64_t now_us) 
 }
 
 Side ModelSelector::Steer(ServerState& st, Side preferred, const Costs& costs, uint64_t now_us) {
-  if (!st.split_timed && costs.server + costs.client > 0) {
-    st.split = costs.client / (costs.server + costs.client);  // where the whole latencies share the time evenly
+  if (st.starting) {
+    // The start: where the whole latencies share the time evenly, from the estimates as they fill. The first samples
+    // of each side include its cold start (a first scan's page faults: hundreds of microseconds), so a start fixed at
+    // the first measurement may lie near one half whatever the sides cost, and steering would take most of a second
+    // to leave it. Once either window is full the estimates rest on a window's samples, and steering takes over.
+    if (costs.server + costs.client > 0) st.split = costs.client / (costs.server + costs.client);
+    st.starting = st.search.size() < window_.capacity && st.read.size() < window_.capacity;
   }
   // A step in this client's own load on the server (its searches per second over the last ~load_fast_us against
   // the last ~load_slow_us, by load_step or more either way) rescales the split, for the next 3 x load_fast_us while

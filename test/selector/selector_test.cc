@@ -473,6 +473,40 @@ TEST(CellSelector, ASideManyTimesDearerIsNeitherStartedAtHalfNorExploredOftenWhe
   EXPECT_LT(s.stats().explorations, 30u) << "expected about 7 (1% of the time, at 30x the cost)";
 }
 
+// The split's start follows the estimates while they fill: the first samples of each side are its cold start (a
+// client's first scan over a fresh mapping took 844 us, then 15 us), and a start fixed on them lies near one half.
+// Once a window is full, steering alone moves the split.
+TEST(CellSelector, TheSplitStartsWhereAFullWindowsEstimatesPutItNotWhereTheColdFirstSamplesDid) {
+  // The scans' selector: whole latencies, a client-side scan counted as one read; no outlier filtering, so that the
+  // windows' means are exact.
+  ModelSelector s(ModelSelector::Rule::kCell, SelectorOptions{.outlier_sigmas = 0,
+                                                              .explore = 0,
+                                                              .max_age_us = 0,
+                                                              .initial_reads = 1,
+                                                              .seed = 3,
+                                                              .floor = SelectorOptions::Floor::kNone,
+                                                              .steer_per_s = 1.0});
+  uint64_t t = 0;
+  s.OnServerSearch(1, 900, t);
+  s.OnRead(1, 800, t);
+  s.Choose(1, 0, t);
+  EXPECT_NEAR(s.stats().servers[0].split, 800.0 / (900 + 800), 1e-9) << "the start, from one sample each";
+  // 10 ms of scans, 100 us apart: the reads at 15 us, one server-side scan in ten at 300 us.
+  for (int i = 1; i < 100; ++i) {
+    s.OnRead(1, 15, t += 100);
+    if (i % 10 == 0) s.OnServerSearch(1, 300, t);
+    s.Choose(1, 0, t);
+  }
+  const double read_mean = (800 + 99 * 15) / 100.0, search_mean = (900 + 9 * 300) / 10.0;
+  const double start = read_mean / (search_mean + read_mean);  // 0.06, where a start fixed at first stays at 0.46
+  EXPECT_NEAR(s.stats().servers[0].split, start, 0.001) << "the read window is full: the start rests on it";
+  // The start is over: the server's scans turning fast (1 us, a full window of them) move the split at the steering
+  // rate, 0.001 in 1 ms, not to where the new estimates share the time evenly (0.96).
+  for (int i = 0; i < 100; ++i) s.OnServerSearch(1, 1, t);
+  s.Choose(1, 0, t += kMs);
+  EXPECT_NEAR(s.stats().servers[0].split, start + 0.001, 0.001);
+}
+
 // Steered decisions between refreshes draw from what the last one published, without the lock; a sample that
 // changes the rule's side moves the split from the next refresh, kRefreshUs later at most, and the refresh counts
 // every decision made meanwhile.
