@@ -637,7 +637,10 @@ std::string HistoryCheckJson(const HistoryCheck& check, double seconds, size_t b
     first = false;
   }
   json += "},\"anomalies\":[";
-  for (size_t i = 0; i < check.anomalies.size(); ++i) json += (i > 0 ? "," : "") + JsonString(check.anomalies[i]);
+  for (size_t i = 0; i < check.anomalies.size(); ++i) {
+    if (i > 0) json += ',';
+    json += JsonString(check.anomalies[i]);
+  }
   return json + "]";
 }
 

@@ -51,7 +51,9 @@ TEST(NodeKeyOrder, SearchKeyHoldsTheKeysWordsZeroPaddedAtEveryLength) {
     for (uint32_t i = 0; i < k.words(); ++i) {
       ASSERT_EQ(k.word(i), OrderWord(RawWordAt(key, i))) << "length " << len << " word " << i;
     }
-    if (len == 0) EXPECT_EQ(k.word(0), 0u);
+    if (len == 0) {
+      EXPECT_EQ(k.word(0), 0u);
+    }
   }
 }
 
