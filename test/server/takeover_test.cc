@@ -491,11 +491,11 @@ void Takeover::Run(bool kill_root, const std::string& search, Failure failure) {
   const double p99_before = p99(before), p99_during = p99(during);
   const double max_during = during.empty() ? -1.0 : *std::max_element(during.begin(), during.end());
   // Gets of other servers' keys go on during the takeover: at least 100 of them (a stall behind the victim, as a path
-  // cache that lost its entries caused, left 7 in 2.6 s; the runs measured in docs/DESIGN.md made 20,000 to 100,000,
-  // and 2,000 on a machine overloaded three times over), and their p99 stays within ten times what it was before the
-  // failure. A get that waits on the dead server waits for its connection's failure or its 5 s deadline, thousands of
-  // times the p99 before it; the survivor's recovery, on the same two cores, slows the others' gets by a few times at
-  // most (docs/DESIGN.md, "Takeover"). Not under ThreadSanitizer, whose slowdown of the survivor's recovery is no
+  // cache that lost its entries caused, left 7 in 2.6 s; runs without such a stall made 20,000 to 100,000, and 2,000
+  // on a machine overloaded three times over), and their p99 stays within ten times what it was before the failure. A
+  // get that waits on the dead server waits for its connection's failure or its 5 s deadline, thousands of times the
+  // p99 before it; the survivor's recovery, on the same two cores, slows the others' gets by a few times at most
+  // (docs/BENCHMARKS.md, "Takeover"). Not under ThreadSanitizer, whose slowdown of the survivor's recovery is no
   // measure of it.
   ASSERT_FALSE(before.empty());
   EXPECT_GE(during.size(), 100u) << "gets of other servers' keys stalled during the takeover: " << during.size()
