@@ -13,6 +13,9 @@
 #include <thread>
 #include <vector>
 
+#include "btree/node_source.h"
+#include "btree/record_format.h"
+#include "btree/tree_reader.h"
 #include "meganode/global_tree.h"
 #include "meganode/local_store.h"
 #include "test/test_util.h"
@@ -106,6 +109,63 @@ TEST(InPlaceReads, OverwrittenRecordsAreNeverTornOrStaleInTheServersTree) {
   auto opened = meganode::GlobalTree::Open(o);
   ASSERT_TRUE(opened.ok()) << opened.status().ToString();
   OverwriteWhileReadingInPlace(**opened);
+}
+
+// A record read in place is proven by its leaf's version; when the leaf moves between the copy and that check, the
+// copy is dropped and the record is copied again and checked by its checksum. A memory that acts as a writer would at
+// the two moments that matter makes that path run every time: when the reader asks for the record's words the first
+// time, the key is deleted (its leaf moves; its block is freed, its bytes still intact, so the in-place check passes);
+// when they are asked for again (the copy checked by its checksum), the freed block is reused: here, one byte of its
+// value changes, which only the checksum can tell. The reader must then drop both copies, read the leaf again and
+// find the key gone, with nothing left in the value.
+TEST(InPlaceReads, ARecordCopiedInPlaceIsDroppedWhenItsLeafMovesBeforeItIsProven) {
+  meganode::LocalStoreOptions o;
+  o.meganode_bytes = uint64_t{4} << 20;
+  o.extent_region_bytes = uint64_t{16} << 20;
+  auto opened = meganode::LocalStore::Open(o);
+  ASSERT_TRUE(opened.ok());
+  meganode::LocalStore& store = **opened;
+  for (int i = 0; i < 50; ++i) ASSERT_TRUE(store.Put("key" + std::to_string(100 + i), std::string(200, 'v')).ok());
+  const std::string key = "key125";
+  const size_t record_length = btree::RecordLength(key.size(), 200);
+
+  struct WriterAtTheWorstMoments final : btree::LocalMemory {
+    meganode::LocalStore* store = nullptr;
+    std::string key;
+    size_t record_length = 0;
+    bool armed = true;
+    int asked = 0;  // how often a record's words were asked for while armed
+    const uint64_t* Readable(GlobalPtr p, size_t bytes) const override {
+      const uint64_t* at = store->regions().Readable(p, bytes);
+      // A node is read by lines or whole (64 or 1,024 bytes); a record's words are the record's length rounded up.
+      if (at == nullptr || !armed || bytes != (record_length + 7) / 8 * 8) return at;
+      auto* self = const_cast<WriterAtTheWorstMoments*>(this);
+      if (++self->asked == 1) {
+        EXPECT_TRUE(store->Delete(key).ok());
+      } else if (self->asked == 2) {
+        // The freed block taken by another record of the key's length: its value's last byte differs.
+        reinterpret_cast<char*>(const_cast<uint64_t*>(at))[record_length - 1] ^= 1;
+      }
+      return at;
+    }
+    const uint64_t* Peek(GlobalPtr, size_t) const override { return nullptr; }
+  } memory;
+  memory.store = &store;
+  memory.key = key;
+  memory.record_length = record_length;
+
+  btree::LocalNodeSource source(&memory);
+  btree::TreeReader reader(&source, store.meganode_ptr());
+  std::string value;
+  const Status s = reader.Get(key, &value);
+  EXPECT_TRUE(s.IsNotFound()) << s.ToString() << ": the copy made in place before the delete was kept";
+  EXPECT_TRUE(value.empty()) << value.size() << " unproven bytes left in the value";
+  EXPECT_EQ(memory.asked, 2) << "the record was read in place, then copied again to check its checksum";
+  EXPECT_GE(reader.stats().retries, 1u) << "the leaf was read again";
+  memory.armed = false;
+  std::string other;
+  EXPECT_TRUE(reader.Get("key124", &other).ok());  // the rest of the leaf is intact
+  EXPECT_EQ(other, std::string(200, 'v'));
 }
 
 }  // namespace
