@@ -232,9 +232,13 @@ Side ModelSelector::Steer(ServerState& st, Side preferred, const Costs& costs, u
     // The start: where the whole latencies share the time evenly, from the estimates as they fill. The first samples
     // of each side include its cold start (a first scan's page faults: hundreds of microseconds), so a start fixed at
     // the first measurement may lie near one half whatever the sides cost, and steering would take most of a second
-    // to leave it. Once either window is full the estimates rest on a window's samples, and steering takes over.
+    // to leave it. Steering takes over once either window is full (the cold sample is then one of a window's), or
+    // kStartUs after the start began, whichever comes first: a client too slow to fill a window would otherwise stay
+    // at the even share, which gives the dearer side half the time, whatever the rule prefers.
+    if (!st.split_timed) st.start_us = now_us;
     if (costs.server + costs.client > 0) st.split = costs.client / (costs.server + costs.client);
-    st.starting = st.search.size() < window_.capacity && st.read.size() < window_.capacity;
+    st.starting =
+        st.search.size() < window_.capacity && st.read.size() < window_.capacity && now_us < st.start_us + kStartUs;
   }
   // A step in this client's own load on the server (its searches per second over the last ~load_fast_us against
   // the last ~load_slow_us, by load_step or more either way) rescales the split, for the next 3 x load_fast_us while
@@ -249,6 +253,7 @@ Side ModelSelector::Steer(ServerState& st, Side preferred, const Costs& costs, u
       (st.fast_per_s >= options_.load_step * st.slow_per_s || st.fast_per_s * options_.load_step <= st.slow_per_s)) {
     st.load_step_until_us = now_us + 3 * options_.load_fast_us;
     st.load_ref_per_s = st.slow_per_s;
+    st.starting = false;  // the rescaled split is kept, not set at the even share again
     ++load_steps_;
   }
   if (now_us < st.load_step_until_us) {

@@ -35,8 +35,10 @@
 //                    equal. 0: per operation, as the paper has it. The split starts, once both sides are measured,
 //                    where the two sides' whole latencies would share the time evenly (the server's fraction is
 //                    m x l_r / (l_s + m x l_r)), and follows that point as the estimates fill, until either window is
-//                    full (the first samples include each side's cold start): far from the side that is many times
-//                    dearer, so steering does not spend its first half second sending half the searches there.
+//                    full or a second has passed (the first samples include each side's cold start), or a load step
+//                    rescales it: far from the side that is many times dearer, so steering does not spend its first
+//                    half second sending half the searches there. The start happens once per server (an idle gap
+//                    that drops the windows does not begin another).
 //                    Load steps (load_step): a step in this client's own rate of searches to a server (x1.5 either
 //                    way, its last 50 ms against its last second) rescales the split at once, so that the rate sent
 //                    to the server stays what it was: the server's capacity has not changed, and steering alone would
@@ -184,6 +186,9 @@ class ModelSelector final : public Selector {
 
   // How long a steered decision draws from the values the last refresh published (see the top of this file).
   static constexpr uint64_t kRefreshUs = 250;
+  // How long a split's start lasts at most (see "adaptive" at the top of this file): the default max_age, after which
+  // the first samples have left the windows.
+  static constexpr uint64_t kStartUs = 1'000'000;
 
  private:
   // What steered decisions draw from between refreshes, published under mu_ and read without it.
@@ -202,7 +207,8 @@ class ModelSelector final : public Selector {
     double split = 0.5;                  // steering: the fraction of searches sent to the server
     uint64_t split_at_us = 0;            // when the split last moved
     bool split_timed = false;            // split_at_us is set
-    bool starting = true;                // the split is set at the estimates' even share, not steered (Steer)
+    bool starting = true;                // the split is set at the estimates' even share at each refresh (Steer)
+    uint64_t start_us = 0;               // when the start began
     // This client's rate of searches to the server: estimates over ~load_fast_us and ~load_slow_us.
     double fast_per_s = 0, slow_per_s = 0;
     uint64_t rate_since_us = 0, rate_at_us = 0;     // the first search counted, the last

@@ -497,6 +497,7 @@ TEST(CellSelector, TheSplitStartsWhereAFullWindowsEstimatesPutItNotWhereTheColdF
     if (i % 10 == 0) s.OnServerSearch(1, 300, t);
     s.Choose(1, 0, t);
   }
+  s.Choose(1, 0, t += ModelSelector::kRefreshUs);  // a refresh (decisions between refreshes draw without the lock)
   const double read_mean = (800 + 99 * 15) / 100.0, search_mean = (900 + 9 * 300) / 10.0;
   const double start = read_mean / (search_mean + read_mean);  // 0.06, where a start fixed at first stays at 0.46
   EXPECT_NEAR(s.stats().servers[0].split, start, 0.001) << "the read window is full: the start rests on it";
@@ -505,6 +506,35 @@ TEST(CellSelector, TheSplitStartsWhereAFullWindowsEstimatesPutItNotWhereTheColdF
   for (int i = 0; i < 100; ++i) s.OnServerSearch(1, 1, t);
   s.Choose(1, 0, t += kMs);
   EXPECT_NEAR(s.stats().servers[0].split, start + 0.001, 0.001);
+}
+
+// A client too slow to fill a window ends the start after ModelSelector::kStartUs all the same, and steers from there:
+// held at the even share, the side many times dearer would take half the time.
+TEST(CellSelector, AStartThatNoWindowFillsEndsAfterASecond) {
+  ModelSelector s(ModelSelector::Rule::kCell, SelectorOptions{.outlier_sigmas = 0,
+                                                              .explore = 0,
+                                                              .max_age_us = 0,
+                                                              .initial_reads = 1,
+                                                              .seed = 3,
+                                                              .floor = SelectorOptions::Floor::kNone,
+                                                              .steer_per_s = 1.0});
+  uint64_t t = 0;
+  s.OnServerSearch(1, 300, t);
+  s.OnRead(1, 10, t);
+  s.Choose(1, 0, t);
+  // Ten scans a second: 11 reads and one more server-side scan by 1.1 s, far from a window of 100.
+  for (int i = 1; i <= 11; ++i) {
+    s.OnRead(1, 10, t += 100 * kMs);
+    if (i == 5) s.OnServerSearch(1, 300, t);
+    s.Choose(1, 0, t);
+  }
+  const double before = s.stats().servers[0].split;
+  // The client side turns dear (five reads of 2 ms: their mean 595 us against the server's 300): a start still under
+  // way would move the split to the new even share (0.66); steering moves it up by 0.001 in 1 ms.
+  for (int i = 0; i < 5; ++i) s.OnRead(1, 2000, t);
+  ASSERT_EQ(s.Preferred(1, 0, t), Side::kServer);
+  s.Choose(1, 0, t += kMs);
+  EXPECT_NEAR(s.stats().servers[0].split, before + 0.001, 1e-6) << "the start ended after a second";
 }
 
 // Steered decisions between refreshes draw from what the last one published, without the lock; a sample that
