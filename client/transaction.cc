@@ -539,6 +539,9 @@ Status TransactionImpl::CommitHere(uint64_t txid, uint64_t expires, const std::v
   }
   if (!reply.conflict().empty()) {
     conflict_key_ = reply.conflict_key();
+    // Not committed (the server decided so), so rolling back is safe; done now rather than left for the locks'
+    // expiry, which writes of those keys would wait for.
+    if (reply.rollback_left()) RollBack(txid, keys);
     return Status::Aborted(fmt::format("transaction aborted: {}; run it again", reply.conflict()));
   }
   if (*not_here) return Status::OK();

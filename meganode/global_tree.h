@@ -259,7 +259,11 @@ class GlobalTree {
   // another server: nothing applied; commit across servers).
   // *apply_left (if not null): committed, but a key's apply failed here (its meganode being split to another server,
   // or the key moved): the caller may finish the apply (TXN_APPLY, secondaries first); else the resolver does.
-  Status CommitHere(const HereTxn& t, std::string* conflict_key, bool* apply_left = nullptr);
+  // *rollback_left (if not null): not committed, but a key locked here could not be rolled back here (the same
+  // causes): the caller may roll it back (TXN_APPLY with commit false); else the resolver does once the lock expires,
+  // and until then a write of that key waits.
+  Status CommitHere(const HereTxn& t, std::string* conflict_key, bool* apply_left = nullptr,
+                    bool* rollback_left = nullptr);
   // What txid's lock on key says.
   Status TxnStatus(std::string_view key, uint64_t txid, GlobalPtr start, GlobalPtr* elsewhere, TxnOutcome* outcome);
   // Resolves the locks held here that expired before now_us (wall clock): a prepared primary is aborted, a committed
@@ -437,6 +441,10 @@ class GlobalTree {
   // CommitHere's last step: a decided transaction's writes applied here, the secondaries first, the primary last
   // (only once every secondary took its value); *apply_left if some key kept its lock.
   void ApplyCommittedHere(const HereTxn& t, bool* apply_left);
+  // CommitHere's undo, when it does not commit: the `locked` keys' locks rolled back here. A lock that cannot be
+  // (its meganode being split to another server, or moved there with the lock) sets *rollback_left (if not null): it
+  // is left to the caller, or else to its resolver once it expires.
+  void RollBackHere(uint64_t txid, const std::vector<const HereTxn::Write*>& locked, bool* rollback_left);
   // A locked entry moving to another server (a remote split): its lock's payload gets the old record's contents
   // (TxnLock::old_inline); the receiver (Fill) makes them records of its own again (AdoptMovedLock).
   Status InlineLock(std::string_view key, std::string* payload) const;

@@ -218,17 +218,14 @@ Status GlobalTree::TxnStatus(std::string_view key, uint64_t txid, GlobalPtr star
       start, elsewhere, nullptr, /*free_replaced=*/false);
 }
 
-Status GlobalTree::CommitHere(const HereTxn& t, std::string* conflict_key, bool* apply_left) {
+Status GlobalTree::CommitHere(const HereTxn& t, std::string* conflict_key, bool* apply_left, bool* rollback_left) {
   if (apply_left != nullptr) *apply_left = false;
+  if (rollback_left != nullptr) *rollback_left = false;
   if (t.writes.empty()) return Status::InvalidArgument("a transaction committed here writes at least one key");
   const std::string& primary = t.writes[0].key;
   std::vector<const HereTxn::Write*> locked;
   const auto undo = [&](Status why) {
-    for (const HereTxn::Write* w : locked) {
-      GlobalPtr at;
-      Status s = TxnApply(w->key, t.txid, /*commit=*/false, w->start, &at);
-      if (!s.ok()) diag::Warning("rolling back key {}: {} (its resolver will)", Quoted(w->key), s.ToString());
-    }
+    RollBackHere(t.txid, locked, rollback_left);
     return why;
   };
   const auto not_here = [&](std::string_view key) {
@@ -297,6 +294,19 @@ Status GlobalTree::CommitHere(const HereTxn& t, std::string* conflict_key, bool*
   if (!committed) return conflict(primary, "had its lock expire before the transaction could commit");
   ApplyCommittedHere(t, apply_left);
   return Status::OK();
+}
+
+void GlobalTree::RollBackHere(uint64_t txid, const std::vector<const HereTxn::Write*>& locked, bool* rollback_left) {
+  for (const HereTxn::Write* w : locked) {
+    GlobalPtr at;
+    Status s = TxnApply(w->key, txid, /*commit=*/false, w->start, &at);
+    if (s.ok() && at.is_null()) continue;
+    if (rollback_left != nullptr) *rollback_left = true;
+    if (!s.ok()) {
+      diag::Warning("transaction {:x}: rolling back key {}: {}; left to the client or the resolver", txid,
+                    Quoted(w->key), s.ToString());
+    }
+  }
 }
 
 void GlobalTree::ApplyCommittedHere(const HereTxn& t, bool* apply_left) {

@@ -182,14 +182,15 @@ Status AnswerCommitHere(meganode::GlobalTree& tree, const proto::KeyRequest& req
     t.ranges.push_back(std::move(range));
   }
   std::string conflict_key;
-  bool apply_left = false;
-  Status s = tree.CommitHere(t, &conflict_key, &apply_left);
+  bool apply_left = false, rollback_left = false;
+  Status s = tree.CommitHere(t, &conflict_key, &apply_left, &rollback_left);
   if (s.ok()) {
     reply->set_committed(true);
     reply->set_apply_left(apply_left);
   } else if (s.IsAborted()) {
     reply->set_conflict(s.message());
     reply->set_conflict_key(conflict_key);
+    reply->set_rollback_left(rollback_left);
   } else if (s.code() == Status::Code::kFailedPrecondition) {
     reply->set_not_here(true);
   } else {

@@ -368,13 +368,79 @@ TEST(Transactions, CommitHereWhoseLocksExpiredBeforeTheDecisionIsAConflict) {
     return Status::OK();
   });
   std::string conflict;
-  Status s = t->CommitHere(txn, &conflict);
+  bool apply_left = true, rollback_left = true;
+  Status s = t->CommitHere(txn, &conflict, &apply_left, &rollback_left);
   t->set_fault_injector(nullptr);
   EXPECT_GT(resolved, 0u);
   EXPECT_TRUE(s.IsAborted()) << s.ToString();
   EXPECT_EQ(conflict, "p");
+  EXPECT_FALSE(apply_left);
+  EXPECT_FALSE(rollback_left) << "every lock was rolled back here";
   for (const char* k : {"p", "q"}) EXPECT_EQ(Read(*t, k).value, "old") << k;
   EXPECT_EQ(t->txn_locks(), 0u);
+}
+
+// An aborted commit whose secondary moved to another tree with its lock (a meganode split at the decision) cannot
+// roll that lock back here: it says so (rollback_left), and the caller's rollback (TXN_APPLY, commit false, where the
+// key is now) ends it, instead of the lock's expiry, which writes of the key would wait for.
+TEST(Transactions, CommitHereThatCannotRollBackAMovedLockSaysSo) {
+  TreePair pair;
+  ASSERT_TRUE(pair.Open().ok());
+  GlobalTree& a = *pair.a;
+  GlobalTree& b = *pair.b;
+  const auto on = [&](const Step& step) { return OnEitherTree(a, b, step); };
+  // The primary below every filler key (it stays in a's leftmost meganode), the secondary above them all.
+  const std::string primary = "key0", secondary = Key(50001);
+  for (const std::string& k : {primary, secondary}) ASSERT_TRUE(a.Put(k, "old").ok());
+  HereTxn txn;
+  txn.txid = 23;
+  txn.expires_us = 1000;  // long expired: the resolver may end its locks
+  for (const std::string& k : {primary, secondary}) {
+    txn.writes.push_back(
+        {k, GlobalPtr(), TxnPrepareRequest::Expect::kChecksum, Read(a, k).meta.checksum, true, "new-" + k});
+  }
+  // At the decision: fillers until a split moves the secondary (and its lock) to b, then a's resolver ends the
+  // primary's expired lock, so that the decision finds it gone: a conflict.
+  bool moved = false;
+  size_t resolved = 0;
+  a.set_fault_injector([&](std::string_view point) {
+    if (point != "commit here decide") return Status::OK();
+    for (int i = 0; i < 20000 && !moved; ++i) {
+      const std::string k = Key(i);
+      CELL_RETURN_IF_ERROR(
+          on([&](GlobalTree& t, GlobalPtr s, GlobalPtr* at) { return t.Put(k, std::string(100, 'f'), s, at); }));
+      std::string v;
+      GlobalPtr at;
+      Status s = a.Get(secondary, &v, GlobalPtr(), &at);
+      moved = (s.ok() || s.IsNotFound()) && !at.is_null();
+    }
+    resolved = a.ResolveExpiredLocks(2000);
+    return Status::OK();
+  });
+  std::string conflict;
+  bool apply_left = true, rollback_left = false;
+  Status s = a.CommitHere(txn, &conflict, &apply_left, &rollback_left);
+  // (The injector stays: background splits call it, as in the test above.)
+  ASSERT_TRUE(moved) << "no split moved the secondary to the other tree";
+  EXPECT_EQ(resolved, 1u) << "the primary's lock, the only expired one left on a";
+  ASSERT_TRUE(s.IsAborted()) << s.ToString();
+  EXPECT_EQ(conflict, primary);
+  EXPECT_FALSE(apply_left);
+  EXPECT_TRUE(rollback_left) << "the secondary's lock went to b with its key and was not rolled back";
+  EXPECT_EQ(a.txn_locks(), 0u);
+  EXPECT_EQ(b.txn_locks(), 1u);
+  // What the client does then: TXN_APPLY with commit false for every key, where each is now.
+  for (const std::string& k : {primary, secondary}) {
+    ASSERT_TRUE(
+        on([&](GlobalTree& t, GlobalPtr start, GlobalPtr* at) { return t.TxnApply(k, 23, false, start, at); }).ok())
+        << k;
+  }
+  EXPECT_EQ(a.txn_locks() + b.txn_locks(), 0u);
+  for (const std::string& k : {primary, secondary}) {
+    std::string v;
+    ASSERT_TRUE(on([&](GlobalTree& t, GlobalPtr start, GlobalPtr* at) { return t.Get(k, &v, start, at); }).ok()) << k;
+    EXPECT_EQ(v, "old") << k;
+  }
 }
 
 // Locks move with their entries: in local splits (the same records) and to another tree (the lock's values copied),

@@ -190,10 +190,12 @@ TEST_F(Transactions, BigCommitsThatMeetMeganodeSplitsLoseNoWriteAndLeaveNoLock) 
 // meganode splits. Every read inside a transaction matches the model with the transaction's own writes over it; a
 // transaction commits exactly when nothing it read was changed meanwhile (by a plain put made between its reads and
 // its commit, on purpose), and then the model takes its writes. A read may abort its transaction on a key still
-// locked by an earlier aborted one: a rollback that meets its meganode's split leaves the lock to expire (the
-// transaction's timeout plus a grace). The transaction is then dropped, as an application would run it again; such
-// aborts must stay rare. A plain put of such a key waits for that expiry: the transactions' timeout (8 s) is well
-// below the client's (20 s), so that the put's deadline comes after the lock's expiry and the put succeeds.
+// locked by an earlier aborted one: a rollback that meets its meganode's split is left to the client, which rolls the
+// lock back once the split settles, or, where the server answered with an error rather than a conflict, to the lock's
+// expiry (the transaction's timeout plus a grace). The transaction is then dropped, as an application would run it
+// again; such aborts must stay rare. A plain put of such a key waits for the lock's end: the transactions' timeout
+// (8 s) is well below the client's (20 s), so that the put's deadline comes after the lock's expiry and the put
+// succeeds.
 TEST_F(Transactions, RandomTransactionsAgreeWithAModelThroughMeganodeSplits) {
   std::mt19937_64 rng(2026);
   auto client = Open("server");
