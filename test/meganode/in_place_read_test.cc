@@ -91,11 +91,16 @@ void OverwriteWhileReadingInPlace(Store& store) {
   EXPECT_GT(writes.load(), 1000u) << "the writers hardly ran; the test proves little";
 }
 
-TEST(InPlaceReads, OverwrittenRecordsAreNeverTornOrStale) {
+// A store of one 4 MiB meganode and 16 MiB of extents.
+StatusOr<std::unique_ptr<meganode::LocalStore>> SmallLocalStore() {
   meganode::LocalStoreOptions o;
   o.meganode_bytes = uint64_t{4} << 20;
   o.extent_region_bytes = uint64_t{16} << 20;
-  auto opened = meganode::LocalStore::Open(o);
+  return meganode::LocalStore::Open(o);
+}
+
+TEST(InPlaceReads, OverwrittenRecordsAreNeverTornOrStale) {
+  auto opened = SmallLocalStore();
   ASSERT_TRUE(opened.ok());
   OverwriteWhileReadingInPlace(**opened);
 }
@@ -119,10 +124,7 @@ TEST(InPlaceReads, OverwrittenRecordsAreNeverTornOrStaleInTheServersTree) {
 // value changes, which only the checksum can tell. The reader must then drop both copies, read the leaf again and
 // find the key gone, with nothing left in the value.
 TEST(InPlaceReads, ARecordCopiedInPlaceIsDroppedWhenItsLeafMovesBeforeItIsProven) {
-  meganode::LocalStoreOptions o;
-  o.meganode_bytes = uint64_t{4} << 20;
-  o.extent_region_bytes = uint64_t{16} << 20;
-  auto opened = meganode::LocalStore::Open(o);
+  auto opened = SmallLocalStore();
   ASSERT_TRUE(opened.ok());
   meganode::LocalStore& store = **opened;
   for (int i = 0; i < 50; ++i) ASSERT_TRUE(store.Put("key" + std::to_string(100 + i), std::string(200, 'v')).ok());

@@ -79,6 +79,21 @@ Status OnEitherTree(GlobalTree& a, GlobalTree& b, const Step& step, bool* on_b =
   }
 }
 
+// Puts filler keys (Key(0), Key(1), ..., 100 bytes each, on whichever tree holds each) until a split has moved `key`
+// from a to b (*moved), or 20,000 of them went in.
+Status FillUntilMoved(GlobalTree& a, GlobalTree& b, const std::string& key, bool* moved) {
+  for (int i = 0; i < 20000 && !*moved; ++i) {
+    const std::string k = Key(i);
+    CELL_RETURN_IF_ERROR(OnEitherTree(
+        a, b, [&](GlobalTree& t, GlobalPtr s, GlobalPtr* at) { return t.Put(k, std::string(100, 'f'), s, at); }));
+    std::string v;
+    GlobalPtr at;
+    Status s = a.Get(key, &v, GlobalPtr(), &at);
+    *moved = (s.ok() || s.IsNotFound()) && !at.is_null();
+  }
+  return Status::OK();
+}
+
 // What a transactional read sees: the value (nullopt: absent) and the entry's checksum and version.
 struct Seen {
   std::optional<std::string> value;
@@ -305,16 +320,7 @@ TEST(Transactions, CommitHereWhosePrimaryMovedAwayIsNotHereAndFinishesAcrossServ
   bool moved = false;
   a.set_fault_injector([&](std::string_view point) {
     if (point != "commit here decide") return Status::OK();
-    for (int i = 0; i < 20000 && !moved; ++i) {
-      const std::string k = Key(i);
-      CELL_RETURN_IF_ERROR(
-          on([&](GlobalTree& t, GlobalPtr s, GlobalPtr* at) { return t.Put(k, std::string(100, 'f'), s, at); }));
-      std::string v;
-      GlobalPtr at;
-      Status s = a.Get(primary, &v, GlobalPtr(), &at);
-      moved = (s.ok() || s.IsNotFound()) && !at.is_null();
-    }
-    return Status::OK();
+    return FillUntilMoved(a, b, primary, &moved);
   });
   std::string conflict;
   Status s = a.CommitHere(txn, &conflict);
@@ -405,15 +411,7 @@ TEST(Transactions, CommitHereThatCannotRollBackAMovedLockSaysSo) {
   size_t resolved = 0;
   a.set_fault_injector([&](std::string_view point) {
     if (point != "commit here decide") return Status::OK();
-    for (int i = 0; i < 20000 && !moved; ++i) {
-      const std::string k = Key(i);
-      CELL_RETURN_IF_ERROR(
-          on([&](GlobalTree& t, GlobalPtr s, GlobalPtr* at) { return t.Put(k, std::string(100, 'f'), s, at); }));
-      std::string v;
-      GlobalPtr at;
-      Status s = a.Get(secondary, &v, GlobalPtr(), &at);
-      moved = (s.ok() || s.IsNotFound()) && !at.is_null();
-    }
+    CELL_RETURN_IF_ERROR(FillUntilMoved(a, b, secondary, &moved));
     resolved = a.ResolveExpiredLocks(2000);
     return Status::OK();
   });

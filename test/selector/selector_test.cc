@@ -473,19 +473,23 @@ TEST(CellSelector, ASideManyTimesDearerIsNeitherStartedAtHalfNorExploredOftenWhe
   EXPECT_LT(s.stats().explorations, 30u) << "expected about 7 (1% of the time, at 30x the cost)";
 }
 
+// The scans' selector (whole latencies, a client-side scan counted as one read), steered, with no outlier filtering,
+// aging or exploration, so that the windows' means and the split are exact.
+SelectorOptions ExactScanSelector() {
+  return SelectorOptions{.outlier_sigmas = 0,
+                         .explore = 0,
+                         .max_age_us = 0,
+                         .initial_reads = 1,
+                         .seed = 3,
+                         .floor = SelectorOptions::Floor::kNone,
+                         .steer_per_s = 1.0};
+}
+
 // The split's start follows the estimates while they fill: the first samples of each side are its cold start (a
 // client's first scan over a fresh mapping took 844 us, then 15 us), and a start fixed on them lies near one half.
 // Once a window is full, steering alone moves the split.
 TEST(CellSelector, TheSplitStartsWhereAFullWindowsEstimatesPutItNotWhereTheColdFirstSamplesDid) {
-  // The scans' selector: whole latencies, a client-side scan counted as one read; no outlier filtering, so that the
-  // windows' means are exact.
-  ModelSelector s(ModelSelector::Rule::kCell, SelectorOptions{.outlier_sigmas = 0,
-                                                              .explore = 0,
-                                                              .max_age_us = 0,
-                                                              .initial_reads = 1,
-                                                              .seed = 3,
-                                                              .floor = SelectorOptions::Floor::kNone,
-                                                              .steer_per_s = 1.0});
+  ModelSelector s(ModelSelector::Rule::kCell, ExactScanSelector());
   uint64_t t = 0;
   s.OnServerSearch(1, 900, t);
   s.OnRead(1, 800, t);
@@ -511,13 +515,7 @@ TEST(CellSelector, TheSplitStartsWhereAFullWindowsEstimatesPutItNotWhereTheColdF
 // A client too slow to fill a window ends the start after ModelSelector::kStartUs all the same, and steers from there:
 // held at the even share, the side many times dearer would take half the time.
 TEST(CellSelector, AStartThatNoWindowFillsEndsAfterASecond) {
-  ModelSelector s(ModelSelector::Rule::kCell, SelectorOptions{.outlier_sigmas = 0,
-                                                              .explore = 0,
-                                                              .max_age_us = 0,
-                                                              .initial_reads = 1,
-                                                              .seed = 3,
-                                                              .floor = SelectorOptions::Floor::kNone,
-                                                              .steer_per_s = 1.0});
+  ModelSelector s(ModelSelector::Rule::kCell, ExactScanSelector());
   uint64_t t = 0;
   s.OnServerSearch(1, 300, t);
   s.OnRead(1, 10, t);
