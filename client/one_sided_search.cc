@@ -70,10 +70,11 @@ class StoreClient::ReadRouter {
   // returns): each counts as an equal share of the whole search's time.
   void Report(selector::Selector& selector, uint64_t meganode) {
     if (!measure_ || reads_ == 0) return;
+    const auto now = Clock::now();
     if (samples_taken_ == 0 && in_place_reads_ > 0) {
-      samples_[samples_taken_++] = MicrosSince(measure_begin_) / reads_;
+      samples_[samples_taken_++] = MicrosBetween(measure_begin_, now) / reads_;
     }
-    if (samples_taken_ > 0) selector.OnReads(measured_server_, samples_.data(), samples_taken_, NowUs());
+    if (samples_taken_ > 0) selector.OnReads(measured_server_, samples_.data(), samples_taken_, MicrosOf(now));
     selector.OnTraversal(meganode, reads_);
   }
 
@@ -378,19 +379,20 @@ Status StoreClient::ScanRange(std::string_view start, std::string_view end, size
   }
   const GlobalPtr cached = paths_.Lookup(first);
   uint64_t server = 0;
+  const auto begin = Clock::now();
   const bool on_server = side == Side::kServer ||
-                         (side == Side::kSelector &&
-                          SearchOnServer(measure_ ? cached : GlobalPtr(), /*may_block=*/true, &server, Decider::kScan));
+                         (side == Side::kSelector && SearchOnServer(measure_ ? cached : GlobalPtr(), /*may_block=*/true,
+                                                                    begin, &server, Decider::kScan));
   (on_server ? stats_.server_searches : stats_.client_searches).fetch_add(1, std::memory_order_relaxed);
-  const auto begin = std::chrono::steady_clock::now();
   Status s = on_server ? ScanServerSide(start, end, limit, mode, cached, deadline, out)
                        : ScanClientSide(start, end, limit, mode, cached, deadline, out);
   if (server != 0 && s.ok()) {  // the scans' selector measures both sides (a client-side scan as one read)
-    const double us = MicrosSince(begin);
+    const auto now = Clock::now();
+    const double us = MicrosBetween(begin, now);
     if (on_server) {
-      scan_selector_->OnServerSearch(server, us, NowUs());
+      scan_selector_->OnServerSearch(server, us, MicrosOf(now));
     } else {
-      scan_selector_->OnRead(server, us, NowUs());
+      scan_selector_->OnRead(server, us, MicrosOf(now));
     }
   }
   return s;
@@ -479,7 +481,7 @@ Status StoreClient::ApproximateSize(std::string_view start, std::string_view end
   uint64_t server = 0;
   if (side == Side::kClient ||
       (side == Side::kSelector &&
-       !SearchOnServer(measure_ ? at : GlobalPtr(), /*may_block=*/true, &server, Decider::kFollow))) {
+       !SearchOnServer(measure_ ? at : GlobalPtr(), /*may_block=*/true, Clock::now(), &server, Decider::kFollow))) {
     return WalkClientSide(at, deadline, [&](btree::GlobalReader& reader, GlobalPtr begin) {
       btree::SizeEstimate estimate;
       Status s = reader.ApproximateSize(start, end, &estimate, begin);
@@ -519,9 +521,10 @@ Status StoreClient::GetWithMeta(std::string_view key, Side side, std::string* va
   CELL_RETURN_IF_ERROR(CheckKeyValue(key, {}));
   CELL_RETURN_IF_ERROR(CheckMayWait());
   uint64_t server = 0;
-  const bool on_server = side == Side::kServer ||
-                         (side == Side::kSelector && SearchOnServer(measure_ ? paths_.Lookup(key) : GlobalPtr(),
-                                                                    /*may_block=*/true, &server, Decider::kFollow));
+  const bool on_server =
+      side == Side::kServer ||
+      (side == Side::kSelector && SearchOnServer(measure_ ? paths_.Lookup(key) : GlobalPtr(),
+                                                 /*may_block=*/true, Clock::now(), &server, Decider::kFollow));
   *meta = btree::RecordMeta{};
   if (!on_server) {
     stats_.client_searches.fetch_add(1, std::memory_order_relaxed);

@@ -96,7 +96,8 @@ void StoreClient::Schedule(Deadline due, std::function<void()> task) {
   task();
 }
 
-bool StoreClient::SearchOnServer(GlobalPtr start, bool may_block, uint64_t* server, Decider decider) {
+bool StoreClient::SearchOnServer(GlobalPtr start, bool may_block, Clock::time_point now, uint64_t* server,
+                                 Decider decider) {
   *server = 0;
   if (!measure_) return selector_->Choose(0, 0, 0) == selector::Side::kServer;
   uint32_t region = start.region;
@@ -118,11 +119,11 @@ bool StoreClient::SearchOnServer(GlobalPtr start, bool may_block, uint64_t* serv
   if (*server == 0) return true;
   switch (decider) {
     case Decider::kGet:
-      return selector_->Choose(*server, start.Pack(), NowUs()) == selector::Side::kServer;
+      return selector_->Choose(*server, start.Pack(), MicrosOf(now)) == selector::Side::kServer;
     case Decider::kFollow:
-      return selector_->Follow(*server, start.Pack(), NowUs()) == selector::Side::kServer;
+      return selector_->Follow(*server, start.Pack(), MicrosOf(now)) == selector::Side::kServer;
     case Decider::kScan:
-      return scan_selector_->Choose(*server, 0, NowUs()) == selector::Side::kServer;
+      return scan_selector_->Choose(*server, 0, MicrosOf(now)) == selector::Side::kServer;
   }
   return true;
 }
@@ -186,17 +187,21 @@ Status StoreClient::Get(std::string_view key, std::string* value, Side side, Dea
   uint64_t server = 0;
   std::optional<GlobalPtr> cached;  // the selector's start for the key, asked once
   if (measure_ && side == Side::kSelector) cached = paths_.Lookup(key);
+  const Clock::time_point begin = Clock::now();
   if (side == Side::kServer || (side == Side::kSelector && SearchOnServer(cached.value_or(GlobalPtr()),
-                                                                          /*may_block=*/true, &server))) {
+                                                                          /*may_block=*/true, begin, &server))) {
     stats_.server_searches.fetch_add(1, std::memory_order_relaxed);
-    if (server == 0) return GetServerSide(key, value, deadline);
-    const auto begin = std::chrono::steady_clock::now();
     Status s = GetServerSide(key, value, deadline);
-    if (s.ok() || s.IsNotFound()) selector_->OnServerSearch(server, MicrosSince(begin), NowUs());
+    if (server != 0 && (s.ok() || s.IsNotFound())) ReportServerSearch(server, begin);
     return s;
   }
   stats_.client_searches.fetch_add(1, std::memory_order_relaxed);
   return GetClientSide(key, value, deadline, server != 0 && SampleThisSearch() ? server : 0, nullptr, cached);
+}
+
+void StoreClient::ReportServerSearch(uint64_t server, Clock::time_point begin) {
+  const Clock::time_point now = Clock::now();
+  selector_->OnServerSearch(server, MicrosBetween(begin, now), MicrosOf(now));
 }
 
 void StoreClient::GetAsync(std::string_view key, GetCallback done) {
@@ -206,26 +211,27 @@ void StoreClient::GetAsync(std::string_view key, GetCallback done) {
   // for itself, or hold up others, so a get started there searches on the server whatever the selector says.
   std::optional<GlobalPtr> cached;  // the selector's start for the key, asked once
   if (measure_) cached = paths_.Lookup(key);
-  if (!SearchOnServer(cached.value_or(GlobalPtr()), /*may_block=*/false, &server) && CheckMayWait().ok()) {
+  // The get's one clock read: the selector's time, the deadline's start, and a server-side search's begin.
+  const Clock::time_point begin = Clock::now();
+  const Deadline deadline = begin + options_.timeout;
+  if (!SearchOnServer(cached.value_or(GlobalPtr()), /*may_block=*/false, begin, &server) && CheckMayWait().ok()) {
     stats_.client_searches.fetch_add(1, std::memory_order_relaxed);
     Lent<std::string, ClientSideValueTag> value;  // the thread's: its memory kept from one get to the next
     value->clear();
-    Status s =
-        GetClientSide(key, &*value, NewDeadline(), server != 0 && SampleThisSearch() ? server : 0, nullptr, cached);
+    Status s = GetClientSide(key, &*value, deadline, server != 0 && SampleThisSearch() ? server : 0, nullptr, cached);
     if (value->capacity() > kLentKeepBytes) value.Shrink();
     return done(s, *value);
   }
   stats_.server_searches.fetch_add(1, std::memory_order_relaxed);
   if (server != 0) {
     // The server-side search's latency, for the selector, from here to the reply.
-    done = [this, server, begin = std::chrono::steady_clock::now(), inner = std::move(done)](const Status& s,
-                                                                                             std::string_view value) {
-      if (s.ok() || s.IsNotFound()) selector_->OnServerSearch(server, MicrosSince(begin), NowUs());
+    done = [this, server, begin, inner = std::move(done)](const Status& s, std::string_view value) {
+      if (s.ok() || s.IsNotFound()) ReportServerSearch(server, begin);
       inner(s, value);
     };
   }
   // Told the reply's value, or the error (NotFound too: RequestOp's KeyRequest).
-  StartKeyOp(StoreMethod::STORE_GET, /*idempotent=*/true, key, nullptr, NewDeadline(), std::move(done));
+  StartKeyOp(StoreMethod::STORE_GET, /*idempotent=*/true, key, nullptr, deadline, std::move(done));
 }
 
 void StoreClient::PutAsync(std::string_view key, std::string_view value, DoneCallback done) {

@@ -24,8 +24,8 @@ inline std::chrono::milliseconds Remaining(std::chrono::steady_clock::time_point
   return std::max(left, std::chrono::milliseconds(1));
 }
 
-inline double MicrosSince(std::chrono::steady_clock::time_point begin) {
-  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - begin).count();
+inline double MicrosBetween(std::chrono::steady_clock::time_point begin, std::chrono::steady_clock::time_point end) {
+  return std::chrono::duration<double, std::micro>(end - begin).count();
 }
 
 }  // namespace cell::client

@@ -55,7 +55,8 @@ class Lent {
     T object;
     bool lent = false;
   };
-  static Home& ThisThread() {
+  // Out of line, as ThreadMemo's (common/thread_memo.h): the thread's address is taken once per loan.
+  [[gnu::noinline]] static Home& ThisThread() {
     thread_local Home home;
     return home;
   }

@@ -49,7 +49,9 @@ class ThreadMemo {
     std::array<Entry, kSlots> entries;
     size_t next = 0;
   };
-  static Slots& ThisThread() {
+  // Out of line so that a caller takes the thread's address once: inlined, GCC derives a thread_local's address
+  // again at each use, and in a shared library (libcell.so) each derivation is a call of __tls_get_addr.
+  [[gnu::noinline]] static Slots& ThisThread() {
     thread_local Slots slots;
     return slots;
   }

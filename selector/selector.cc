@@ -108,13 +108,17 @@ bool ModelSelector::ChooseWithoutLock(ServerState& st, uint64_t now_us, Side* si
   Published& p = st.published;
   if (now_us >= p.until_us.load(std::memory_order_acquire)) return false;
   const bool preferred_server = p.server_preferred.load(std::memory_order_relaxed);
-  bool server = ThreadUniform() < p.split.load(std::memory_order_relaxed);
-  if (ThreadUniform() < p.explore.load(std::memory_order_relaxed)) {
-    server = !preferred_server;  // the side the rule estimates worse
+  // One draw decides both: below `explore` it explores (the side the rule estimates worse); above, rescaled to
+  // [0, 1), it is the split's draw.
+  const double u = ThreadUniform(), explore = p.explore.load(std::memory_order_relaxed);
+  bool server;
+  if (u < explore) {
+    server = !preferred_server;
     explorations_.fetch_add(1, std::memory_order_relaxed);
+  } else {
+    server = (u - explore) < p.split.load(std::memory_order_relaxed) * (1 - explore);
   }
-  p.uncounted.fetch_add(1, std::memory_order_relaxed);
-  (server ? server_decisions_ : client_decisions_).fetch_add(1, std::memory_order_relaxed);
+  (server ? p.drawn_server : p.drawn_client).fetch_add(1, std::memory_order_relaxed);
   *side = server ? Side::kServer : Side::kClient;
   return true;
 }
@@ -199,7 +203,10 @@ Side ModelSelector::Choose(uint64_t server, uint64_t meganode, uint64_t now_us) 
   Side side = preferred;
   if (steered) {
     ServerState& st = StateOf(server);
-    CountSearch(st, now_us, 1 + st.published.uncounted.exchange(0, std::memory_order_relaxed));
+    const uint64_t drawn = st.published.drawn_server.load(std::memory_order_relaxed) +
+                           st.published.drawn_client.load(std::memory_order_relaxed);
+    CountSearch(st, now_us, 1 + (drawn - st.drawn_counted));
+    st.drawn_counted = drawn;
     if (measured) side = Steer(st, preferred, costs, now_us);
   }
   // Exploration: about a fraction `explore` of the time on the side estimated worse, not of the searches.
@@ -323,6 +330,10 @@ SelectorStats ModelSelector::stats() const {
   SelectorStats s;
   s.server_decisions = server_decisions_.load(std::memory_order_relaxed);
   s.client_decisions = client_decisions_.load(std::memory_order_relaxed);
+  for (const auto& [id, st] : servers_) {
+    s.server_decisions += st.published.drawn_server.load(std::memory_order_relaxed);
+    s.client_decisions += st.published.drawn_client.load(std::memory_order_relaxed);
+  }
   s.explorations = explorations_.load(std::memory_order_relaxed);
   s.load_steps = load_steps_;
   double reads = 0, traversals = 0;

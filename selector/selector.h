@@ -196,8 +196,10 @@ class ModelSelector final : public Selector {
     std::atomic<double> split{0.5};  // ServerState::split as of the refresh
     std::atomic<double> explore{0};  // the odds of taking the side the rule estimates worse
     std::atomic<bool> server_preferred{false};
-    std::atomic<uint64_t> until_us{0};   // decisions before this draw without the lock (0: none may)
-    std::atomic<uint64_t> uncounted{0};  // decisions made so since the refresh, for CountSearch
+    std::atomic<uint64_t> until_us{0};  // decisions before this draw without the lock (0: none may)
+    // The decisions drawn so, server-side and client-side: one counter per decision serves both the stats and
+    // CountSearch (which counts what they grew by since it last looked).
+    std::atomic<uint64_t> drawn_server{0}, drawn_client{0};
   };
   struct ServerState {
     explicit ServerState(const WindowOptions& w) : search(w), read(w) {}
@@ -215,6 +217,7 @@ class ModelSelector final : public Selector {
     bool rate_timed = false, rate_settled = false;  // rate_settled: load_slow_us since the first
     uint64_t load_step_until_us = 0;                // a load step: the split follows the load until then
     double load_ref_per_s = 0;                      // the load the split was last rescaled for
+    uint64_t drawn_counted = 0;                     // the published drawn decisions CountSearch has counted
   };
   struct Reads {  // the last n traversals' read counts of one meganode
     std::vector<int> ring;
@@ -246,6 +249,7 @@ class ModelSelector final : public Selector {
   std::vector<std::unique_ptr<Index>> indexes_;  // every index published (readers may hold an old one)
   std::unordered_map<uint64_t, Reads> reads_;
   std::mt19937_64 rng_;
+  // Decisions made under the lock and by Follow (those drawn without it are counted in each server's Published).
   std::atomic<uint64_t> server_decisions_{0}, client_decisions_{0}, explorations_{0};
   uint64_t load_steps_ = 0;
 };
