@@ -123,9 +123,12 @@ struct Shapes {
 // A window of at most `depth` operations in flight. Operations of a session that completes them only in its own
 // thread (Redis: that thread reads the replies) complete while the window waits by driving the session; otherwise
 // (Cell) they complete on the store's threads and the window waits for their Release, having flushed the session's
-// held requests first. Either way the requests started since the last wait go out together, while the window is
-// at least half full: below that (operations that complete at once, such as Cell's client-side searches, keep it
-// low) each request goes out before the next operation starts, since holding it would only delay it.
+// held requests first. Either way a refill (the operations that fill the window again after a wait) goes out
+// together, as one write, when the window is full again, however many completed while the thread waited (Cell's I/O
+// thread may complete more than the wait asked for before the thread runs). Outside a refill, requests go out
+// together while the window is at least half full: below that (operations that complete at once, such as Cell's
+// client-side searches, keep it low) each goes out before the next operation starts, since holding it would only
+// delay it.
 class Window {
  public:
   // `refill_at`: once the window is full, the thread waits until no more than this many are in flight, then issues
@@ -137,11 +140,6 @@ class Window {
         driven_(session.completes_in_caller()) {}
   void Acquire() {
     std::unique_lock lock(mu_);
-    if (2 * in_flight_ < depth_) {
-      lock.unlock();
-      session_.Flush();
-      lock.lock();
-    }
     if (in_flight_ >= depth_) {
       lock.unlock();
       session_.Flush();
@@ -156,15 +154,22 @@ class Window {
       } else {
         cv_.wait(lock, [&] { return in_flight_ <= refill_at_; });
       }
+      refill_left_ = depth_ - in_flight_;  // this operation and the rest of the refill: held until the window is full
+    } else if (refill_left_ == 0 && 2 * in_flight_ < depth_) {
+      lock.unlock();
+      session_.Flush();
+      lock.lock();
     }
+    if (refill_left_ > 0) --refill_left_;
     ++in_flight_;
   }
   void Release() {
     std::lock_guard lock(mu_);
     --in_flight_;
     // Only the counts a waiter waits for (Acquire's refill_at_, Drain's 0) wake it: one wake-up per refill, not per
-    // completion. While a thread waits, nothing is added, so the count passes through each of them.
-    if (in_flight_ == refill_at_ || in_flight_ == 0) cv_.notify_all();
+    // completion. While a thread waits, nothing is added, so the count passes through each of them. The one waiter is
+    // the window's own thread; notified under the lock, so that once Drain has seen 0 no Release touches the window.
+    if (in_flight_ == refill_at_ || in_flight_ == 0) cv_.notify_one();
   }
   void Drain() {
     session_.Flush();
@@ -184,6 +189,7 @@ class Window {
   std::mutex mu_;
   std::condition_variable cv_;
   int in_flight_ = 0;
+  int refill_left_ = 0;  // operations of the current refill still to be issued (only this thread's Acquire)
   const int depth_;
   const int refill_at_;
   cell::bench::StoreSession& session_;
