@@ -232,7 +232,7 @@ void StoreClient::Send(const std::shared_ptr<RequestOp>& op, const Route& route,
         const std::shared_ptr<RequestOp> op = std::move(raw->in_flight);
         OnReply(op, status, response);
       },
-      std::chrono::duration_cast<std::chrono::microseconds>(Remaining(op->tries.deadline())));
+      op->tries.deadline());
   if (request.size() > kLentKeepBytes) bytes.Shrink();
 }
 

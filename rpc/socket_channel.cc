@@ -136,11 +136,10 @@ Status SocketChannel::health() const {
   return health_;
 }
 
-void SocketChannel::Call(uint16_t method, std::string_view request, RpcCallback done,
-                         std::chrono::microseconds timeout) {
+void SocketChannel::Call(uint16_t method, std::string_view request, RpcCallback done, Clock::time_point deadline) {
   Pending p;
   p.rpc = std::move(done);
-  p.deadline = Clock::now() + (timeout.count() > 0 ? timeout : std::chrono::microseconds(options_.call_timeout));
+  p.deadline = deadline != Clock::time_point{} ? deadline : Clock::now() + options_.call_timeout;
   if (request.size() > send_limit_) {
     p.rpc(Status::InvalidArgument(
               fmt::format("request of {} bytes exceeds the message limit of {} bytes", request.size(), send_limit_)),

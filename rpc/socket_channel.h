@@ -38,7 +38,7 @@ class SocketChannel {
                                                        const ConnectOptions& options, proto::HelloReply* reply);
   ~SocketChannel();
 
-  void Call(uint16_t method, std::string_view request, RpcCallback done, std::chrono::microseconds timeout);
+  void Call(uint16_t method, std::string_view request, RpcCallback done, Clock::time_point deadline);
   // A kReadRequest served by the server's NIC threads; the reply's bytes are copied to `dest`.
   void Read(GlobalPtr remote, uint32_t length, void* dest, ReadCallback done);
   Status health() const;

@@ -152,7 +152,7 @@ StatusOr<std::string> CallSync(Connection& connection, uint16_t method, std::str
           promise.set_value(s);
         }
       },
-      timeout);
+      timeout.count() > 0 ? Clock::now() + timeout : Clock::time_point{});
   FlushHeldSends();
   return future.get();
 }

@@ -134,10 +134,12 @@ class Connection {
  public:
   virtual ~Connection() = default;  // closes the connection
   // Sends `request` to the server's handler as `method`; its bytes are copied (or sent) before Call returns, so the
-  // caller may reuse them. A request over the message limit fails at once with InvalidArgument; no answer within
-  // `timeout` (0: the default) fails with DeadlineExceeded.
+  // caller may reuse them. A request over the message limit fails at once with InvalidArgument; no answer by
+  // `deadline` (Clock::time_point{}: ConnectOptions::call_timeout from now) fails with DeadlineExceeded. A deadline,
+  // not a timeout: the caller's operation has one already, and turning it into a timeout and back would read the
+  // clock twice per request.
   virtual void Call(uint16_t method, std::string_view request, RpcCallback done,
-                    std::chrono::microseconds timeout = std::chrono::microseconds{0}) = 0;
+                    Clock::time_point deadline = Clock::time_point{}) = 0;
   // Copies `length` bytes at `remote` on the server into `dest` (which must stay valid until `done` runs). A read
   // that is not entirely inside a registered region fails with InvalidArgument and reads nothing.
   virtual void Read(GlobalPtr remote, uint32_t length, void* dest, ReadCallback done) = 0;

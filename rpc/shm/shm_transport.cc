@@ -173,8 +173,8 @@ class ShmConnection final : public Connection {
     return Status::OK();
   }
 
-  void Call(uint16_t method, std::string_view request, RpcCallback done, std::chrono::microseconds timeout) override {
-    rpc_->Call(method, request, std::move(done), timeout);
+  void Call(uint16_t method, std::string_view request, RpcCallback done, Clock::time_point deadline) override {
+    rpc_->Call(method, request, std::move(done), deadline);
   }
 
   void Read(GlobalPtr remote, uint32_t length, void* dest, ReadCallback done) override {

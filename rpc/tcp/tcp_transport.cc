@@ -15,8 +15,8 @@ class TcpConnection final : public Connection {
       : uri_(std::move(uri)), rpc_(std::move(rpc)), reads_(std::move(reads)) {}
   ~TcpConnection() override { Close(); }
 
-  void Call(uint16_t method, std::string_view request, RpcCallback done, std::chrono::microseconds timeout) override {
-    rpc_->Call(method, request, std::move(done), timeout);
+  void Call(uint16_t method, std::string_view request, RpcCallback done, Clock::time_point deadline) override {
+    rpc_->Call(method, request, std::move(done), deadline);
   }
   void Read(GlobalPtr remote, uint32_t length, void* dest, ReadCallback done) override {
     reads_->Read(remote, length, dest, std::move(done));

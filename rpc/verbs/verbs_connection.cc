@@ -200,16 +200,14 @@ void VerbsConnection::BreakLocked(const Status& why) {
   wake_.Wake();
 }
 
-void VerbsConnection::Call(uint16_t method, std::string_view request, RpcCallback done,
-                           std::chrono::microseconds timeout) {
+void VerbsConnection::Call(uint16_t method, std::string_view request, RpcCallback done, Clock::time_point deadline) {
   if (request.size() > send_limit_) {
     done(Status::InvalidArgument(
              fmt::format("request of {} bytes exceeds the message limit of {} bytes", request.size(), send_limit_)),
          {});
     return;
   }
-  const auto deadline =
-      Clock::now() + (timeout.count() > 0 ? timeout : std::chrono::microseconds(options_.call_timeout));
+  if (deadline == Clock::time_point{}) deadline = Clock::now() + options_.call_timeout;
   std::unique_lock lock(mu_);
   if (!health_.ok()) {
     const Status s = health_;

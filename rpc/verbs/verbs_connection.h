@@ -31,7 +31,7 @@ class VerbsConnection final : public Connection {
   static StatusOr<std::unique_ptr<Connection>> Open(const Endpoint& endpoint, const ConnectOptions& options);
   ~VerbsConnection() override;
 
-  void Call(uint16_t method, std::string_view request, RpcCallback done, std::chrono::microseconds timeout) override;
+  void Call(uint16_t method, std::string_view request, RpcCallback done, Clock::time_point deadline) override;
   void Read(GlobalPtr remote, uint32_t length, void* dest, ReadCallback done) override;
   Status health() const override {
     std::lock_guard lock(mu_);

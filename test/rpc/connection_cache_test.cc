@@ -18,7 +18,7 @@ namespace {
 class FakeConnection final : public Connection {
  public:
   explicit FakeConnection(int serial) : uri_("fake://" + std::to_string(serial)) {}
-  void Call(uint16_t, std::string_view, RpcCallback done, std::chrono::microseconds) override {
+  void Call(uint16_t, std::string_view, RpcCallback done, Clock::time_point) override {
     done(Status::FailedPrecondition("a fake connection sends nothing"), {});
   }
   void Read(GlobalPtr, uint32_t, void*, ReadCallback done) override {

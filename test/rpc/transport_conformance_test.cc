@@ -346,7 +346,7 @@ TEST_P(TransportTest, EachRequestExpiresAtItsOwnDeadline) {
         long_expired = s.IsDeadlineExceeded();
         long_done.Add();
       },
-      std::chrono::seconds(60));
+      Clock::now() + std::chrono::seconds(60));
   for (const auto timeout : {40ms, 80ms}) {
     for (const auto echo_timeout : {timeout / 2, timeout * 2}) {
       // An echo answered before its deadline (earlier or later than the next request's, so that the channel's bound
@@ -538,7 +538,8 @@ TEST_P(TransportTest, AThreadHoldingItsSendsFlushesBeforeItWaits) {
   auto c = MustConnect();
   ASSERT_NE(c, nullptr);
   c->Call(
-      testing::kHang, "", [&](const Status&, std::string_view) { expired = true; }, std::chrono::seconds(20));
+      testing::kHang, "", [&](const Status&, std::string_view) { expired = true; },
+      Clock::now() + std::chrono::seconds(20));
   // Its reply comes after the I/O thread has taken the wake-up the hung request gave it (its deadline wakes nothing).
   ASSERT_TRUE(CallSync(*c, testing::kEcho, "settle", std::chrono::seconds(25)).ok());
   BeginHoldingSends();
