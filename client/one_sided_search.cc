@@ -379,10 +379,10 @@ Status StoreClient::ScanRange(std::string_view start, std::string_view end, size
   }
   const GlobalPtr cached = paths_.Lookup(first);
   uint64_t server = 0;
-  const auto begin = Clock::now();
   const bool on_server = side == Side::kServer ||
                          (side == Side::kSelector && SearchOnServer(measure_ ? cached : GlobalPtr(), /*may_block=*/true,
-                                                                    begin, &server, Decider::kScan));
+                                                                    Clock::now(), &server, Decider::kScan));
+  const auto begin = Clock::now();  // after the decision, which may have looked the region's owner up
   (on_server ? stats_.server_searches : stats_.client_searches).fetch_add(1, std::memory_order_relaxed);
   Status s = on_server ? ScanServerSide(start, end, limit, mode, cached, deadline, out)
                        : ScanClientSide(start, end, limit, mode, cached, deadline, out);
