@@ -190,10 +190,10 @@ Status StoreClient::Get(std::string_view key, std::string* value, Side side, Dea
   if (side == Side::kServer || (side == Side::kSelector && SearchOnServer(cached.value_or(GlobalPtr()),
                                                                           /*may_block=*/true, Clock::now(), &server))) {
     stats_.server_searches.fetch_add(1, std::memory_order_relaxed);
-    // Timed from here: the decision may have looked the region's owner up (a round trip of its own).
-    const Clock::time_point begin = server != 0 ? Clock::now() : Clock::time_point{};
+    if (server == 0) return GetServerSide(key, value, deadline);
+    const Clock::time_point begin = Clock::now();  // after the decision, which may have looked the owner up
     Status s = GetServerSide(key, value, deadline);
-    if (server != 0 && (s.ok() || s.IsNotFound())) ReportServerSearch(server, begin);
+    if (s.ok() || s.IsNotFound()) ReportServerSearch(server, begin);
     return s;
   }
   stats_.client_searches.fetch_add(1, std::memory_order_relaxed);
@@ -213,7 +213,7 @@ void StoreClient::GetAsync(std::string_view key, GetCallback done) {
   std::optional<GlobalPtr> cached;  // the selector's start for the key, asked once
   if (measure_) cached = paths_.Lookup(key);
   // The get's one clock read: the selector's time, the deadline's start, and a server-side search's begin (the
-  // decision, which asks only the caches here, is a fraction of a microsecond of that search's time).
+  // decision, which asks only the caches here, is a small part of that search's time).
   const Clock::time_point begin = Clock::now();
   const Deadline deadline = begin + options_.timeout;
   if (!SearchOnServer(cached.value_or(GlobalPtr()), /*may_block=*/false, begin, &server) && CheckMayWait().ok()) {

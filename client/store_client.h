@@ -295,7 +295,7 @@ class StoreClient {
   // The choice for an operation beginning at meganode `start` (null: the root); *server is the server it was made for
   // (the start region's owner), to which measurements are reported; 0 if not known, and then nothing is measured.
   // `may_block`: the owner may be looked up (synchronous operations); otherwise only the cache is asked. `now`: the
-  // operation's start (a get reads the clock once, for this and its deadline: a read costs ~30 ns on these VMs).
+  // operation's start (a get reads the clock once, for this and its deadline).
   bool SearchOnServer(GlobalPtr start, bool may_block, Clock::time_point now, uint64_t* server,
                       Decider decider = Decider::kGet);
   // True for one client-side search in options_.sample_one_in, counted per thread.

@@ -486,8 +486,8 @@ SelectorOptions ExactScanSelector() {
 }
 
 // The split's start follows the estimates while they fill: the first samples of each side are its cold start (a
-// client's first scan over a fresh mapping took 844 us, then 15 us), and a start fixed on them lies near one half.
-// Once a window is full, steering alone moves the split.
+// client's first scan over a fresh mapping is many times slower than the next), and a start fixed on them lies near one
+// half. Once a window is full, steering alone moves the split.
 TEST(CellSelector, TheSplitStartsWhereAFullWindowsEstimatesPutItNotWhereTheColdFirstSamplesDid) {
   ModelSelector s(ModelSelector::Rule::kCell, ExactScanSelector());
   uint64_t t = 0;
