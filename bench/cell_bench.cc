@@ -59,7 +59,6 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
-#include <condition_variable>
 #include <cstdio>
 #include <fstream>
 #include <functional>
@@ -78,6 +77,7 @@
 #include "bench/store.h"
 #include "bench/txn_workload.h"
 #include "bench/walk_workload.h"
+#include "bench/window.h"
 #include "bench/workload.h"
 #include "cell/client.h"
 
@@ -118,82 +118,6 @@ struct Shapes {
     if (value.size() != std::max(value_bytes, key.size()) || value.substr(0, key.size()) != key) return false;
     return std::all_of(value.begin() + key.size(), value.end(), [](char c) { return c == '#'; });
   }
-};
-
-// A window of at most `depth` operations in flight. Operations of a session that completes them only in its own
-// thread (Redis: that thread reads the replies) complete while the window waits by driving the session; otherwise
-// (Cell) they complete on the store's threads and the window waits for their Release, having flushed the session's
-// held requests first. Either way a refill (the operations that fill the window again after a wait) goes out
-// together, as one write, when the window is full again, however many completed while the thread waited (Cell's I/O
-// thread may complete more than the wait asked for before the thread runs). Outside a refill, requests go out
-// together while the window is at least half full: below that (operations that complete at once, such as Cell's
-// client-side searches, keep it low) each goes out before the next operation starts, since holding it would only
-// delay it.
-class Window {
- public:
-  // `refill_at`: once the window is full, the thread waits until no more than this many are in flight, then issues
-  // again (depth - 1: as soon as one completes).
-  Window(int depth, cell::bench::StoreSession& session, int refill_at)
-      : depth_(depth),
-        refill_at_(std::clamp(refill_at, 0, depth - 1)),
-        session_(session),
-        driven_(session.completes_in_caller()) {}
-  void Acquire() {
-    std::unique_lock lock(mu_);
-    if (in_flight_ >= depth_) {
-      lock.unlock();
-      session_.Flush();
-      lock.lock();
-      if (driven_) {
-        // Every operation in flight has a reply to come (or has failed and completed), so this ends.
-        while (in_flight_ > refill_at_) {
-          lock.unlock();
-          session_.AwaitCompletion();
-          lock.lock();
-        }
-      } else {
-        cv_.wait(lock, [&] { return in_flight_ <= refill_at_; });
-      }
-      refill_left_ = depth_ - in_flight_;  // this operation and the rest of the refill: held until the window is full
-    } else if (refill_left_ == 0 && 2 * in_flight_ < depth_) {
-      lock.unlock();
-      session_.Flush();
-      lock.lock();
-    }
-    if (refill_left_ > 0) --refill_left_;
-    ++in_flight_;
-  }
-  void Release() {
-    std::lock_guard lock(mu_);
-    --in_flight_;
-    // Only the counts a waiter waits for (Acquire's refill_at_, Drain's 0) wake it: one wake-up per refill, not per
-    // completion. While a thread waits, nothing is added, so the count passes through each of them. The one waiter is
-    // the window's own thread; notified under the lock, so that once Drain has seen 0 no Release touches the window.
-    if (in_flight_ == refill_at_ || in_flight_ == 0) cv_.notify_one();
-  }
-  void Drain() {
-    session_.Flush();
-    std::unique_lock lock(mu_);
-    if (driven_) {
-      while (in_flight_ > 0) {
-        lock.unlock();
-        session_.AwaitCompletion();
-        lock.lock();
-      }
-    } else {
-      cv_.wait(lock, [&] { return in_flight_ == 0; });
-    }
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  int in_flight_ = 0;
-  int refill_left_ = 0;  // operations of the current refill still to be issued (only this thread's Acquire)
-  const int depth_;
-  const int refill_at_;
-  cell::bench::StoreSession& session_;
-  const bool driven_;
 };
 
 // "start_s:duration_s:factor".
@@ -240,7 +164,7 @@ double Load(cell::bench::StoreSession& loader, bool batched, uint64_t keys,
     }
   } else {
     cell::SendHold hold;  // requests go out together, as Redis's do (bench/store.h)
-    Window window(64, loader, 63);
+    cell::bench::Window window(64, loader, 63);
     Errors failed;
     for (uint64_t i = 0; i < keys && loader.status().ok(); ++i) {
       window.Acquire();
@@ -659,7 +583,7 @@ int main(int argc, char** argv) {
       // run on the client's I/O thread (Cell's RPCs) is woken once per half window, not once per reply, and its
       // refill goes out as one write; Redis's session, which reads its replies itself, refills the same way. Open
       // loop: at once, so that arrivals are not held back.
-      Window window(depth, session, rate > 0 ? depth - 1 : depth / 2);
+      cell::bench::Window window(depth, session, rate > 0 ? depth - 1 : depth / 2);
       std::mt19937_64 rng(seed * 1000003 + t);
       cell::bench::ArrivalClock arrivals(rate > 0 ? rate / threads : 1, run_start, seed * 7919 + t);
       uint64_t version = 1;
