@@ -4,11 +4,14 @@
 # machine. Cell: one server with one worker pinned to CPU 0, searched server-side, client-side and adaptively over shm.
 # Redis: Debian's redis-server pinned to CPU 0 (no persistence), GET/SET, a sorted set for scans, over a Unix
 # socket. cell-bench on CPU 1: CLIENTS threads with up to INFLIGHT operations each (a Redis connection per thread,
-# pipelined). Rounds interleave the stores; each figure is a median over rounds.
+# pipelined). Rounds interleave the stores, each round in another order (rotated), so that no store always runs
+# first or last. The rates are medians over rounds. The ratios are medians of each round's own ratios: the stores of
+# one round ran seconds apart, while this VM's speed drifts by as much as 2x between rounds (Redis and Cell alike),
+# which a ratio of medians would carry.
 #
 #   bench/experiments/6-redis.sh [--rounds=3] [--seconds=3] [--clients=4] [--inflight=16]
 # Writes OUT_DIR/runs.jsonl and OUT_DIR/redis.png (bars grouped by workload, coloured by store and search); prints a
-# JSON summary (ops/s and the ratios to Redis).
+# JSON summary (ops/s; each side's ratio to Redis and adaptive's to the better side, medians of per-round ratios).
 source "$(dirname "$0")/lib.sh"
 rounds=3 seconds=${SECONDS_PER_RUN:-3} clients=4 inflight=16
 for arg in "$@"; do
@@ -33,9 +36,11 @@ log "loading $KEYS keys into each store"
 bench --workload=c --search=server --duration=0.2 >/dev/null
 bench_redis "$redis_dir/redis.sock" --workload=c --duration=0.2 >/dev/null
 : >"$OUT_DIR/runs.jsonl"
+stores=(redis server client adaptive)
 for round in $(seq "$rounds"); do
   for w in b c e; do
-    for store in redis server client adaptive; do
+    for i in 0 1 2 3; do
+      store=${stores[$(((i + round - 1) % 4))]}
       if [ "$store" = redis ]; then
         line=$(bench_redis "$redis_dir/redis.sock" --no-load --workload="$w" --threads="$clients" \
           --inflight="$inflight" --duration="$seconds")
@@ -70,11 +75,18 @@ for name, workloads in (("gets", "bc"), ("scans", "e")):
         for w in workloads:
             if w in summary:
                 f.write(f"YCSB-{w.upper()} " + " ".join(str(summary[w][s]["ops_per_s"]) for s, _ in columns) + "\n")
+# Per round: each side against Redis, and adaptive against the better of server-side and client-side; the medians.
+rounds = {}
+for r in runs:
+    rounds.setdefault((r["workload"], r["round"]), {})[r["store"]] = r["run"]["ops_per_s"]
 for w, stores in summary.items():
-    if isinstance(stores, dict) and "redis" in stores:
-        base = stores["redis"]["ops_per_s"]
-        for s in ("server", "client", "adaptive"):
-            stores[s]["vs_redis"] = round(stores[s]["ops_per_s"] / base, 2) if base else None
+    if not isinstance(stores, dict) or "redis" not in stores:
+        continue
+    mine = [rates for (rw, _), rates in rounds.items() if rw == w and len(rates) == 4 and rates["redis"] > 0]
+    for s in ("server", "client", "adaptive"):
+        stores[s]["vs_redis"] = round(statistics.median(x[s] / x["redis"] for x in mine), 3)
+    stores["adaptive"]["vs_better_side"] = round(
+        statistics.median(x["adaptive"] / max(x["server"], x["client"]) for x in mine), 3)
 print(json.dumps(summary))
 PY
 "$root/bench/plot.sh" groups "$OUT_DIR/redis.png" "Cell and Redis, YCSB B, C, E (medians of $rounds rounds)" \
