@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs dependencies, checks every C++ file's format, builds Cell (Release, with tests) and runs every test (the
-# verbs transport's included, in a qemu guest with Soft-RoCE: test/rxe/); then builds the concurrency tests under
-# ThreadSanitizer and runs them again; then fuzzes the RPC frame decoder and the store's request handler for 60 s
-# each, and shows the store fuzzer finds a field left unchecked on purpose. Exit status is non-zero if anything fails.
+# verbs transport's included, in a qemu guest with Soft-RoCE: test/rxe/); then runs the concurrency tests again under
+# ThreadSanitizer; then fuzzes the RPC frame decoder and the store's request handler for 60 s each, and shows the
+# store fuzzer finds a field left unchecked on purpose. The ThreadSanitizer and fuzzer builds are compiled at low
+# priority while the Release tests run. Exit status is non-zero if anything fails.
 #
 #   deploy/test.sh   (BUILD_DIR, TSAN_BUILD_DIR, FUZZ_BUILD_DIR may be set; defaults build/, build-tsan/, build-fuzz/;
 #                     CELL_FUZZ_SECONDS sets the fuzzing time)
@@ -30,23 +31,43 @@ cmake --build "$build" -j "$jobs"
 stage "House rules: deploy/check-house.py"
 python3 deploy/check-house.py --self-test --lib="$build/libcell_meganode.a"
 python3 deploy/check-house.py --lib="$build/libcell.so"
+
+# The later stages' builds (ThreadSanitizer's, then the fuzzers') are compiled while the Release tests run, at the
+# lowest priority: many of those tests wait (on ZooKeeper sessions, lock expiries, a qemu guest) much of the time,
+# and a compiler at nice 19 takes only the CPU they leave. Their output goes to a file, shown when they are waited for.
+# ThreadSanitizer's -g1: line tables only, which is what its reports print (file:line of every frame; no inlined
+# frames), at much less compile time than -g.
+later_builds_log=$(mktemp)
+export tsan fuzz jobs
+# In a session of its own (setsid), so that a failing run stops the whole build (its group), not only its shell.
+setsid -w bash -c '
+  set -euo pipefail
+  cmake -S . -B "$tsan" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG" \
+    -DCELL_SANITIZE=thread -DCELL_BUILD_BENCH=OFF
+  nice -n 19 cmake --build "$tsan" -j "$jobs" --target concurrency_tests
+  cmake -S . -B "$fuzz" -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DCELL_FUZZ=ON -DCELL_BUILD_TESTS=OFF \
+    -DCELL_BUILD_BENCH=OFF -DCMAKE_UNITY_BUILD=OFF
+  nice -n 19 cmake --build "$fuzz" -j "$jobs" --target rpc_frame_fuzz store_request_fuzz store_request_fuzz_planted
+' >"$later_builds_log" 2>&1 &
+later_builds=$!
+trap 'kill -- -"$later_builds" 2>/dev/null || true' EXIT
 ctest --test-dir "$build" --output-on-failure -j "$jobs"
 
-stage "ThreadSanitizer build and concurrency tests ($tsan)"
-# -g1: line tables only, which is what ThreadSanitizer's reports print (file:line of every frame; no inlined frames),
-# at much less compile time than -g.
-cmake -S . -B "$tsan" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG" \
-  -DCELL_SANITIZE=thread -DCELL_BUILD_BENCH=OFF
-cmake --build "$tsan" -j "$jobs" --target concurrency_tests
+stage "ThreadSanitizer and fuzzer builds (begun during the Release tests), then the concurrency tests ($tsan)"
+later_status=0
+wait "$later_builds" || later_status=$?
+cat "$later_builds_log"
+rm -f "$later_builds_log"
+if [ "$later_status" -ne 0 ]; then
+  echo "the ThreadSanitizer or fuzzer build failed (exit $later_status)" >&2
+  exit 1
+fi
 # At most two at a time: whole-cluster tests slowed by ThreadSanitizer starve each other when many run at once.
 TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" ctest --test-dir "$tsan" --output-on-failure -L concurrency \
   -j "$((jobs < 2 ? jobs : 2))"
 
 seconds=${CELL_FUZZ_SECONDS:-60}
 stage "libFuzzer: the RPC frame decoder and the store's request handler, ${seconds} s each ($fuzz)"
-cmake -S . -B "$fuzz" -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DCELL_FUZZ=ON -DCELL_BUILD_TESTS=OFF -DCELL_BUILD_BENCH=OFF \
-  -DCMAKE_UNITY_BUILD=OFF
-cmake --build "$fuzz" -j "$jobs" --target rpc_frame_fuzz store_request_fuzz store_request_fuzz_planted
 mkdir -p "$fuzz/corpus" "$fuzz/store-corpus"
 # The two fuzzers run side by side (one core each); the stage fails if either finds anything.
 "$fuzz/bin/rpc_frame_fuzz" -max_total_time="$seconds" -print_final_stats=1 \
