@@ -26,10 +26,10 @@ namespace cell::bench {
 // delay it.
 //
 // The count is one atomic word, and the thread waits for it on a futex: a Release takes no lock, and wakes the
-// thread (one system call) only at a count it waits for, and only while it sleeps. A mutex and a condition variable
-// cost a store whose completions run on other threads more: a futex call in each of the wait, the notify and the
-// woken thread's next unlock, and a sleep whenever a completing thread preempts the window's thread holding the
-// mutex. The harness must not charge its own waiting to the store it measures.
+// thread (one system call) only at a count it may wait for (the refill's, or 0), and only while it waits. A mutex and a
+// condition variable cost a store whose completions run on other threads more: a futex call in each of the wait, the
+// notify and the woken thread's next unlock, and a sleep whenever a completing thread preempts the window's thread
+// holding the mutex. The harness must not charge its own waiting to the store it measures.
 class Window {
  public:
   // `refill_at`: once the window is full, the thread waits until no more than this many are in flight, then issues
@@ -63,9 +63,10 @@ class Window {
   void Release() {
     releasing_.fetch_add(1, std::memory_order_relaxed);
     const int now = in_flight_.fetch_sub(1, std::memory_order_seq_cst) - 1;
-    // Only the counts a waiter waits for (Acquire's refill_at_, Drain's 0) wake it (while it waits nothing is added,
-    // so the count passes through each of them), and only once per sleep.
-    if ((now == refill_at_ || now == 0) && asleep_.exchange(false, std::memory_order_seq_cst)) {
+    // Only the counts a waiter waits for (Acquire's refill_at_, Drain's 0) wake it: while it waits nothing is added,
+    // so the count passes through each of them. The flag is only read here, never cleared: a Release that reaches
+    // the count the thread is not waiting for must not use up the wake-up of the one that reaches the count it is.
+    if ((now == refill_at_ || now == 0) && asleep_.load(std::memory_order_seq_cst)) {
       syscall(SYS_futex, &in_flight_, FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
     }
     releasing_.fetch_sub(1, std::memory_order_release);
@@ -101,7 +102,7 @@ class Window {
   }
 
   std::atomic<int> in_flight_{0};
-  std::atomic<bool> asleep_{false};  // the window's thread is (about to be) asleep on in_flight_, not yet woken
+  std::atomic<bool> asleep_{false};  // the window's thread waits (or is about to) on in_flight_; cleared by it alone
   std::atomic<int> releasing_{0};    // Releases under way
   int refill_left_ = 0;              // operations of the current refill still to be issued (only this thread's)
   const int depth_;

@@ -50,12 +50,13 @@ setsid -w bash -c '
   nice -n 19 cmake --build "$fuzz" -j "$jobs" --target rpc_frame_fuzz store_request_fuzz store_request_fuzz_planted
 ' >"$later_builds_log" 2>&1 &
 later_builds=$!
-trap 'kill -- -"$later_builds" 2>/dev/null || true' EXIT
+trap 'kill -- -"$later_builds" 2>/dev/null || true; rm -f "$later_builds_log"' EXIT
 ctest --test-dir "$build" --output-on-failure -j "$jobs"
 
 stage "ThreadSanitizer and fuzzer builds (begun during the Release tests), then the concurrency tests ($tsan)"
 later_status=0
 wait "$later_builds" || later_status=$?
+trap - EXIT  # reaped: its group id may be reused
 cat "$later_builds_log"
 rm -f "$later_builds_log"
 if [ "$later_status" -ne 0 ]; then

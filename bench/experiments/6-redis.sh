@@ -82,11 +82,12 @@ for r in runs:
 for w, stores in summary.items():
     if not isinstance(stores, dict) or "redis" not in stores:
         continue
-    mine = [rates for (rw, _), rates in rounds.items() if rw == w and len(rates) == 4 and rates["redis"] > 0]
+    mine = [rates for (rw, _), rates in rounds.items()
+            if rw == w and len(rates) == 4 and rates["redis"] > 0 and max(rates["server"], rates["client"]) > 0]
     for s in ("server", "client", "adaptive"):
-        stores[s]["vs_redis"] = round(statistics.median(x[s] / x["redis"] for x in mine), 3)
+        stores[s]["vs_redis"] = round(statistics.median(x[s] / x["redis"] for x in mine), 3) if mine else None
     stores["adaptive"]["vs_better_side"] = round(
-        statistics.median(x["adaptive"] / max(x["server"], x["client"]) for x in mine), 3)
+        statistics.median(x["adaptive"] / max(x["server"], x["client"]) for x in mine), 3) if mine else None
 print(json.dumps(summary))
 PY
 "$root/bench/plot.sh" groups "$OUT_DIR/redis.png" "Cell and Redis, YCSB B, C, E (medians of $rounds rounds)" \
