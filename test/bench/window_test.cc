@@ -218,10 +218,10 @@ TEST(Window, ManyThreadsShareTheCompletingThreadsAndEachWindowOutlivesItsRelease
   }
 }
 
-// Many short loops, each ending in a drain whose wake-up at 0 comes right after the one at the refill's count. (A
-// first version let a completion reaching the count the thread was not waiting for take the wake-up meant for the
-// one reaching the count it was; that race needs a completion preempted within a few instructions, and this test does
-// not provoke it reliably: the fix is argued in bench/window.h.)
+// Many short loops, each ending in a drain whose wake-up at 0 comes right after the one at the refill's count. A
+// completion reaching the count the thread is not waiting for must not take the wake-up meant for the one reaching
+// the count it is; the race needs a completion preempted within a few instructions, which this test does not provoke
+// reliably (bench/window.h's Release argues it; docs/BENCHMARKS.md says how it was found).
 TEST(Window, ManyDrainsRightAfterRefillsAreAllWoken) {
   FakeSession session(/*in_caller=*/false);
   session.StartCompleters(3);
