@@ -146,11 +146,22 @@ StatusOr<std::unique_ptr<rpc::Connection>> StoreClient::Dial(const membership::S
   auto connection = rpc::ConnectFirst(server.addresses, options_.transports, rpc_options, [deadline] {
     return std::min(Remaining(deadline), std::chrono::duration_cast<std::chrono::milliseconds>(kConnectTimeout));
   });
-  if (connection.ok()) return connection;
-  // A refused key stays refused (PermissionDenied, not retried); anything else may pass (Unavailable).
-  return Status::FromCode(
-      connection.status().IsPermissionDenied() ? Status::Code::kPermissionDenied : Status::Code::kUnavailable,
-      fmt::format("cannot reach server {}: {}", server.id, connection.status().message()));
+  if (connection.ok()) {
+    key_accepted_.store(true, std::memory_order_relaxed);
+    return connection;
+  }
+  if (!connection.status().IsPermissionDenied()) {
+    return Status::Unavailable(fmt::format("cannot reach server {}: {}", server.id, connection.status().message()));
+  }
+  // A refused key stays refused (not retried) while no server has accepted it: the key is wrong or missing.
+  if (!key_accepted_.load(std::memory_order_relaxed)) {
+    return Status::PermissionDenied(
+        fmt::format("cannot reach server {}: {}", server.id, connection.status().message()));
+  }
+  return Status::Unavailable(fmt::format(
+      "server {} is not at its addresses (other servers of the cluster accept this client's key; what answers there "
+      "refuses it: the server died and another process listens there, or it runs with other keys): {}",
+      server.id, connection.status().message()));
 }
 
 StatusOr<std::shared_ptr<rpc::Connection>> StoreClient::Closing() {

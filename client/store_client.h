@@ -263,9 +263,9 @@ class StoreClient {
 
   // The connection to `server`: `done` (void(const StatusOr<std::shared_ptr<rpc::Connection>>&)) runs at once if a
   // healthy one is open; else on the thread that makes one (started for the first caller; later callers wait for the
-  // same). PermissionDenied if the server refused the key; Unavailable if it could not be reached within what is left
-  // of `deadline` and at most kConnectTimeout. `server` is shared (a Route's), so that the fast path copies no
-  // addresses, and `done` becomes a std::function only off the fast path.
+  // same). PermissionDenied if the server refused the key (Dial says when); Unavailable if it could not be reached
+  // within what is left of `deadline` and at most kConnectTimeout. `server` is shared (a Route's), so that the fast
+  // path copies no addresses, and `done` becomes a std::function only off the fast path.
   template <typename DoneFn>
   void ConnectAsync(std::shared_ptr<const membership::ServerInfo> server, Deadline deadline, DoneFn&& done) {
     if (closing_.load(std::memory_order_acquire)) return done(Closing());
@@ -279,7 +279,10 @@ class StoreClient {
                                                           Deadline deadline);
   // What ConnectAsync and ConnectionTo answer once the client is closing.
   static StatusOr<std::shared_ptr<rpc::Connection>> Closing();
-  // Makes a connection to `server` (on a connecting thread of connections_), with the errors ConnectAsync gives.
+  // Makes a connection to `server` (on a connecting thread of connections_), with the errors ConnectAsync gives. A
+  // refusal of the key (either way) is PermissionDenied only until some server of the cluster has accepted it; after
+  // that it is Unavailable (retried as an unreachable server): the address is no longer that server's (it died and
+  // another process, another cluster's server, listens there now) or that one server runs with other keys.
   StatusOr<std::unique_ptr<rpc::Connection>> Dial(const membership::ServerInfo& server, Deadline deadline);
   // Drops `server`'s cached routes, and its connection if it is `failed` (any, if null). Not on `failed`'s own
   // threads (it may release the connection's last reference).
@@ -326,8 +329,11 @@ class StoreClient {
   Stats stats_;
   std::atomic<uint32_t> root_{0};     // the root region, once known (it never changes); read without mu_
   std::atomic<bool> closing_{false};  // set under mu_; read without it too
-  std::mutex mu_;                     // guards what follows
-  GlobalPtr root_meganode_;           // cached for client-side searches (an old root is still a correct start)
+  // Some server of the cluster accepted this client's key (and proved it holds it): from then on, an address that
+  // refuses the key is not taken as a wrong key (Dial).
+  std::atomic<bool> key_accepted_{false};
+  std::mutex mu_;            // guards what follows
+  GlobalPtr root_meganode_;  // cached for client-side searches (an old root is still a correct start)
   // One connection per server; its connecting threads are the client's own (MarkClientThread).
   rpc::ConnectionCache connections_;
   // Retries and steps due later; at stop, every remaining task runs at once (and fails as closing).

@@ -4,7 +4,9 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <map>
 #include <mutex>
@@ -14,6 +16,8 @@
 
 #include "cell/client.h"
 #include "membership/zookeeper_membership.h"
+#include "rpc/key.h"
+#include "rpc/transport.h"
 #include "test/linearizability.h"
 #include "test/membership/zk_harness.h"
 #include "test/server/register_history.h"
@@ -112,6 +116,14 @@ std::string Value(std::mt19937_64& rng) {
 }
 
 using Pairs = std::vector<std::pair<std::string, std::string>>;
+
+// A server that serves nothing (no connection with this test's client key gets that far).
+class RefuseAll final : public rpc::RpcHandler {
+ public:
+  void Handle(uint16_t, std::string_view, rpc::Responder responder) override {
+    responder.Fail(Status::PermissionDenied("this server serves nothing"));
+  }
+};
 
 // Client threads, each over its own keys with its own model, by server-side, client-side (copies over tcp, in place
 // over shm) and mixed search.
@@ -310,11 +322,24 @@ TEST_F(Cluster, ADeadServersKeysAreUnavailableWithinTheTimeoutAndTheRestServe) {
   ASSERT_TRUE(root_entry.ok());
   const size_t victim = root_entry->owner == 3 ? 1 : 2;  // index: server id victim + 1
   servers_[victim].process->Kill();
+  // Another cluster's server (its own key) takes the victim's TCP port, as a server of a test running alongside once
+  // did: the client must take the victim as unreachable (its keys Unavailable), not its own key as wrong.
+  const auto tcp = std::find_if(servers_[victim].uris.begin(), servers_[victim].uris.end(),
+                                [](const std::string& uri) { return uri.rfind("tcp://", 0) == 0; });
+  ASSERT_NE(tcp, servers_[victim].uris.end());
+  const std::string stranger_key = testing::ProcessDir() + "/stranger.key";
+  unlink(stranger_key.c_str());
+  ASSERT_TRUE(WriteNewKeyFile(stranger_key).ok());
+  rpc::ServerOptions stranger_options;
+  stranger_options.keys.push_back(*rpc::ReadKeyFile(stranger_key, rpc::kClientKeyName));
+  RefuseAll refuse_all;
+  auto stranger = rpc::Listen(*tcp, stranger_options, &refuse_all);
+  ASSERT_TRUE(stranger.ok()) << stranger.status().ToString();
   auto client = Open("fixed:0.5", 1s);
   ASSERT_NE(client, nullptr);
   // Every key in order until a few failed (the victim's meganodes hold key ranges, maybe small ones: a sample of
   // keys could miss them all), each failure within the timeout.
-  int ok = 0, unavailable = 0;
+  int ok = 0, unavailable = 0, stranger_met = 0;
   for (int i = 0; i < 3000 && unavailable < 3; ++i) {
     const auto before = std::chrono::steady_clock::now();
     std::string value;
@@ -327,10 +352,12 @@ TEST_F(Cluster, ADeadServersKeysAreUnavailableWithinTheTimeoutAndTheRestServe) {
     } else {
       EXPECT_TRUE(s.IsUnavailable() || s.IsDeadlineExceeded()) << s.ToString();
       ++unavailable;
+      stranger_met += s.message().find("is not at its addresses") != std::string::npos ? 1 : 0;
     }
   }
   EXPECT_GT(ok, 0) << "no key answered from the live servers";
   EXPECT_GT(unavailable, 0) << "no key lived on the dead server";
+  EXPECT_GT(stranger_met, 0) << "no get met the server at the dead server's address";
 }
 
 }  // namespace
