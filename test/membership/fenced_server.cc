@@ -1,6 +1,8 @@
 // A stand-in server for the fencing test: registers with a short ZooKeeper session, then every 20 ms prints whether
-// it may serve ("serving" or "fenced: <why>"). When its session has expired it renews it and registers again.
+// it may serve ("serving" or "fenced: <why>"). When its session has expired it renews it and registers again (and
+// says so, "renewing: <status> after <ms> ms", if that failed or took over a second).
 //   fenced_server <zk connect> <cluster> <server id>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <thread>
@@ -32,8 +34,16 @@ int main(int argc, char** argv) {
       std::printf("serving\n");
     } else {
       std::printf("fenced: %s\n", s.ToString().c_str());
-      if (s.code() == cell::Status::Code::kFailedPrecondition && (*m)->Renew().ok()) {
-        (void)(*m)->RegisterServer(self);
+      if (s.code() == cell::Status::Code::kFailedPrecondition) {
+        // Renewing and registering wait on ZooKeeper: a failure, or a slow success, is reported for the test's log.
+        const auto began = std::chrono::steady_clock::now();
+        cell::Status renewed = (*m)->Renew();
+        if (renewed.ok()) renewed = (*m)->RegisterServer(self);
+        const auto ms =
+            std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - began).count();
+        if (!renewed.ok() || ms > 1000) {
+          std::printf("renewing: %s after %lld ms\n", renewed.ToString().c_str(), static_cast<long long>(ms));
+        }
       }
     }
     std::fflush(stdout);

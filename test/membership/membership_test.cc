@@ -7,9 +7,11 @@
 #include <atomic>
 #include <condition_variable>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <set>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -302,11 +304,20 @@ TEST(ZooKeeperMembership, AnExpiredServerIsFencedUntilItRegistersAgain) {
   ASSERT_EQ(kill(server.pid(), SIGCONT), 0);
   line = next_line();
   EXPECT_EQ(line.rfind("fenced", 0), 0u) << "first report after resuming: " << line;
-  do line = next_line();
-  while (line != "serving" && line != "EOF");
-  EXPECT_EQ(line, "serving");  // after renewing its session and registering again
+  // What it reported until it served again (or for 60 s, or until it fell silent for 30 s or exited): each report
+  // once, with its count, for the failure message (a line starting "renewing" says what renewing the session or
+  // registering returned).
+  std::map<std::string, int> reports;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  do {
+    line = next_line();
+    ++reports[line.substr(0, 200)];
+  } while (line != "serving" && line != "EOF" && std::chrono::steady_clock::now() < deadline);
+  std::string seen;
+  for (const auto& [report, count] : reports) seen += fmt::format("\n  {} x {}", count, report);
+  EXPECT_EQ(line, "serving") << "after resuming it reported:" << seen;  // after renewing and registering again
   std::unique_lock lock(mu);
-  EXPECT_TRUE(cv.wait_for(lock, std::chrono::seconds(30), [&] { return joined >= 2; }));
+  EXPECT_TRUE(cv.wait_for(lock, std::chrono::seconds(30), [&] { return joined >= 2; })) << "it reported:" << seen;
 }
 
 // A client that rides out ZooKeeper outages of up to 30 s.
