@@ -176,7 +176,8 @@ TEST(Window, CompletionsOnOtherThreadsNeverExceedTheDepthAndEveryWaitIsWoken) {
     session.StopCompleters();
     EXPECT_EQ(result.completed, 200000u) << "refill at " << refill_at;
     EXPECT_LE(result.max_in_flight, 16) << "refill at " << refill_at;
-    EXPECT_EQ(result.max_in_flight, 16) << "the window never filled (refill at " << refill_at << ")";
+    // (Whether these completions let the window fill is the threads' timing: that it lets 16 be in flight is checked
+    // where nothing completes behind the thread's back, ADrivenSession... below.)
   }
 }
 
@@ -185,7 +186,7 @@ TEST(Window, ADrivenSessionRefillsInOneBatchOfAtLeastTheRefill) {
   LoopResult result;
   WithDeadline([&] { result = RunLoop(session, 16, 8, 100000); });
   EXPECT_EQ(result.completed, 100000u);
-  EXPECT_LE(result.max_in_flight, 16);
+  EXPECT_EQ(result.max_in_flight, 16) << "the window never let the whole depth be in flight";
   // The first fill: the first 7 go out one by one (below half a window, holding them would only delay them), the
   // next 9 together once the window is full. Then every refill waits for 8 to complete and sends the 8 it then
   // issues together; the drain sends what is left.
