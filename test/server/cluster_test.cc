@@ -322,8 +322,8 @@ TEST_F(Cluster, ADeadServersKeysAreUnavailableWithinTheTimeoutAndTheRestServe) {
   ASSERT_TRUE(root_entry.ok());
   const size_t victim = root_entry->owner == 3 ? 1 : 2;  // index: server id victim + 1
   servers_[victim].process->Kill();
-  // Another cluster's server (its own key) takes the victim's TCP port, as a server of a test running alongside once
-  // did: the client must take the victim as unreachable (its keys Unavailable), not its own key as wrong.
+  // Another cluster's server (its own key) takes the victim's TCP port, as a server of a test running alongside may:
+  // the client must take the victim as unreachable (its keys Unavailable), not its own key as wrong.
   const auto tcp = std::find_if(servers_[victim].uris.begin(), servers_[victim].uris.end(),
                                 [](const std::string& uri) { return uri.rfind("tcp://", 0) == 0; });
   ASSERT_NE(tcp, servers_[victim].uris.end());

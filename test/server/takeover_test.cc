@@ -40,7 +40,7 @@ using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
 // Under ThreadSanitizer a third: every phase of these tests (load, warm-ups, checks) reads or writes each key, and
-// there the keys' number, not the takeover, set the run's length (49 s alone, two minutes beside another test).
+// there the keys' number, not the takeover, sets the run's length.
 #if defined(__SANITIZE_THREAD__)
 constexpr uint64_t kKeys = 1000;
 #else
