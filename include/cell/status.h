@@ -1,7 +1,8 @@
 // Status and StatusOr: how every Cell operation reports success or failure.
 //
-// Errors travel as values, never as exceptions (in the manner of LevelDB and Abseil). A Status is cheap to copy when
-// OK (no allocation); an error carries a code and a message a user can act on.
+// Errors travel as values, never as exceptions (in the manner of LevelDB and Abseil). An error carries a code and a
+// message a user can act on; the message lives on the heap, so that an OK Status, which every call on every hot path
+// makes, moves and drops, is a code and a null pointer (as LevelDB's is one null pointer).
 #pragma once
 
 #include <cassert>
@@ -30,6 +31,28 @@ class Status {
   };
 
   Status() = default;
+  Status(const Status& other) : code_(other.code_), message_(Copy(other.message_)) {}
+  // A moved-from Status keeps its code and has an empty message.
+  Status(Status&& other) noexcept : code_(other.code_), message_(std::exchange(other.message_, nullptr)) {}
+  Status& operator=(const Status& other) {
+    if (this != &other) {
+      std::string* copy = Copy(other.message_);
+      delete message_;
+      code_ = other.code_;
+      message_ = copy;
+    }
+    return *this;
+  }
+  Status& operator=(Status&& other) noexcept {
+    if (this != &other) {
+      delete message_;
+      code_ = other.code_;
+      message_ = std::exchange(other.message_, nullptr);
+    }
+    return *this;
+  }
+  ~Status() { delete message_; }
+
   static Status OK() { return Status(); }
   static Status NotFound(std::string_view msg) { return Status(Code::kNotFound, msg); }
   static Status InvalidArgument(std::string_view msg) { return Status(Code::kInvalidArgument, msg); }
@@ -50,7 +73,7 @@ class Status {
 
   bool ok() const { return code_ == Code::kOk; }
   Code code() const { return code_; }
-  const std::string& message() const { return message_; }
+  const std::string& message() const { return message_ != nullptr ? *message_ : EmptyMessage(); }
   bool IsNotFound() const { return code_ == Code::kNotFound; }
   bool IsInvalidArgument() const { return code_ == Code::kInvalidArgument; }
   bool IsResourceExhausted() const { return code_ == Code::kResourceExhausted; }
@@ -64,12 +87,19 @@ class Status {
   std::string ToString() const;
   static std::string_view CodeName(Code code);
 
-  friend bool operator==(const Status& a, const Status& b) { return a.code_ == b.code_ && a.message_ == b.message_; }
+  friend bool operator==(const Status& a, const Status& b) { return a.code_ == b.code_ && a.message() == b.message(); }
 
  private:
-  Status(Code code, std::string_view msg) : code_(code), message_(msg) {}
+  Status(Code code, std::string_view msg) : code_(code), message_(msg.empty() ? nullptr : new std::string(msg)) {}
+  static std::string* Copy(const std::string* message) {
+    return message != nullptr ? new std::string(*message) : nullptr;
+  }
+  static const std::string& EmptyMessage() {
+    static const std::string empty;
+    return empty;
+  }
   Code code_ = Code::kOk;
-  std::string message_;
+  std::string* message_ = nullptr;  // null for OK, and for an error without a message
 };
 
 inline std::string_view Status::CodeName(Code code) {
@@ -104,7 +134,7 @@ inline std::string Status::ToString() const {
   if (ok()) return "OK";
   std::string s(CodeName(code_));
   s += ": ";
-  s += message_;
+  s += message();
   return s;
 }
 
