@@ -47,6 +47,9 @@ class RegionCache {
 
   // The owner of `region` if the cache holds it (no copy of the server's addresses); 0 on a miss (use Lookup).
   uint64_t CachedOwner(uint32_t region);
+  // Moves on with every change of what the cache answers (routes, owners, servers, leases dropped): an owner read
+  // while this was g is still the cache's answer while this is still g.
+  uint64_t generation() const { return remembered_.generation(); }
 
   // Server `server` answered that it does not own `region` (it knows the region at `server_epoch`). Drops the cached
   // entry unless it is already newer than what that server knows and names another owner.

@@ -37,6 +37,9 @@ class ThreadMemo {
   }
   // Under the cache's lock, with every change of what it answers: every thread's remembered answers lapse.
   void Changed() { generation_.fetch_add(1, std::memory_order_release); }
+  // Moves on with every Changed: an answer taken from the cache when this read g is still its answer while this still
+  // reads g (what a caller remembers of the cache on its own lapses by the same rule).
+  uint64_t generation() const { return generation_.load(std::memory_order_acquire); }
 
  private:
   struct Entry {

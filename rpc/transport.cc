@@ -168,6 +168,11 @@ Status ReadSync(Connection& connection, GlobalPtr remote, uint32_t length, void*
   return connection.ReadNow(remote, length, dest);
 }
 
+uint64_t Connection::NextSerial() {
+  static std::atomic<uint64_t> next{0};
+  return next.fetch_add(1, std::memory_order_relaxed) + 1;
+}
+
 StatusOr<std::span<const char>> Connection::RegionInPlace(uint32_t) {
   return Status::FailedPrecondition(
       fmt::format("connection to {} copies what it reads: it cannot read in place", uri()));

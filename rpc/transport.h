@@ -133,6 +133,9 @@ struct ConnectOptions {
 class Connection {
  public:
   virtual ~Connection() = default;  // closes the connection
+  // Unique among this process's connections, never reused: what a caller remembering something of one connection
+  // (a region's mapping) keys it by, since another connection may later sit at the same address.
+  uint64_t serial() const { return serial_; }
   // Sends `request` to the server's handler as `method`; its bytes are copied (or sent) before Call returns, so the
   // caller may reuse them. A request over the message limit fails at once with InvalidArgument; no answer by
   // `deadline` (Clock::time_point{}: ConnectOptions::call_timeout from now) fails with DeadlineExceeded. A deadline,
@@ -161,6 +164,10 @@ class Connection {
   virtual const std::string& uri() const = 0;
   // Fails every outstanding request with Unavailable and releases the connection's threads. Idempotent.
   virtual void Close() = 0;
+
+ private:
+  static uint64_t NextSerial();
+  const uint64_t serial_ = NextSerial();
 };
 
 // Starts a server at `uri` (tcp://host:port, port 0 picks a free one; shm:///path; verbs://host:port). `handler`

@@ -110,6 +110,54 @@ TEST(EmbeddedServer, ClientsSeeItGoAndComeBack) {
   EXPECT_EQ(route->owner().addresses.at("tcp"), server.uris[0]);
 }
 
+// A thread's client-side searches in place remember their connection's mappings (client/one_sided_search.cc): a
+// server restarted at the same addresses is reached by a new connection with mappings of its own, and the client's
+// gets read those (the new server's values), never the old connection's, which it unmapped as it dropped it.
+TEST(EmbeddedServer, ClientSideSearchesInPlaceReadARestartedServersNewMemory) {
+  const std::vector<std::string> sizes = {"--meganodes=4", "--region-size=256MiB"};
+  std::vector<std::string> args = {"--listen=tcp://127.0.0.1:0", "--listen=shm://" + ShmPath("restart-in-place")};
+  args.insert(args.end(), sizes.begin(), sizes.end());
+  RunningServer server = StartServer(args);
+  ASSERT_FALSE(server.ready.empty());
+  ASSERT_EQ(server.uris.size(), 2u);
+  ClientOptions options;
+  options.cluster = server.uris[0];
+  options.search = "client";
+  options.timeout = 20s;
+  auto client = Client::Open(options);
+  ASSERT_TRUE(client.ok()) << client.status().ToString();
+  constexpr int kKeys = 200;
+  const auto key = [](int i) { return fmt::format("key-{:04}", i); };
+  const auto check = [&](const char* generation) {
+    for (int round = 0; round < 3; ++round) {
+      for (int i = 0; i < kKeys; ++i) {
+        std::string value;
+        const Status s = (*client)->Get(key(i), &value);
+        ASSERT_TRUE(s.ok()) << key(i) << ": " << s.ToString();
+        ASSERT_EQ(value, fmt::format("{}-{}", generation, i)) << key(i);
+      }
+    }
+  };
+  for (int i = 0; i < kKeys; ++i) ASSERT_TRUE((*client)->Put(key(i), fmt::format("first-{}", i)).ok());
+  check("first");
+  const uint64_t in_place = (*client)->stats().in_place_searches;
+  EXPECT_GE(in_place, 3u * kKeys) << "the gets did not search in place (shm)";
+
+  server.process->Kill();
+  // A new, empty server at the same addresses (embedded, not logged): every key is written again, differently.
+  std::vector<std::string> again_args = {"--listen=" + server.uris[0], "--listen=" + server.uris[1]};
+  again_args.insert(again_args.end(), sizes.begin(), sizes.end());
+  RunningServer again = StartServer(again_args);
+  ASSERT_FALSE(again.ready.empty());
+  for (int i = 0; i < kKeys; ++i) {
+    const Status s = (*client)->Put(key(i), fmt::format("second-{}", i));
+    ASSERT_TRUE(s.ok()) << key(i) << ": " << s.ToString();
+  }
+  check("second");
+  EXPECT_GE((*client)->stats().in_place_searches, in_place + 3u * kKeys)
+      << "the restarted server was not read in place";
+}
+
 TEST(EmbeddedServer, BadFlagsAndBadClusterUrisGiveClearErrors) {
   {
     ChildProcess p({CELL_SERVER_BINARY, "--membership=etcd://x"}, true);
