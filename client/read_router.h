@@ -92,7 +92,8 @@ class StoreClient::ReadRouter {
       why_ = at.status();
       return nullptr;
     }
-    // Only regions this search has read already, with no lookup, lease or error.
+    // Only regions this search holds a link to (read already, or recalled), with no lookup, lease or error: a
+    // prefetch hint, through which nothing is read.
     const uint64_t* Peek(GlobalPtr p, size_t bytes) const override { return router_->Peek(p, bytes); }
     // Why the last region could not be read in place (OK if none failed).
     const Status& why() const { return why_; }
@@ -239,8 +240,12 @@ class StoreClient::ReadRouter {
   }
   // A link through the operation's own connection, just mapped or with its lease just renewed: remembered for the
   // next search (in place of the one for the same region, else of an empty or the older slot).
+  // The owner is asked again here, after generation_ was read: the link for the route's own region was made from the
+  // route the operation looked up before this search began, which a change since may have corrected (remembered under
+  // generation_, it would outlive that correction).
   void Remember(const Link& link) {
     if (home_ == nullptr || link.connection != home_ || link.mapped.empty()) return;
+    if (client_->cache_.CachedOwner(link.region) != home_server_) return;
     HomeLinks& m = ThisThreadsLinks();
     if (!Remembers(m)) m = HomeLinks{client_->id_, home_->serial(), generation_, home_server_};
     Link* slot = nullptr;
@@ -281,6 +286,11 @@ class StoreClient::ReadRouter {
       client_->cache_.OnWrongOwner(p.region, server, 0);
       for (Link& l : links_) {
         if (l.region == p.region) l = Link{};
+      }
+      // (OnWrongOwner leaves the cache, and so its generation, alone when it already names another owner.)
+      HomeLinks& m = ThisThreadsLinks();
+      for (Link& l : m.links) {
+        if (m.client == client_->id_ && l.region == p.region) l = Link{};
       }
       return Status::Unavailable(fmt::format("reading region {} from server {}: {}", p.region, server, s.message()));
     }

@@ -110,7 +110,7 @@ TEST(EmbeddedServer, ClientsSeeItGoAndComeBack) {
   EXPECT_EQ(route->owner().addresses.at("tcp"), server.uris[0]);
 }
 
-// A thread's client-side searches in place remember their connection's mappings (client/one_sided_search.cc): a
+// A thread's client-side searches in place remember their connection's mappings (client/read_router.h): a
 // server restarted at the same addresses is reached by a new connection with mappings of its own, and the client's
 // gets read those (the new server's values), never the old connection's, which it unmapped as it dropped it.
 TEST(EmbeddedServer, ClientSideSearchesInPlaceReadARestartedServersNewMemory) {
