@@ -75,6 +75,10 @@ StatusOr<Distribution> ParseDistribution(std::string_view name);
 std::string KeyOf(uint64_t i, uint64_t key_count);
 std::string ValueOf(std::string_view key, uint64_t version);
 bool ValueBelongsTo(std::string_view value, std::string_view key);
+// ValueBelongsTo in two halves, so that a get's check need not keep a copy of its key: the character every value of
+// `key` is made of, and whether `value` is one made of `fill`.
+char FillOf(std::string_view key);
+bool ValueHasFill(std::string_view value, char fill);
 
 // Poisson arrivals at `rate_per_s`: each call gives the intended start of the next operation (exponential gaps),
 // from `start`. An open-loop harness measures latency from these times, so time spent queued counts.

@@ -179,6 +179,36 @@ TEST(Shapes, KeysAreThoseOfTheirFirstDefinition) {
   }
 }
 
+// The same for values: a fill (a hash of the key) and a length (a hash of the key and the version) as first defined,
+// one byte at a time, so that a store loaded by another version of the harness still checks.
+TEST(Shapes, ValuesAreThoseOfTheirFirstDefinition) {
+  const auto fnv = [](uint64_t v) {
+    uint64_t h = 0xCBF29CE484222325ull;
+    for (int i = 0; i < 8; ++i, v >>= 8) h = (h ^ (v & 0xFF)) * 0x100000001B3ull;
+    return h;
+  };
+  const auto reference = [&](const std::string& key, uint64_t version) {
+    uint64_t fill = 0, length = version;
+    for (unsigned char c : key) fill = fill * 131 + c, length = length * 131 + c;
+    return std::string(8 + fnv(length) % 249, static_cast<char>('A' + fnv(fill) % 26));
+  };
+  for (uint64_t i = 0; i < 20000; ++i) {
+    const std::string key = KeyOf(i, 200000);
+    const std::string value = reference(key, i % 7);
+    ASSERT_EQ(ValueOf(key, i % 7), value) << key;
+    ASSERT_EQ(FillOf(key), value[0]) << key;
+    ASSERT_TRUE(ValueHasFill(value, value[0])) << key;
+    ASSERT_FALSE(ValueHasFill(value, static_cast<char>(value[0] + 1))) << key;
+  }
+  for (size_t length : {7, 257}) EXPECT_FALSE(ValueHasFill(std::string(length, 'A'), 'A')) << length;
+  for (size_t length = 8; length <= 256; ++length) {
+    ASSERT_TRUE(ValueHasFill(std::string(length, 'Q'), 'Q')) << length;
+    std::string last(length, 'Q');
+    last.back() = 'R';
+    ASSERT_FALSE(ValueHasFill(last, 'Q')) << "the tail, at length " << length;
+  }
+}
+
 TEST(ArrivalClock, GapsArePoissonAtTheRate) {
   const auto start = ArrivalClock::Clock::time_point();
   ArrivalClock clock(10000, start, 6);  // 10,000 per second: 100 us apart on average
