@@ -115,8 +115,9 @@ struct StoreClient::RequestOp {
   const Request request;
   Attempts tries;  // touched by one step at a time: each step starts the next
   const Completion done;
-  // The attempt in flight, from Send to OnReply: where it went, and the operation itself, which it keeps alive (the
-  // transport's callback holds only a pointer to it, small enough for std::function to keep without allocating).
+  // The attempt under way, from Step to OnReply: where it goes, and, once sent, the operation itself, which it keeps
+  // alive (the transport's callback holds only a pointer to it, small enough for std::function to keep without
+  // allocating).
   Route route;
   rpc::Connection* connection = nullptr;  // alive while its callbacks run (the client's map keeps it)
   std::shared_ptr<RequestOp> in_flight;
@@ -179,7 +180,7 @@ void StoreClient::BuildKeyRequest(const KeyRequest& spec, const Route& route, Gl
   request.SerializeToString(out);
 }
 
-void StoreClient::Step(const std::shared_ptr<RequestOp>& op) {
+void StoreClient::Step(std::shared_ptr<RequestOp> op) {
   if (closing_.load(std::memory_order_acquire))
     return op->Finish(Status::Unavailable("the client is closing"), nullptr);
   // A transport's thread must not wait on the table (it may be completing other operations' replies): a step that
@@ -189,55 +190,65 @@ void StoreClient::Step(const std::shared_ptr<RequestOp>& op) {
   if (op->tries.at().is_null()) {
     region = root_.load(std::memory_order_acquire);
     if (region == 0) {
-      if (!may_block) return Schedule(Clock::now(), [this, op] { Step(op); });
+      if (!may_block) return Schedule(Clock::now(), [this, op = std::move(op)] { Step(op); });
       auto root = Root();
       if (!root.ok()) return op->Finish(root.status(), nullptr);
       region = *root;
     }
   }
-  if (!may_block && cache_.CachedOwner(region) == 0) return Schedule(Clock::now(), [this, op] { Step(op); });
+  if (!may_block && cache_.CachedOwner(region) == 0) {
+    return Schedule(Clock::now(), [this, op = std::move(op)] { Step(op); });
+  }
   auto route = cache_.Lookup(region);
   if (!route.ok()) {
     // No live owner right now: wait for a takeover or a restart. Anything else is final.
     if (route.status().IsUnavailable()) return Retry(op, route.status());
     return op->Finish(route.status(), nullptr);
   }
-  ConnectAsync(route->server, op->tries.deadline(),
-               [this, op, r = *route](const StatusOr<std::shared_ptr<rpc::Connection>>& connection) {
-                 if (connection.ok()) return Send(op, r, connection->get());
+  // The attempt's route is the operation's from here (its server is what the connection is asked for), and the
+  // operation itself is moved along, step to step: a shared_ptr's count is atomic, and a copy costs.
+  RequestOp* const raw = op.get();
+  raw->route = std::move(*route);
+  ConnectAsync(raw->route.server, raw->tries.deadline(),
+               [this, op = std::move(op)](const StatusOr<std::shared_ptr<rpc::Connection>>& connection) mutable {
+                 if (connection.ok()) return Send(std::move(op), connection->get());
                  // A refused key stays refused; a server not reached may have failed (its regions moving).
                  if (connection.status().IsPermissionDenied()) return op->Finish(connection.status(), nullptr);
-                 DropServer(r.owner().id, nullptr);
+                 DropServer(op->route.owner().id, nullptr);
                  Retry(op, connection.status());
                });
 }
 
-void StoreClient::Send(const std::shared_ptr<RequestOp>& op, const Route& route, rpc::Connection* connection) {
+void StoreClient::Send(std::shared_ptr<RequestOp> op, rpc::Connection* connection) {
+  RequestOp* const raw = op.get();
+  const Route& route = raw->route;
   // The request is built in the thread's lent buffer (Call copies it before it returns).
   Lent<std::string, RequestBytesTag> bytes;
   std::string& request = *bytes;
-  if (const KeyRequest* key = std::get_if<KeyRequest>(&op->request)) {
-    BuildKeyRequest(*key, route, op->tries.at(), &request);
+  if (const KeyRequest* key = std::get_if<KeyRequest>(&raw->request)) {
+    BuildKeyRequest(*key, route, raw->tries.at(), &request);
   } else {
-    std::get<BuildRequest>(op->request)(route, op->tries.at(), &request);
+    std::get<BuildRequest>(raw->request)(route, raw->tries.at(), &request);
   }
   // The callback holds the connection only by pointer (alive while its callbacks run): dropping its last reference
   // from its own thread would destroy it there. The client's map keeps it; the destructor closes it first.
-  op->route = route;
-  op->connection = connection;
-  op->in_flight = op;  // until the callback takes it (the transport runs it exactly once)
+  raw->connection = connection;
+  // The operation keeps itself until the callback takes it (the transport runs it exactly once, maybe before Call
+  // returns: raw is not used after the call).
+  raw->in_flight = std::move(op);
+  const Deadline deadline = raw->tries.deadline();
   connection->Call(
-      op->method, request,
-      [this, raw = op.get()](const Status& status, std::string_view response) {
+      raw->method, request,
+      [this, raw](const Status& status, std::string_view response) {
         const std::shared_ptr<RequestOp> op = std::move(raw->in_flight);
         OnReply(op, status, response);
       },
-      op->tries.deadline());
+      deadline);
   if (request.size() > kLentKeepBytes) bytes.Shrink();
 }
 
 void StoreClient::OnReply(const std::shared_ptr<RequestOp>& op, const Status& status, std::string_view response) {
-  // Not used once this reply starts a step or a retry: its Send replaces op->route.
+  // Not used once this reply starts a step or a retry: the step replaces op->route.
   const Route& route = op->route;
   rpc::Connection* const connection = op->connection;
   if (!status.ok()) {

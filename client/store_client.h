@@ -223,8 +223,9 @@ class StoreClient {
   Status RunRequest(uint16_t method, bool idempotent, bool follow, GlobalPtr start, Deadline deadline, Request request,
                     cell::proto::StoreReply* reply);
   // Its steps: route and connect; send; sort the reply; wait for the next attempt.
-  void Step(const std::shared_ptr<RequestOp>& op);
-  void Send(const std::shared_ptr<RequestOp>& op, const Route& route, rpc::Connection* connection);
+  void Step(std::shared_ptr<RequestOp> op);
+  // Sends the attempt Step routed (op->route) on `connection`.
+  void Send(std::shared_ptr<RequestOp> op, rpc::Connection* connection);
   // The reply (or failure) of the attempt Send made, at op->route through op->connection.
   void OnReply(const std::shared_ptr<RequestOp>& op, const Status& status, std::string_view response);
   void Retry(const std::shared_ptr<RequestOp>& op, const Status& why);
@@ -267,12 +268,14 @@ class StoreClient {
   // within what is left of `deadline` and at most kConnectTimeout. `server` is shared (a Route's), so that the fast
   // path copies no addresses, and `done` becomes a std::function only off the fast path.
   template <typename DoneFn>
-  void ConnectAsync(std::shared_ptr<const membership::ServerInfo> server, Deadline deadline, DoneFn&& done) {
+  void ConnectAsync(const std::shared_ptr<const membership::ServerInfo>& server, Deadline deadline, DoneFn&& done) {
     if (closing_.load(std::memory_order_acquire)) return done(Closing());
-    const uint64_t id = server->id;
+    // The cached connection first: the dial's closure (a copy of `server`) is made only when there is none.
+    if (std::shared_ptr<rpc::Connection> cached = connections_.Cached(server->id)) {
+      return done(StatusOr<std::shared_ptr<rpc::Connection>>(std::move(cached)));
+    }
     connections_.GetAsync(
-        id, [this, server = std::move(server), deadline] { return Dial(*server, deadline); },
-        std::forward<DoneFn>(done));
+        server->id, [this, server, deadline] { return Dial(*server, deadline); }, std::forward<DoneFn>(done));
   }
   // The same, waited for (not on a transport thread).
   StatusOr<std::shared_ptr<rpc::Connection>> ConnectionTo(std::shared_ptr<const membership::ServerInfo> server,

@@ -45,6 +45,10 @@ class ConnectionCache {
     }
     Dialing(server, Dial(std::forward<DialFn>(dial)), Done(std::forward<DoneFn>(done)));
   }
+  // `server`'s healthy cached connection, or null (the fast path of GetAsync and Get, for a caller that would
+  // otherwise build a dial it does not need). The calling thread remembers the answer (weakly) while the cache is
+  // unchanged, so this takes no lock when a thread asks again.
+  std::shared_ptr<Connection> Cached(uint64_t server);
   // The same, waiting for it. Not on a connecting thread.
   template <typename DialFn>
   StatusOr<std::shared_ptr<Connection>> Get(uint64_t server, DialFn&& dial) {
@@ -65,9 +69,6 @@ class ConnectionCache {
     std::thread thread;
     std::shared_ptr<std::atomic<bool>> finished;
   };
-  // `server`'s healthy cached connection, or null. The calling thread remembers the answer (weakly) while the cache
-  // is unchanged, so the fast path of Get takes no lock (a client asks once per operation).
-  std::shared_ptr<Connection> Cached(uint64_t server);
   // GetAsync and Get past the fast path.
   void Dialing(uint64_t server, const Dial& dial, Done done);
   StatusOr<std::shared_ptr<Connection>> Await(uint64_t server, const Dial& dial);
