@@ -5,8 +5,14 @@
 // An entry may be stale: its meganode may have split since (its max is smaller now). That costs a step right, or a
 // redirect to another server, never a wrong answer: any meganode is a correct start for a key at or above its min,
 // and a meganode's min never changes (meganodes are not freed or merged).
+//
+// Every operation asks (a get, server-side or client-side), so a thread remembers the range of its last answer while
+// the cache is unchanged (the rule of common/thread_memo.h: a generation moved on under the lock by every Insert) and
+// answers a key inside it without the lock. Such a hit does not refresh the range's place in the LRU order: a range
+// only one thread keeps hitting may be the one evicted, and is then learnt again.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <list>
 #include <map>
@@ -36,9 +42,21 @@ class PathCache {
   };
   using Map = std::map<std::string, Entry, std::less<>>;  // by min ("" is -infinity)
   void Erase(Map::iterator it);
+  // The calling thread's last answer: its range and meganode, from the cache `cache` at `generation`.
+  struct Remembered {
+    uint64_t cache = 0;  // the serial of the cache that answered; 0: nothing
+    uint64_t generation = 0;
+    std::string min, max;
+    GlobalPtr meganode;
+  };
+  // Out of line: in a shared library each use of an inlined thread_local costs a call of __tls_get_addr.
+  [[gnu::noinline]] static Remembered& ThisThread();
+  static uint64_t NextSerial();
 
   const size_t capacity_;
-  mutable std::mutex mu_;  // guards what follows
+  const uint64_t serial_ = NextSerial();
+  std::atomic<uint64_t> generation_{1};  // moved on under mu_ by every change of ranges_
+  mutable std::mutex mu_;                // guards what follows
   Map ranges_;
   std::list<std::string> lru_;  // mins, most recently used first
 };

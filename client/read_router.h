@@ -18,6 +18,7 @@
 #include "btree/node_source.h"
 #include "client/store_client.h"
 #include "client/store_client_internal.h"
+#include "common/coarse_clock.h"
 #include "rpc/region_table.h"
 
 namespace cell::client {
@@ -183,23 +184,8 @@ class StoreClient::ReadRouter {
     return link;
   }
 
-  // The kernel's last tick of steady_clock's clock (CLOCK_MONOTONIC): a few nanoseconds to read, never ahead of the
-  // real time and behind it by at most the clock's resolution, which CoarseMargin covers.
-  static std::chrono::steady_clock::time_point CoarseNow() {
-    timespec ts;
-    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-    return std::chrono::steady_clock::time_point(std::chrono::seconds(ts.tv_sec) +
-                                                 std::chrono::nanoseconds(ts.tv_nsec));
-  }
-  static std::chrono::nanoseconds CoarseMargin() {
-    static const std::chrono::nanoseconds margin = [] {
-      timespec res{0, 10'000'000};
-      clock_getres(CLOCK_MONOTONIC_COARSE, &res);
-      return 2 * (std::chrono::seconds(res.tv_sec) + std::chrono::nanoseconds(res.tv_nsec)) +
-             std::chrono::milliseconds(1);
-    }();
-    return margin;
-  }
+  // What a lease check adds to the coarse clock (common/coarse_clock.h): more than it can lag the real time.
+  static std::chrono::nanoseconds CoarseMargin() { return 2 * CoarseResolution() + std::chrono::milliseconds(1); }
 
   // What a thread's searches in place remember of the links they made through their operation's own connection, for
   // the next search through it: nearly every search reads the same two regions (its server's node and extent

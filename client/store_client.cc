@@ -224,9 +224,10 @@ void StoreClient::GetAsync(std::string_view key, GetCallback done) {
   std::optional<GlobalPtr> cached;  // the selector's start for the key, asked once
   if (measure_) cached = paths_.Lookup(key);
   // The get's one clock read: the selector's time, the deadline's start, and a server-side search's begin (the
-  // decision, which asks only the caches here, is a small part of that search's time).
-  const Clock::time_point begin = Clock::now();
-  const Deadline deadline = begin + options_.timeout;
+  // decision, which asks only the caches here, is a small part of that search's time). A selector that measures
+  // nothing needs only the deadline, which the coarse clock gives.
+  const Clock::time_point begin = measure_ ? Clock::now() : Clock::time_point();
+  const Deadline deadline = measure_ ? begin + options_.timeout : NewDeadline();
   if (!SearchOnServer(cached.value_or(GlobalPtr()), /*may_block=*/false, begin, &server) && CheckMayWait().ok()) {
     stats_.client_searches.fetch_add(1, std::memory_order_relaxed);
     Lent<std::string, ClientSideValueTag> value;  // the thread's: its memory kept from one get to the next

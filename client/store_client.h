@@ -33,6 +33,7 @@
 #include "client/path_cache.h"
 #include "client/region_cache.h"
 #include "common/backoff.h"
+#include "common/coarse_clock.h"
 #include "common/task_scheduler.h"
 #include "membership/membership.h"
 #include "rpc/connection_cache.h"
@@ -187,7 +188,8 @@ class StoreClient {
   Status Run(Operation op, Deadline deadline, GlobalPtr start = GlobalPtr());
   // One-sided reads, each from the owner of the region it reads (client-side search).
   class ReadRouter;
-  Deadline NewDeadline() const { return Clock::now() + options_.timeout; }
+  // The timeout from now, read off the coarse clock: never less than asked, at most one tick more.
+  Deadline NewDeadline() const { return CoarseDeadline(options_.timeout); }
 
   // A request by RPC: a get, put or delete, or a scan's page (see the top of this file).
   struct RequestOp;

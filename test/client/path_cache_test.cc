@@ -3,6 +3,9 @@
 
 #include <gtest/gtest.h>
 
+#include <optional>
+#include <thread>
+
 namespace cell::client {
 namespace {
 
@@ -71,6 +74,34 @@ TEST(PathCache, TheLeastRecentlyUsedRangeGoesFirstWhenFull) {
   EXPECT_FALSE(cache.Lookup("a").is_null());
   EXPECT_FALSE(cache.Lookup("c").is_null());
   EXPECT_FALSE(cache.Lookup("d").is_null());
+}
+
+// A thread's remembered answer (the lock-free hit) is the locked lookup's: it lapses with every Insert, it holds
+// only inside its range, and it is never another cache's, even one at the same address.
+TEST(PathCache, AThreadsRememberedRangeLapsesWithEveryChange) {
+  PathCache cache;
+  cache.Insert(Range(1, "a", "z"));
+  EXPECT_EQ(cache.Lookup("m").offset, 1u << 20);  // remembered: [a, z) -> 1
+  EXPECT_EQ(cache.Lookup("n").offset, 1u << 20);  // answered from it
+  EXPECT_TRUE(cache.Lookup("z").is_null()) << "outside the remembered range";
+  EXPECT_TRUE(cache.Lookup("0").is_null()) << "below it";
+  EXPECT_EQ(cache.Lookup("b").offset, 1u << 20);
+  cache.Insert(Range(2, "k", "z"));  // the meganode split
+  EXPECT_EQ(cache.Lookup("n").offset, 2u << 20);
+  EXPECT_EQ(cache.Lookup("b").offset, 1u << 20);
+  // Another thread's answers are its own: it sees the split at once, and its lookups change nothing here.
+  std::thread([&] {
+    EXPECT_EQ(cache.Lookup("p").offset, 2u << 20);
+    EXPECT_EQ(cache.Lookup("c").offset, 1u << 20);
+  }).join();
+  EXPECT_EQ(cache.Lookup("c").offset, 1u << 20);
+  for (int i = 0; i < 3; ++i) {
+    // A cache made where the last one was remembers nothing of it.
+    std::optional<PathCache> other(std::in_place);
+    EXPECT_TRUE(other->Lookup("c").is_null());
+    other->Insert(Range(10 + i, "a", "z"));
+    EXPECT_EQ(other->Lookup("c").offset, uint64_t(10 + i) << 20);
+  }
 }
 
 }  // namespace
