@@ -354,7 +354,14 @@ Status TreeReader::FindIn(Source* src, std::string_view key, std::string* value,
     uint32_t i = v.LowerBound(k);
     bool found = i < v.size() && v.CompareEntry(i, k) == 0;
     LeafValue entry;
-    if (found) entry = v.leaf_value(i);
+    if (found) {
+      entry = v.leaf_value(i);
+      // In place, the record's lines are asked for at once, while the leaf is validated and the record's region
+      // looked up: its header's miss and its value's overlap (a hint: nothing is read through it unchecked).
+      if constexpr (std::is_same_v<Source, LocalNodeSource>) {
+        if (!entry.locked) src->Prefetch(entry.ptr, entry.length);
+      }
+    }
     if (!src->Validate(h)) {
       ++stats_.retries;
       leaf = h.ptr;
