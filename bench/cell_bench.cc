@@ -94,17 +94,22 @@ struct Shapes {
   uint64_t key_space = 0;  // keys are numbered below this (the load's and the inserts')
 
   std::string Key(uint64_t i) const {
-    if (cell) return cell::bench::KeyOf(i, key_space);
+    std::string k;
+    KeyInto(i, &k);
+    return k;
+  }
+  // Key(i) into *k, whose memory it keeps (a get's key, made in the thread's own string).
+  void KeyInto(uint64_t i, std::string* k) const {
+    if (cell) return cell::bench::KeyOfInto(i, key_space, k);
     char digits[20];
     size_t n = 0;
     do {
       digits[n++] = static_cast<char>('0' + i % 10);
       i /= 10;
     } while (i != 0);
-    std::string k(std::max(key_bytes, n + 1), '0');
-    k[0] = 'k';
-    for (size_t j = 0; j < n; ++j) k[k.size() - 1 - j] = digits[j];
-    return k;
+    k->assign(std::max(key_bytes, n + 1), '0');
+    (*k)[0] = 'k';
+    for (size_t j = 0; j < n; ++j) (*k)[k->size() - 1 - j] = digits[j];
   }
   std::string Value(const std::string& key, uint64_t version) const {
     if (cell) return cell::bench::ValueOf(key, version);
@@ -594,6 +599,7 @@ int main(int argc, char** argv) {
       cell::bench::ArrivalClock arrivals(rate > 0 ? rate / threads : 1, run_start, seed * 7919 + t);
       uint64_t version = 1;
       Clock::time_point last_due = run_start;
+      std::string get_key;  // a get's key, made in place operation after operation
       std::optional<Clock::time_point> drawn_not_issued;
       while (!stop.load(std::memory_order_relaxed)) {
         Clock::time_point due = Clock::now();
@@ -632,22 +638,23 @@ int main(int argc, char** argv) {
           case OpKind::kRead:
           case OpKind::kReadModifyWrite: {
             const uint64_t i = chooser.Next(rng, newest);
-            const std::string key = shapes.Key(i);
+            shapes.KeyInto(i, &get_key);  // the session copies what it keeps of it
             const bool rmw = kind == OpKind::kReadModifyWrite;
-            const char fill = shapes.FillFor(key);
-            session.Get(key, [&, i, fill, rmw, finish, v = version++](const cell::Status& s, std::string_view value) {
-              if (s.IsNotFound() && i >= keys) {
-                not_found.fetch_add(1, std::memory_order_relaxed);  // an insert not done yet
-              } else if (!s.ok() || !shapes.BelongsTo(value, i, fill)) {
-                errors.Add(shapes.Key(i) + ": " + (s.ok() ? "a value that is not this key's" : s.ToString()));
-              }
-              if (!rmw || !s.ok()) return finish();
-              const std::string key = shapes.Key(i);
-              session.Put(key, shapes.Value(key, v), /*insert=*/false, [&, key, finish](const cell::Status& p) {
-                if (!p.ok()) errors.Add(key + ": " + p.ToString());
-                finish();
-              });
-            });
+            const char fill = shapes.FillFor(get_key);
+            session.Get(
+                get_key, [&, i, fill, rmw, finish, v = version++](const cell::Status& s, std::string_view value) {
+                  if (s.IsNotFound() && i >= keys) {
+                    not_found.fetch_add(1, std::memory_order_relaxed);  // an insert not done yet
+                  } else if (!s.ok() || !shapes.BelongsTo(value, i, fill)) {
+                    errors.Add(shapes.Key(i) + ": " + (s.ok() ? "a value that is not this key's" : s.ToString()));
+                  }
+                  if (!rmw || !s.ok()) return finish();
+                  const std::string key = shapes.Key(i);
+                  session.Put(key, shapes.Value(key, v), /*insert=*/false, [&, key, finish](const cell::Status& p) {
+                    if (!p.ok()) errors.Add(key + ": " + p.ToString());
+                    finish();
+                  });
+                });
             break;
           }
           case OpKind::kUpdate:

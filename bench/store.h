@@ -68,8 +68,9 @@ class StoreSession {
 
   virtual ~StoreSession() = default;
 
-  // Starts a get; `done` runs exactly once, with OK and the value, NotFound, or the error. `value` is valid only
-  // during the callback. A callback may start further operations on this session (the read-modify-write's put).
+  // Starts a get; `done` runs exactly once, with OK and the value, NotFound, or the error. `key` need outlive only
+  // the call (the harness makes the next key in the same string); `value` is valid only during the callback. A
+  // callback may start further operations on this session (the read-modify-write's put).
   virtual void Get(std::string_view key, GetDone done) = 0;
   // Starts a put; `insert` says the key may be new (Redis also adds it to the index its scans read). `done` runs
   // exactly once.

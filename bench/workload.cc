@@ -114,7 +114,7 @@ StatusOr<Distribution> ParseDistribution(std::string_view name) {
   return Status::InvalidArgument(fmt::format("key distribution '{}' is not one of uniform, zipfian, latest", name));
 }
 
-std::string KeyOf(uint64_t i, uint64_t key_count) {
+void KeyOfInto(uint64_t i, uint64_t key_count, std::string* key) {
   // "k", the index zero-padded to the width of the largest, then letters up to the key's length, letter j being
   // 'a' + (h >> (j % 60)) % 26 for a hash h of the index. Written into the string's buffer in one pass: the harness
   // makes a key per operation, on the client's CPU that the stores under test share.
@@ -124,11 +124,17 @@ std::string KeyOf(uint64_t i, uint64_t key_count) {
   const size_t n = static_cast<size_t>(std::to_chars(digits, digits + sizeof(digits), i).ptr - digits);
   const size_t length = 8 + Fnv64(i) % 57;  // 8..64
   const size_t head = 1 + std::max(width, n);
-  std::string key(std::max(length, head), '0');
-  key[0] = 'k';
-  std::memcpy(key.data() + head - n, digits, n);
+  key->assign(std::max(length, head), '0');
+  char* k = key->data();
+  k[0] = 'k';
+  std::memcpy(k + head - n, digits, n);
   const uint64_t h = Fnv64(i ^ 0x5bd1e995);
-  for (size_t j = head; j < length; ++j) key[j] = static_cast<char>('a' + (h >> (j < 60 ? j : j - 60)) % 26);
+  for (size_t j = head; j < length; ++j) k[j] = static_cast<char>('a' + (h >> (j < 60 ? j : j - 60)) % 26);
+}
+
+std::string KeyOf(uint64_t i, uint64_t key_count) {
+  std::string key;
+  KeyOfInto(i, key_count, &key);
   return key;
 }
 

@@ -73,6 +73,8 @@ StatusOr<Workload> ParseWorkload(std::string_view name);
 StatusOr<Distribution> ParseDistribution(std::string_view name);
 
 std::string KeyOf(uint64_t i, uint64_t key_count);
+// KeyOf into *key, whose memory it keeps (the harness makes a key per operation).
+void KeyOfInto(uint64_t i, uint64_t key_count, std::string* key);
 std::string ValueOf(std::string_view key, uint64_t version);
 bool ValueBelongsTo(std::string_view value, std::string_view key);
 // ValueBelongsTo in two halves, so that a get's check need not keep a copy of its key: the character every value of

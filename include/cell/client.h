@@ -110,7 +110,8 @@ class Client {
   // still pending when the Client is destroyed complete with Unavailable before the destructor returns. `done` must
   // not block and must not destroy the Client: a synchronous Get, Put, Delete or Scan there fails with
   // FailedPrecondition; a GetAsync it starts searches on the server whatever the search mode (a client-side search
-  // there could wait on the very thread running it). `value` is valid only during the callback.
+  // there could wait on the very thread running it). `key` (and `value` of PutAsync) need outlive only the call;
+  // `value` of the callback is valid only during the callback.
   void GetAsync(std::string_view key, std::function<void(const Status& status, std::string_view value)> done);
   void PutAsync(std::string_view key, std::string_view value, std::function<void(const Status& status)> done);
   // Removes `key`; NotFound if it was absent. As for Put, a Delete whose connection fails after it was sent is not
