@@ -226,13 +226,7 @@ plan_pages() {
     pages="2 MiB huge pages (${region_gib} GiB of records, $meganodes meganodes: $need of $free free pages)"
   else
     size_flags=()
-    # The default memfd regions take transparent huge pages where shmem THP is "advise" or on (meganode/region.cc).
-    local thp
-    thp=$(sed -n 's/.*\[\(.*\)\].*/\1/p' /sys/kernel/mm/transparent_hugepage/shmem_enabled 2>/dev/null)
-    case "$thp" in
-      advise | always | within_size | force) pages="transparent huge pages (shmem_enabled $thp), default sizes" ;;
-      *) pages="4 KiB pages (shmem_enabled ${thp:-unknown}), default sizes" ;;
-    esac
+    pages="$(shm_pages), default sizes"
     pages+=" (HugePages_Free ${free:-0} < the $need reserved pages $n keys would need)"
   fi
 }

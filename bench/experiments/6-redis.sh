@@ -32,6 +32,8 @@ redis_pid=""
 trap '[ -z "$redis_pid" ] || { kill "$redis_pid" 2>/dev/null; wait "$redis_pid" 2>/dev/null; }; exp_cleanup' EXIT
 start_server
 start_redis  # lib.sh: sets redis_dir and redis_pid
+pages=$(shm_pages)
+log "Cell's regions on $pages"
 log "loading $KEYS keys into each store"
 bench --workload=c --search=server --duration=0.2 >/dev/null
 bench_redis "$redis_dir/redis.sock" --workload=c --duration=0.2 >/dev/null
@@ -53,7 +55,7 @@ for round in $(seq "$rounds"); do
     done
   done
 done
-python3 - "$OUT_DIR" >"$OUT_DIR/summary.json" <<'PY'
+python3 - "$OUT_DIR" "$pages" >"$OUT_DIR/summary.json" <<'PY'
 import json, statistics, sys
 out = sys.argv[1]
 runs = [json.loads(l) for l in open(f"{out}/runs.jsonl")]
@@ -61,7 +63,7 @@ by = {}
 for r in runs:
     assert r["run"]["errors"] == 0, f"errors in {r['workload']} {r['store']}"
     by.setdefault((r["workload"], r["store"]), []).append(r["run"])
-summary = {"experiment": "6-redis", "rounds": max(r["round"] for r in runs)}
+summary = {"experiment": "6-redis", "rounds": max(r["round"] for r in runs), "cell_pages": sys.argv[2]}
 for (w, store), rs in by.items():
     ops = statistics.median(x["ops_per_s"] for x in rs)
     p99 = statistics.median(x["p99_us"] for x in rs)

@@ -73,6 +73,18 @@ start_server() {
   CLUSTER=$(sed -n 's/^listening \(tcp:.*\)/\1/p' "$out")
 }
 
+# shm_pages: what a server's default regions (memfd, which shm clients map) are backed by on this kernel: transparent
+# huge pages where shmem THP is "advise" or on (meganode/region.cc asks for them), else 4 KiB pages. A phrase for logs
+# and summaries; the scripts change no setting (README.md, "Huge pages").
+shm_pages() {
+  local thp
+  thp=$(sed -n 's/.*\[\(.*\)\].*/\1/p' /sys/kernel/mm/transparent_hugepage/shmem_enabled 2>/dev/null)
+  case "$thp" in
+    advise | always | within_size | force) echo "transparent huge pages (shmem_enabled $thp)" ;;
+    *) echo "4 KiB pages (shmem_enabled ${thp:-unknown})" ;;
+  esac
+}
+
 # Starts a redis-server without persistence, pinned to $SERVER_CPU, on a Unix socket in $work/redis (sets redis_dir
 # and redis_pid; the caller stops it), and waits up to 10 s for it to answer PING.
 start_redis() {
