@@ -20,6 +20,18 @@ Status GaveUp(const char* what) {
   return Status::Aborted(std::string("gave up after too many ") + what + " (the tree keeps changing or is corrupt)");
 }
 
+// Leaf entry i of `leaf`; in place, its record's lines are asked for at once, while the leaf is validated and the
+// record's region looked up, so that the record header's miss and its value's overlap (a hint: nothing is read
+// through it).
+template <class Source>
+LeafValue EntryWithRecordPrefetched(Source* src, const NodeView& leaf, uint32_t i) {
+  const LeafValue entry = leaf.leaf_value(i);
+  if constexpr (std::is_same_v<Source, LocalNodeSource>) {
+    if (!entry.locked) src->Prefetch(entry.ptr, entry.length);
+  }
+  return entry;
+}
+
 // After a stale pointer led to `node` at `level`: a source that keeps copies drops what led there, the node, the node
 // that linked to it (`came_from`, if the walk moved right), and the path to it (an old copy sent us).
 template <class Source>
@@ -354,14 +366,7 @@ Status TreeReader::FindIn(Source* src, std::string_view key, std::string* value,
     uint32_t i = v.LowerBound(k);
     bool found = i < v.size() && v.CompareEntry(i, k) == 0;
     LeafValue entry;
-    if (found) {
-      entry = v.leaf_value(i);
-      // In place, the record's lines are asked for at once, while the leaf is validated and the record's region
-      // looked up: its header's miss and its value's overlap (a hint: nothing is read through it unchecked).
-      if constexpr (std::is_same_v<Source, LocalNodeSource>) {
-        if (!entry.locked) src->Prefetch(entry.ptr, entry.length);
-      }
-    }
+    if (found) entry = EntryWithRecordPrefetched(src, v, i);
     if (!src->Validate(h)) {
       ++stats_.retries;
       leaf = h.ptr;

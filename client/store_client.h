@@ -188,7 +188,7 @@ class StoreClient {
   Status Run(Operation op, Deadline deadline, GlobalPtr start = GlobalPtr());
   // One-sided reads, each from the owner of the region it reads (client-side search).
   class ReadRouter;
-  // The timeout from now, read off the coarse clock: never less than asked, at most one tick more.
+  // The timeout from now, read off the coarse clock (common/coarse_clock.h): the time asked, or a few ms more.
   Deadline NewDeadline() const { return CoarseDeadline(options_.timeout); }
 
   // A request by RPC: a get, put or delete, or a scan's page (see the top of this file).

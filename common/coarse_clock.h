@@ -1,6 +1,7 @@
 // The kernel's last tick of steady_clock's own clock (CLOCK_MONOTONIC_COARSE): a few nanoseconds to read where a
 // precise reading costs tens in a VM, for the times that need milliseconds, not nanoseconds (a request's deadline, a
-// read lease's check). Never ahead of the real time; behind it by at most CoarseResolution().
+// read lease's check). Never ahead of the real time; behind it by about a tick (CoarseResolution()), up to two when a
+// tick comes out of phase with the timekeeping's steps, more only while the kernel's tick is held up.
 #pragma once
 
 #include <chrono>
@@ -24,10 +25,11 @@ inline std::chrono::nanoseconds CoarseResolution() {
   return resolution;
 }
 
-// A time `after` from now, never earlier than a precise reading would give and later by at most one tick: a
-// deadline so made gives its caller at least the time asked.
+// A time `after` from now, two ticks later than the coarse clock says: not earlier than a precise reading would give
+// (but while the kernel's tick is held up), and later by at most two ticks. A deadline so made gives its caller the
+// time asked, or a few milliseconds more.
 inline std::chrono::steady_clock::time_point CoarseDeadline(std::chrono::steady_clock::duration after) {
-  return CoarseNow() + CoarseResolution() + after;
+  return CoarseNow() + 2 * CoarseResolution() + after;
 }
 
 }  // namespace cell

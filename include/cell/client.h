@@ -36,8 +36,8 @@ struct ClientOptions {
   //   tcp://host:port, shm:///path, verbs://host:port  a server started with --membership=embedded
   std::string cluster;
   // How long one operation may take, retries included, before it fails with DeadlineExceeded (or Unavailable when no
-  // server could be reached). A scan gets one timeout for all its pages. Counted from the kernel's clock tick (a few
-  // milliseconds): an operation gets at least this long, and at most a tick more.
+  // server could be reached). A scan gets one timeout for all its pages. Counted on the kernel's coarse clock: an
+  // operation gets this long, or up to two of its ticks (a few milliseconds) more.
   std::chrono::milliseconds timeout{5000};
   // How gets and scans search the tree:
   //   "adaptive"    the side that costs less, from the latencies this client measures (Cell's model, each side at
