@@ -139,9 +139,8 @@ std::string KeyOf(uint64_t i, uint64_t key_count) {
 }
 
 char FillOf(std::string_view key) {
-  // h = the sum of key[k] * 131^(n-1-k) (mod 2^64), four bytes a step: the step's products do not wait for each
-  // other, where a byte at a time made one chain of n dependent multiplications (the harness checks every value it
-  // reads, on the client's CPU the stores under test share). The same h, so the same fills as ever.
+  // h = the sum of key[k] * 131^(n-1-k) (mod 2^64), four bytes a step, so that a step's products do not wait for each
+  // other (the harness checks every value it reads, on the client's CPU the stores under test share).
   constexpr uint64_t p1 = 131, p2 = p1 * p1, p3 = p2 * p1, p4 = p3 * p1;
   const auto* c = reinterpret_cast<const unsigned char*>(key.data());
   const size_t n = key.size();

@@ -9,21 +9,10 @@ namespace {
 bool Below(std::string_view key, const std::string& max) { return max.empty() || key < std::string_view(max); }
 }  // namespace
 
-PathCache::Remembered& PathCache::ThisThread() {
-  thread_local Remembered remembered;
-  return remembered;
-}
-
-uint64_t PathCache::NextSerial() {
-  static std::atomic<uint64_t> next{0};
-  return next.fetch_add(1, std::memory_order_relaxed) + 1;
-}
-
 GlobalPtr PathCache::Lookup(std::string_view key) {
-  Remembered& last = ThisThread();
-  if (last.cache == serial_ && last.generation == generation_.load(std::memory_order_acquire) &&
-      std::string_view(last.min) <= key && Below(key, last.max)) {
-    return last.meganode;
+  if (const Answer* last = last_.Find(0);
+      last != nullptr && std::string_view(last->min) <= key && Below(key, last->max)) {
+    return last->meganode;
   }
   std::lock_guard lock(mu_);
   auto it = ranges_.upper_bound(key);
@@ -31,12 +20,7 @@ GlobalPtr PathCache::Lookup(std::string_view key) {
   --it;
   if (!Below(key, it->second.max)) return GlobalPtr();
   if (it->second.lru != lru_.begin()) lru_.splice(lru_.begin(), lru_, it->second.lru);
-  // Assigned into the thread's own strings, which keep their memory from one answer to the next.
-  last.cache = serial_;
-  last.generation = generation_.load(std::memory_order_relaxed);
-  last.min = it->first;
-  last.max = it->second.max;
-  last.meganode = it->second.meganode;
+  last_.Remember(0, Answer{it->first, it->second.max, it->second.meganode});
   return it->second.meganode;
 }
 
@@ -48,7 +32,7 @@ void PathCache::Erase(Map::iterator it) {
 void PathCache::Insert(const btree::MeganodeRange& range) {
   if (range.meganode.is_null() || capacity_ == 0) return;
   std::lock_guard lock(mu_);
-  generation_.fetch_add(1, std::memory_order_release);  // every thread's remembered answer lapses
+  last_.Changed();  // every thread's last answer lapses
   // Entries overlapping [min, max) keep their parts outside it: a meganode is a correct start for any key at or above
   // its min, so a split learnt of never leaves the keys beside it uncached (they would start at the root again).
   std::optional<Entry> above;  // the part at and above max of an entry reaching past it, to be re-keyed at max

@@ -7,12 +7,11 @@
 // and a meganode's min never changes (meganodes are not freed or merged).
 //
 // Every operation asks (a get, server-side or client-side), so a thread remembers the range of its last answer while
-// the cache is unchanged (the rule of common/thread_memo.h: a generation moved on under the lock by every Insert) and
-// answers a key inside it without the lock. Such a hit does not refresh the range's place in the LRU order: a range
+// the cache is unchanged (common/thread_memo.h; every Insert is a change) and answers a key inside it without the
+// lock. Such a hit does not refresh the range's place in the LRU order: a range
 // only one thread keeps hitting may be the one evicted, and is then learnt again.
 #pragma once
 
-#include <atomic>
 #include <cstddef>
 #include <list>
 #include <map>
@@ -21,6 +20,7 @@
 #include <string_view>
 
 #include "btree/global_reader.h"
+#include "common/thread_memo.h"
 
 namespace cell::client {
 
@@ -42,21 +42,16 @@ class PathCache {
   };
   using Map = std::map<std::string, Entry, std::less<>>;  // by min ("" is -infinity)
   void Erase(Map::iterator it);
-  // The calling thread's last answer: its range and meganode, from the cache `cache` at `generation`.
-  struct Remembered {
-    uint64_t cache = 0;  // the serial of the cache that answered; 0: nothing
-    uint64_t generation = 0;
+  // A thread's last answer: its range and meganode.
+  struct Answer {
     std::string min, max;
     GlobalPtr meganode;
   };
-  // Out of line: in a shared library each use of an inlined thread_local costs a call of __tls_get_addr.
-  [[gnu::noinline]] static Remembered& ThisThread();
-  static uint64_t NextSerial();
 
   const size_t capacity_;
-  const uint64_t serial_ = NextSerial();
-  std::atomic<uint64_t> generation_{1};  // moved on under mu_ by every change of ranges_
-  mutable std::mutex mu_;                // guards what follows
+  // Each thread's last answer, under one key (0); Changed under mu_ by every Insert.
+  ThreadMemo<int, Answer, 1> last_;
+  mutable std::mutex mu_;  // guards what follows
   Map ranges_;
   std::list<std::string> lru_;  // mins, most recently used first
 };
