@@ -1,9 +1,12 @@
 // Socket plumbing shared by the stream transports (tcp, shm): listening, connecting with a deadline, blocking
-// exchanges for connection set-up, and passing descriptors over Unix sockets.
+// exchanges for connection set-up, passing descriptors over Unix sockets; and the servers' threads' wait for work
+// (the verbs server's too).
 #pragma once
 
+#include <sys/epoll.h>
 #include <sys/types.h>
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -45,6 +48,14 @@ bool SendQueued(int fd, std::string* out, size_t* sent);
 void SetNoDelay(int fd);
 // Pins the calling thread to `cpu`; logs (does not fail) when the CPU does not exist.
 void PinThisThread(int cpu, const char* what);
+// Waits for one event of `epoll_fd` into *ev, as epoll_wait(epoll_fd, ev, 1, -1) does (its result and errno), but
+// first polls the set without sleeping until `poll` has passed since *last_event (the caller's previous event; set
+// to now when this returns one). A server thread that polls takes the next request without being woken: a sleeping
+// thread is woken by the sender's kernel with an interrupt to its CPU, which in a VM costs the sender microseconds
+// of its own CPU and the request as much latency. The price is the poller's core while it polls, so it is for
+// threads with cores of their own (ServerOptions::poll).
+int WaitForEvent(int epoll_fd, epoll_event* ev, std::chrono::microseconds poll,
+                 std::chrono::steady_clock::time_point* last_event);
 // CPU seconds the calling thread has used.
 double ThreadCpuSeconds();
 

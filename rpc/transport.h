@@ -84,6 +84,10 @@ struct ServerOptions {
   int nic_threads = 1;           // tcp: threads that serve one-sided reads
   std::vector<int> worker_cpus;  // pin worker i to worker_cpus[i % size]; empty: no pinning
   std::vector<int> nic_cpus;     // pin NIC thread i likewise
+  // How long a worker (and a tcp NIC thread) keeps polling for requests after its last before it sleeps
+  // (WaitForEvent, rpc/socket_util.h): for a server whose threads have cores of their own, requests taken without a
+  // wake-up, at the price of those cores while they poll. 0: sleep at once.
+  std::chrono::microseconds poll{0};
   uint32_t max_message_bytes = 16u << 20;
   // shm: "reads_per_s=R,bytes_per_s=B,latency_us=L" (any subset): a NIC model every shm client of this server
   // obeys: reads are paced by one shared token bucket and complete L microseconds late. Empty: no model.

@@ -142,6 +142,7 @@ Status CellServer::Listen(const std::vector<rpc::Key>& keys) {
   rpc::ServerOptions options;
   options.workers = config_.workers;
   options.worker_cpus = config_.worker_cpus;
+  options.poll = config_.poll;
   options.nic_model = config_.nic_model;
   options.keys = keys;
   options.authorize = [keyed = !keys.empty()](uint16_t method, const std::string& key_name) {

@@ -37,8 +37,10 @@ struct ServerConfig {
   uint64_t capacity_bytes = uint64_t{1} << 30;
   int workers = 1;
   std::vector<int> worker_cpus;  // pin worker i to worker_cpus[i % size]; empty: no pinning
-  std::string nic_model;         // shm: "reads_per_s=R,bytes_per_s=B,latency_us=L" (rpc/shm/nic_model.h)
-  std::string data_dir;          // logs and checkpoints (StoreConfig::data_dir); empty: nothing is logged
+  // How long a worker polls for requests after its last before it sleeps (rpc::ServerOptions::poll); 0: not at all.
+  std::chrono::microseconds poll{0};
+  std::string nic_model;  // shm: "reads_per_s=R,bytes_per_s=B,latency_us=L" (rpc/shm/nic_model.h)
+  std::string data_dir;   // logs and checkpoints (StoreConfig::data_dir); empty: nothing is logged
   // Trust (docs/DESIGN.md, "Security"). Two key files, given together: connections with the client key may use the
   // store's and the table's methods, connections with the peer key also the requests servers send each other
   // (MEGA_*); anything else is refused. The server proves it holds the key to every client. Without them the

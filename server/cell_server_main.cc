@@ -15,6 +15,7 @@ namespace {
 // The options CLI11 parses into plain values, turned into the config's types once parsed (ApplyParsedOptions).
 struct ParsedOptions {
   int64_t session_ms = 0;
+  int64_t poll_us = 0;
   std::string durability = "sync";
   int64_t flush_ms = 0;
 };
@@ -46,6 +47,7 @@ void DeclareSizeOptions(CLI::App& app, cell::server::StoreConfig& store) {
 void DeclareOptions(CLI::App& app, cell::server::ServerConfig& config, ParsedOptions& raw) {
   raw.session_ms = config.zk_session_timeout.count();
   raw.flush_ms = config.store.async_flush_interval.count();
+  raw.poll_us = config.poll.count();
   app.option_defaults()->always_capture_default();
   app.add_option("--listen", config.listen,
                  "a transport URI to serve, once per transport: tcp://host:port, shm:///path/to/socket, "
@@ -83,6 +85,12 @@ void DeclareOptions(CLI::App& app, cell::server::ServerConfig& config, ParsedOpt
   app.add_option("--worker-cpus", config.worker_cpus, "pin the workers to these CPUs, in turn (e.g. 0,1)")
       ->delimiter(',')
       ->check(CLI::Range(0, 4095));
+  app.add_option("--poll-us", raw.poll_us,
+                 "how long a worker keeps polling for requests after its last before it sleeps: for a server whose "
+                 "workers have cores of their own (--worker-cpus), requests taken without a wake-up (fewer "
+                 "microseconds each, and none of the client's CPU spent waking the worker), at the price of those "
+                 "cores while they poll; 0: sleep at once")
+      ->check(CLI::Range(int64_t{0}, int64_t{1000000}));
   app.add_option("--nic-model", config.nic_model,
                  "shm: make one-sided reads obey a NIC model shared by all shm clients, "
                  "reads_per_s=R,bytes_per_s=B,latency_us=L (any subset)");
@@ -113,6 +121,7 @@ void DeclareOptions(CLI::App& app, cell::server::ServerConfig& config, ParsedOpt
 void ApplyParsedOptions(const ParsedOptions& raw, cell::server::ServerConfig& config) {
   if (config.listen.empty()) config.listen.push_back("tcp://127.0.0.1:7000");
   config.zk_session_timeout = std::chrono::milliseconds(raw.session_ms);
+  config.poll = std::chrono::microseconds(raw.poll_us);
   config.store.durability = *cell::logging::ParseDurability(raw.durability);  // checked by IsMember above
   config.store.async_flush_interval = std::chrono::milliseconds(raw.flush_ms);
 }

@@ -84,7 +84,7 @@ scale_start() {
   : >"$out"
   started_at=$(now)
   taskset -c "$SERVER_CPU" "$bin/cell-server" --listen=tcp://127.0.0.1:0 --listen="shm://$work/cell.sock" \
-    --workers=1 --data-dir="$data" --durability="$durability" ${size_flags[@]+"${size_flags[@]}"} \
+    --workers=1 --poll-us="$POLL" --data-dir="$data" --durability="$durability" ${size_flags[@]+"${size_flags[@]}"} \
     >"$out" 2>>"$server_log" &
   server_pid=$!
   local deadline=$((SECONDS + 900))

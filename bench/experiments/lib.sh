@@ -10,9 +10,13 @@
 #   --search-cpu-us=$CPU each get, put or scan searched on the server costs its worker this much more CPU; default
 #                        200 us, so that one worker serves about 4.7k searches/s, as the NIC serves about 5k
 #                        client-side gets/s (5 reads each)
+#   --poll-us=$POLL      the worker polls for requests this long after its last before it sleeps (default 100 us):
+#                        it has CPU 0 to itself, and a sleeping worker costs each request a wake-up (an interrupt
+#                        to its CPU: microseconds of the client's CPU and of the request's latency in a VM); 0: sleep
+#                        at once. Redis has no such setting (its server sleeps in epoll_wait whenever idle).
 # Slow motion: a real NIC's rate over shm would need a thread to sleep and wake per read, and on a 2-core VM those
 # wake-ups (~15 us of CPU each) saturate the client's core first; at these rates they take a fraction of it.
-# Environment: BUILD_DIR (default build), OUT_DIR (default out/experiments/<name>), NIC, CPU, KEYS (default
+# Environment: BUILD_DIR (default build), OUT_DIR (default out/experiments/<name>), NIC, CPU, POLL, KEYS (default
 # 200000), SECONDS_PER_RUN, SERVER_CPU (0), CLIENT_CPU (1), BENCH_FLAGS (more cell-bench flags for every Cell run
 # made through `bench` below, after the script's own: say --selector-floor=read to run an experiment with another
 # rule).
@@ -22,6 +26,7 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 bin=${BUILD_DIR:-$root/build}/bin
 NIC=${NIC-reads_per_s=25000,latency_us=240}
 CPU=${CPU:-200}
+POLL=${POLL:-100}
 KEYS=${KEYS:-200000}
 SERVER_CPU=${SERVER_CPU:-0}
 CLIENT_CPU=${CLIENT_CPU:-1}
@@ -51,7 +56,7 @@ exp_cleanup() {
 }
 
 # start_server [cell-server flags...]: one server, one worker, pinned to SERVER_CPU, embedded membership, listening
-# on tcp and shm, with the NIC and CPU models; sets CLUSTER. Flags given override the defaults.
+# on tcp and shm, with the NIC and CPU models and POLL; sets CLUSTER. Flags given override the defaults.
 start_server() {
   stop_server
   local out="$work/server.out"
@@ -60,7 +65,7 @@ start_server() {
   [ -z "$NIC" ] || models+=(--nic-model="$NIC")
   [ "$CPU" = 0 ] || models+=(--search-cpu-us="$CPU")
   taskset -c "$SERVER_CPU" "$bin/cell-server" --listen=tcp://127.0.0.1:0 --listen="shm://$work/cell.sock" \
-    --workers=1 --meganode-size=64MiB --meganodes=8 --region-size=1GiB ${models[@]+"${models[@]}"} \
+    --workers=1 --poll-us="$POLL" --meganode-size=64MiB --meganodes=8 --region-size=1GiB ${models[@]+"${models[@]}"} \
     "$@" >"$out" 2>"$work/server.log" &
   server_pid=$!
   local i

@@ -127,6 +127,30 @@ struct Echoes {
   }
 };
 
+// A server whose threads poll for requests before they sleep (ServerOptions::poll) answers as one that sleeps at
+// once, requests that come while it polls and after it has gone to sleep alike, and stops while it polls.
+TEST_P(TransportTest, APollingServerAnswersWhetherItPollsOrSleeps) {
+  ServerOptions options;
+  options.poll = 20ms;
+  StartServer(options);
+  Echoes echoes;
+  auto c = MustConnect();
+  ASSERT_NE(c, nullptr);
+  for (int i = 0; i < 100; ++i) echoes.Send(*c, i);  // taken while the worker polls
+  ASSERT_TRUE(echoes.done.WaitFor(100));
+  // Past the poll: the worker sleeps, and the next request must wake it.
+  const auto asleep = Clock::now() + 3 * options.poll;
+  while (Clock::now() < asleep) std::this_thread::yield();
+  auto r = CallSync(*c, testing::kEcho, "after the poll");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(*r, "after the poll");
+  EXPECT_EQ(echoes.errors.load(), 0);
+  EXPECT_EQ(echoes.mismatches.load(), 0);
+  echoes.Send(*c, 100);  // the worker polls again as the server stops
+  ASSERT_TRUE(echoes.done.WaitFor(101));
+  server_->Stop();
+}
+
 // (Tests declare what callbacks touch before the connection, so an early return destroys the connection first.)
 TEST_P(TransportTest, ThousandPipelinedRequestsEachGetTheirOwnReply) {
   constexpr int kRequests = 1000;
