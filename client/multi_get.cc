@@ -140,9 +140,9 @@ std::vector<Status> StoreClient::MultiGet(const std::vector<std::string>& keys, 
   std::vector<Status> out(keys.size());
   if (Status s = CheckMayWait(); !s.ok()) return std::vector<Status>(keys.size(), s);
   uint64_t server = 0;
-  const bool on_server = side == Side::kServer ||
-                         (side == Side::kSelector &&
-                          SearchOnServer(GlobalPtr(), /*may_block=*/true, Clock::now(), &server, Decider::kFollow));
+  const bool on_server =
+      side == Side::kServer ||
+      (side == Side::kSelector && SearchOnServer(GlobalPtr(), /*may_block=*/true, &server, Decider::kFollow));
   if (!on_server) {
     for (size_t i = 0; i < keys.size(); ++i) out[i] = Get(keys[i], &(*values)[i], Side::kClient, deadline);
     return out;

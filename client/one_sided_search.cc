@@ -97,19 +97,18 @@ Status StoreClient::ScanRange(std::string_view start, std::string_view end, size
   const GlobalPtr cached = paths_.Lookup(first);
   uint64_t server = 0;
   const bool on_server = side == Side::kServer ||
-                         (side == Side::kSelector && SearchOnServer(measure_ ? cached : GlobalPtr(), /*may_block=*/true,
-                                                                    Clock::now(), &server, Decider::kScan));
+                         (side == Side::kSelector &&
+                          SearchOnServer(measure_ ? cached : GlobalPtr(), /*may_block=*/true, &server, Decider::kScan));
   const auto begin = Clock::now();  // after the decision, which may have looked the region's owner up
   (on_server ? stats_.server_searches : stats_.client_searches).fetch_add(1, std::memory_order_relaxed);
   Status s = on_server ? ScanServerSide(start, end, limit, mode, cached, deadline, out)
                        : ScanClientSide(start, end, limit, mode, cached, deadline, out);
   if (server != 0 && s.ok()) {  // the scans' selector measures both sides (a client-side scan as one read)
-    const auto now = Clock::now();
-    const double us = MicrosBetween(begin, now);
+    const double us = MicrosBetween(begin, Clock::now());
     if (on_server) {
-      scan_selector_->OnServerSearch(server, us, MicrosOf(now));
+      scan_selector_->OnServerSearch(server, us, SelectorMicros());
     } else {
-      scan_selector_->OnRead(server, us, MicrosOf(now));
+      scan_selector_->OnRead(server, us, SelectorMicros());
     }
   }
   return s;
@@ -198,7 +197,7 @@ Status StoreClient::ApproximateSize(std::string_view start, std::string_view end
   uint64_t server = 0;
   if (side == Side::kClient ||
       (side == Side::kSelector &&
-       !SearchOnServer(measure_ ? at : GlobalPtr(), /*may_block=*/true, Clock::now(), &server, Decider::kFollow))) {
+       !SearchOnServer(measure_ ? at : GlobalPtr(), /*may_block=*/true, &server, Decider::kFollow))) {
     return WalkClientSide(at, deadline, [&](btree::GlobalReader& reader, GlobalPtr begin) {
       btree::SizeEstimate estimate;
       Status s = reader.ApproximateSize(start, end, &estimate, begin);
@@ -238,10 +237,9 @@ Status StoreClient::GetWithMeta(std::string_view key, Side side, std::string* va
   CELL_RETURN_IF_ERROR(CheckKeyValue(key, {}));
   CELL_RETURN_IF_ERROR(CheckMayWait());
   uint64_t server = 0;
-  const bool on_server =
-      side == Side::kServer ||
-      (side == Side::kSelector && SearchOnServer(measure_ ? paths_.Lookup(key) : GlobalPtr(),
-                                                 /*may_block=*/true, Clock::now(), &server, Decider::kFollow));
+  const bool on_server = side == Side::kServer ||
+                         (side == Side::kSelector && SearchOnServer(measure_ ? paths_.Lookup(key) : GlobalPtr(),
+                                                                    /*may_block=*/true, &server, Decider::kFollow));
   *meta = btree::RecordMeta{};
   if (!on_server) {
     stats_.client_searches.fetch_add(1, std::memory_order_relaxed);

@@ -74,7 +74,7 @@ class StoreClient::ReadRouter {
     if (samples_taken_ == 0 && in_place_reads_ > 0) {
       samples_[samples_taken_++] = MicrosBetween(measure_begin_, now) / reads_;
     }
-    if (samples_taken_ > 0) selector.OnReads(measured_server_, samples_.data(), samples_taken_, MicrosOf(now));
+    if (samples_taken_ > 0) selector.OnReads(measured_server_, samples_.data(), samples_taken_, SelectorMicros());
     selector.OnTraversal(meganode, reads_);
   }
 

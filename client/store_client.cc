@@ -96,8 +96,7 @@ void StoreClient::Schedule(Deadline due, std::function<void()> task) {
   task();
 }
 
-bool StoreClient::SearchOnServer(GlobalPtr start, bool may_block, Clock::time_point now, uint64_t* server,
-                                 Decider decider) {
+bool StoreClient::SearchOnServer(GlobalPtr start, bool may_block, uint64_t* server, Decider decider) {
   *server = 0;
   if (!measure_) return selector_->Choose(0, 0, 0) == selector::Side::kServer;
   uint32_t region = start.region;
@@ -117,13 +116,14 @@ bool StoreClient::SearchOnServer(GlobalPtr start, bool may_block, Clock::time_po
   }
   // Not knowing the server yet: by RPC (the request finds its way), measuring nothing.
   if (*server == 0) return true;
+  const uint64_t now = SelectorMicros();
   switch (decider) {
     case Decider::kGet:
-      return selector_->Choose(*server, start.Pack(), MicrosOf(now)) == selector::Side::kServer;
+      return selector_->Choose(*server, start.Pack(), now) == selector::Side::kServer;
     case Decider::kFollow:
-      return selector_->Follow(*server, start.Pack(), MicrosOf(now)) == selector::Side::kServer;
+      return selector_->Follow(*server, start.Pack(), now) == selector::Side::kServer;
     case Decider::kScan:
-      return scan_selector_->Choose(*server, 0, MicrosOf(now)) == selector::Side::kServer;
+      return scan_selector_->Choose(*server, 0, now) == selector::Side::kServer;
   }
   return true;
 }
@@ -198,8 +198,8 @@ Status StoreClient::Get(std::string_view key, std::string* value, Side side, Dea
   uint64_t server = 0;
   std::optional<GlobalPtr> cached;  // the selector's start for the key, asked once
   if (measure_ && side == Side::kSelector) cached = paths_.Lookup(key);
-  if (side == Side::kServer || (side == Side::kSelector && SearchOnServer(cached.value_or(GlobalPtr()),
-                                                                          /*may_block=*/true, Clock::now(), &server))) {
+  if (side == Side::kServer ||
+      (side == Side::kSelector && SearchOnServer(cached.value_or(GlobalPtr()), /*may_block=*/true, &server))) {
     stats_.server_searches.fetch_add(1, std::memory_order_relaxed);
     if (server == 0) return GetServerSide(key, value, deadline);
     const Clock::time_point begin = Clock::now();  // after the decision, which may have looked the owner up
@@ -212,8 +212,7 @@ Status StoreClient::Get(std::string_view key, std::string* value, Side side, Dea
 }
 
 void StoreClient::ReportServerSearch(uint64_t server, Clock::time_point begin) {
-  const Clock::time_point now = Clock::now();
-  selector_->OnServerSearch(server, MicrosBetween(begin, now), MicrosOf(now));
+  selector_->OnServerSearch(server, MicrosBetween(begin, Clock::now()), SelectorMicros());
 }
 
 void StoreClient::GetAsync(std::string_view key, GetCallback done) {
@@ -223,12 +222,8 @@ void StoreClient::GetAsync(std::string_view key, GetCallback done) {
   // for itself, or hold up others, so a get started there searches on the server whatever the selector says.
   std::optional<GlobalPtr> cached;  // the selector's start for the key, asked once
   if (measure_) cached = paths_.Lookup(key);
-  // The get's one clock read: the selector's time, the deadline's start, and a server-side search's begin (the
-  // decision, which asks only the caches here, is a small part of that search's time). A selector that measures
-  // nothing needs only the deadline, which the coarse clock gives.
-  const Clock::time_point begin = measure_ ? Clock::now() : Clock::time_point();
-  const Deadline deadline = measure_ ? begin + options_.timeout : NewDeadline();
-  if (!SearchOnServer(cached.value_or(GlobalPtr()), /*may_block=*/false, begin, &server) && CheckMayWait().ok()) {
+  const Deadline deadline = NewDeadline();
+  if (!SearchOnServer(cached.value_or(GlobalPtr()), /*may_block=*/false, &server) && CheckMayWait().ok()) {
     stats_.client_searches.fetch_add(1, std::memory_order_relaxed);
     Lent<std::string, ClientSideValueTag> value;  // the thread's: its memory kept from one get to the next
     value->clear();
@@ -239,6 +234,7 @@ void StoreClient::GetAsync(std::string_view key, GetCallback done) {
   stats_.server_searches.fetch_add(1, std::memory_order_relaxed);
   if (server != 0) {
     // The server-side search's latency, for the selector, from here to the reply.
+    const Clock::time_point begin = Clock::now();
     done = [this, server, begin, inner = std::move(done)](const Status& s, std::string_view value) {
       if (s.ok() || s.IsNotFound()) ReportServerSearch(server, begin);
       inner(s, value);

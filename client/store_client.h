@@ -302,10 +302,8 @@ class StoreClient {
   };
   // The choice for an operation beginning at meganode `start` (null: the root); *server is the server it was made for
   // (the start region's owner), to which measurements are reported; 0 if not known, and then nothing is measured.
-  // `may_block`: the owner may be looked up (synchronous operations); otherwise only the cache is asked. `now`: the
-  // operation's start (a get reads the clock once, for this and its deadline).
-  bool SearchOnServer(GlobalPtr start, bool may_block, Clock::time_point now, uint64_t* server,
-                      Decider decider = Decider::kGet);
+  // `may_block`: the owner may be looked up (synchronous operations); otherwise only the cache is asked.
+  bool SearchOnServer(GlobalPtr start, bool may_block, uint64_t* server, Decider decider = Decider::kGet);
   // True for one client-side search in options_.sample_one_in, counted per thread.
   bool SampleThisSearch() const {
     thread_local uint32_t count = 0;
@@ -314,6 +312,11 @@ class StoreClient {
   static uint64_t MicrosOf(Clock::time_point t) {
     return std::chrono::duration_cast<std::chrono::microseconds>(t.time_since_epoch()).count();
   }
+  // The selectors' time (their decisions and their samples' times; latencies are measured on the precise clock): the
+  // coarse clock (common/coarse_clock.h), which a get reads for its deadline anyway, for a fifth of a precise reading's
+  // cost. A selector's windows age by the second and its load estimates by tens of milliseconds, against the clock's
+  // few; the published split is refreshed once per tick of it rather than per ModelSelector::kRefreshUs.
+  static uint64_t SelectorMicros() { return MicrosOf(CoarseNow()); }
   // Tells the selector a server-side search of `server` begun at `begin` has just been answered.
   void ReportServerSearch(uint64_t server, Clock::time_point begin);
   StatusOr<uint32_t> Root();
