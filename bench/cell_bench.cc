@@ -602,7 +602,7 @@ int main(int argc, char** argv) {
       std::string get_key;  // a get's key, made in place operation after operation
       std::optional<Clock::time_point> drawn_not_issued;
       while (!stop.load(std::memory_order_relaxed)) {
-        Clock::time_point due = Clock::now();
+        Clock::time_point due;  // open loop: when this arrival is due (closed loop: unused, and the clock not read)
         if (rate > 0) {
           // The rate in force at the clock's own time (not now: a thread that lags must not shift the spike).
           arrivals.set_rate(rate_at(last_due) / threads);
