@@ -70,9 +70,8 @@ class StoreClient::ReadRouter {
   // returns): each counts as an equal share of the whole search's time.
   void Report(selector::Selector& selector, uint64_t meganode) {
     if (!measure_ || reads_ == 0) return;
-    const auto now = Clock::now();
     if (samples_taken_ == 0 && in_place_reads_ > 0) {
-      samples_[samples_taken_++] = MicrosBetween(measure_begin_, now) / reads_;
+      samples_[samples_taken_++] = MicrosBetween(measure_begin_, Clock::now()) / reads_;
     }
     if (samples_taken_ > 0) selector.OnReads(measured_server_, samples_.data(), samples_taken_, SelectorMicros());
     selector.OnTraversal(meganode, reads_);

@@ -240,10 +240,9 @@ void SocketServer::PoolLoop(Pool* pool, int index, const std::vector<int>& cpus,
     std::lock_guard lock(pool->clocks_mu);
     pool->clocks.push_back(clock);
   }
-  auto last_event = std::chrono::steady_clock::now();
   while (true) {
     epoll_event ev{};
-    const int n = WaitForEvent(pool->epoll_fd, &ev, options_.poll, &last_event);
+    const int n = WaitForEvent(pool->epoll_fd, &ev, options_.poll);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) {
       diag::Error("{}: epoll_wait failed: {}", uri_, std::strerror(errno));

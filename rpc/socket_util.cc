@@ -330,18 +330,16 @@ void PinThisThread(int cpu, const char* what) {
   }
 }
 
-int WaitForEvent(int epoll_fd, epoll_event* ev, std::chrono::microseconds poll,
-                 std::chrono::steady_clock::time_point* last_event) {
+int WaitForEvent(int epoll_fd, epoll_event* ev, std::chrono::microseconds poll) {
   int n = 0;
   if (poll.count() > 0) {
-    const auto until = *last_event + poll;
+    const auto until = std::chrono::steady_clock::now() + poll;
     do {
       n = epoll_wait(epoll_fd, ev, 1, 0);
       if (n < 0 && errno == EINTR) n = 0;
     } while (n == 0 && std::chrono::steady_clock::now() < until);
   }
   if (n == 0) n = epoll_wait(epoll_fd, ev, 1, -1);
-  if (n > 0) *last_event = std::chrono::steady_clock::now();
   return n;
 }
 

@@ -49,13 +49,12 @@ void SetNoDelay(int fd);
 // Pins the calling thread to `cpu`; logs (does not fail) when the CPU does not exist.
 void PinThisThread(int cpu, const char* what);
 // Waits for one event of `epoll_fd` into *ev, as epoll_wait(epoll_fd, ev, 1, -1) does (its result and errno), but
-// first polls the set without sleeping until `poll` has passed since *last_event (the caller's previous event; set
-// to now when this returns one). A server thread that polls takes the next request without being woken: a sleeping
+// first polls the set without sleeping for `poll` from the call (a server thread calls it once it has served what it
+// took last). A server thread that polls takes the next request without being woken: a sleeping
 // thread is woken by the sender's kernel with an interrupt to its CPU, which in a VM costs the sender microseconds
 // of its own CPU and the request as much latency. The price is the poller's core while it polls, so it is for
 // threads with cores of their own (ServerOptions::poll).
-int WaitForEvent(int epoll_fd, epoll_event* ev, std::chrono::microseconds poll,
-                 std::chrono::steady_clock::time_point* last_event);
+int WaitForEvent(int epoll_fd, epoll_event* ev, std::chrono::microseconds poll);
 // CPU seconds the calling thread has used.
 double ThreadCpuSeconds();
 

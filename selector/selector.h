@@ -49,10 +49,11 @@
 // docs/BENCHMARKS.md ("Why the selector steers") records the measurements behind steering, load steps and max_age.
 // Thread-safe: one mutex guards the estimates (taken once per sample). A steered (adaptive) decision takes it only to
 // refresh what the decisions draw from (the split, the rule's side, the exploration odds) once kRefreshUs has passed
-// since the last refresh, or always while a server is unmeasured or in a load step; between refreshes a decision is
-// a draw from those published values, without the lock (what a lock per decision costs threads that share a CPU:
-// docs/BENCHMARKS.md). The refresh counts the decisions made since, so the load estimates see every search; the split
-// moves by the time passed, so steering keeps its speed.
+// since the last refresh (by the caller's clock: the client's is the coarse one, so once per tick of it), or always
+// while a server is unmeasured or in a load step; between refreshes a decision is a draw from those published values,
+// without the lock (what a lock per decision costs threads that share a CPU: docs/BENCHMARKS.md). The refresh counts
+// the decisions made since, so the load estimates see every search; the split moves by the time passed, so steering
+// keeps its speed.
 #pragma once
 
 #include <atomic>

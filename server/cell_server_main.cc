@@ -85,11 +85,12 @@ void DeclareOptions(CLI::App& app, cell::server::ServerConfig& config, ParsedOpt
   app.add_option("--worker-cpus", config.worker_cpus, "pin the workers to these CPUs, in turn (e.g. 0,1)")
       ->delimiter(',')
       ->check(CLI::Range(0, 4095));
-  app.add_option("--poll-us", raw.poll_us,
-                 "how long a worker keeps polling for requests after its last before it sleeps: for a server whose "
-                 "workers have cores of their own (--worker-cpus), requests taken without a wake-up (fewer "
-                 "microseconds each, and none of the client's CPU spent waking the worker), at the price of those "
-                 "cores while they poll; 0: sleep at once")
+  app.add_option(
+         "--poll-us", raw.poll_us,
+         "how long a worker (and a tcp NIC thread) keeps polling for requests after its last before it sleeps: for "
+         "a server whose workers have cores of their own (--worker-cpus), requests taken without a wake-up (fewer "
+         "microseconds each, and none of the client's CPU spent waking the worker), at the price of those "
+         "cores while they poll; 0: sleep at once")
       ->check(CLI::Range(int64_t{0}, int64_t{1000000}));
   app.add_option("--nic-model", config.nic_model,
                  "shm: make one-sided reads obey a NIC model shared by all shm clients, "

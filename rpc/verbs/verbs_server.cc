@@ -261,10 +261,9 @@ void VerbsServer::WorkerLoop(int index) {
     std::lock_guard lock(clocks_mu_);
     clocks_.push_back(clock);
   }
-  auto last_event = std::chrono::steady_clock::now();
   while (true) {
     epoll_event ev{};
-    const int n = WaitForEvent(epoll_fd_, &ev, options_.poll, &last_event);
+    const int n = WaitForEvent(epoll_fd_, &ev, options_.poll);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) {
       diag::Error("{}: epoll_wait failed: {}", uri_, std::strerror(errno));
