@@ -46,9 +46,10 @@ struct EventSet {
 };
 
 // The CPU the waiting thread spends before an event that comes only once it has spent `cpu_wanted` (or after
-// `bound`, if it never does): a thread that polls spends it, one that sleeps does not.
-double CpuBeforeALateEvent(std::chrono::microseconds poll, double cpu_wanted, std::chrono::seconds bound, int* result,
-                           uint64_t* data) {
+// `bound`, if it never does): a thread that polls spends it, one that sleeps does not. The wait must return that event.
+double CpuBeforeALateEvent(std::chrono::microseconds poll, double cpu_wanted, std::chrono::seconds bound) {
+  int result = 0;
+  uint64_t data = 0;
   EventSet set;
   std::atomic<bool> started{false};
   clockid_t waiter_clock{};
@@ -58,8 +59,8 @@ double CpuBeforeALateEvent(std::chrono::microseconds poll, double cpu_wanted, st
     before = CpuSecondsOf(waiter_clock);
     started.store(true);
     epoll_event ev{};
-    *result = WaitForEvent(set.epoll_fd, &ev, poll);
-    *data = ev.data.u64;
+    result = WaitForEvent(set.epoll_fd, &ev, poll);
+    data = ev.data.u64;
     spent = CpuSecondsOf(waiter_clock) - before;
   });
   while (!started.load()) std::this_thread::yield();
@@ -67,37 +68,27 @@ double CpuBeforeALateEvent(std::chrono::microseconds poll, double cpu_wanted, st
   while (CpuSecondsOf(waiter_clock) - before < cpu_wanted && SteadyClock::now() < give_up) std::this_thread::yield();
   set.Signal();
   waiter.join();
+  EXPECT_EQ(result, 1);
+  EXPECT_EQ(data, 7u);
   return spent;
 }
 
 TEST(WaitForEvent, PollsForItsTimeBeforeItSleeps) {
-  int result = 0;
-  uint64_t data = 0;
   // Polling for up to 10 s: the event comes once the waiter has spent 20 ms of CPU looking for it.
-  const double polled = CpuBeforeALateEvent(10s, 0.020, 30s, &result, &data);
-  EXPECT_EQ(result, 1);
-  EXPECT_EQ(data, 7u);
+  const double polled = CpuBeforeALateEvent(10s, 0.020, 30s);
   EXPECT_GE(polled, 0.020);
 }
 
 TEST(WaitForEvent, WithoutAPollItSleepsAtOnce) {
-  int result = 0;
-  uint64_t data = 0;
   // Not polling, the waiter never spends the 20 ms: the event comes after the bound, and finds it asleep.
-  const double slept = CpuBeforeALateEvent(0us, 0.020, 1s, &result, &data);
-  EXPECT_EQ(result, 1);
-  EXPECT_EQ(data, 7u);
+  const double slept = CpuBeforeALateEvent(0us, 0.020, 1s);
   EXPECT_LT(slept, 0.020);
 }
 
 TEST(WaitForEvent, SleepsOnceItsPollHasPassedAndStillTakesTheEvent) {
-  int result = 0;
-  uint64_t data = 0;
   // A 1 ms poll ends long before the event (which waits for 0.5 s of the waiter's CPU, then 5 s at most: a waiter
   // that never stopped polling would spend the 0.5 s even on a busy machine).
-  const double spent = CpuBeforeALateEvent(1ms, 0.5, 5s, &result, &data);
-  EXPECT_EQ(result, 1);
-  EXPECT_EQ(data, 7u);
+  const double spent = CpuBeforeALateEvent(1ms, 0.5, 5s);
   EXPECT_LT(spent, 0.5);
 }
 
