@@ -64,7 +64,11 @@ void StoreService::HandlePeer(uint16_t method, std::string_view request, rpc::Re
         return responder.Fail(Status::FailedPrecondition(
             fmt::format("server {} does not hold meganode {}:{}", server_id_, at.region, at.offset)));
       }
-      // The level, key and child are checked by the tree, against what it holds.
+      // Not from a deposed owner of the child's side (server/peers.h, "Fencing"); the level, key and child are
+      // checked by the tree, against what it holds.
+      if (Status sender = peers_->CheckSeparatorSender(r.sender_region(), r.sender_epoch()); !sender.ok()) {
+        return responder.Fail(sender);
+      }
       s = store_->InsertSeparator(at, r.level(), r.separator(), GlobalPtr::Unpack(r.child()));
       break;
     }

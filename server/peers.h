@@ -1,8 +1,15 @@
 // ServerPeers: what this server's tree asks of the other servers (meganode/global_tree.h, Peers), over the same rpc
-// layer clients use: the MEGA_* requests of server/proto/store.proto. Servers are found through the membership
+// layer clients use: the MEGA_* requests of rpc/proto/store.proto. Servers are found through the membership
 // (region -> owner -> addresses); one connection per peer, made again when it fails. A new meganode goes to the
 // live server with the most free capacity (asked of each, at each placement). Called only from the tree's
 // background thread; every call is bounded by the rpc timeout.
+//
+// Fencing (docs/DESIGN.md, "Ownership"). A server paused or cut off past its session may have lost its regions to a
+// survivor, which recovered them from their log without what the deposed server does after it resumes. So nothing is
+// asked of another server unless this one may act (`Fencing::may_act`, the lease its answers pass too, checked before
+// every request is sent), and a separator, which makes another server's meganode name one here, carries this
+// region's epoch: the receiver (CheckSeparatorSender) refuses it if the table gives the region a later epoch, which
+// closes the gap between the sender's check and the request's arrival.
 #pragma once
 
 #include <atomic>
@@ -28,10 +35,19 @@ namespace cell::server {
 
 class ServerPeers final : public meganode::Peers {
  public:
+  // Who this server is to its peers: the node region whose meganodes its separators name, that region's epoch now,
+  // and whether it may act at all. Without `may_act`, it always may; without `epoch`, its separators claim epoch 0.
+  struct Fencing {
+    uint32_t region = 0;
+    std::function<uint64_t()> epoch;
+    std::function<Status()> may_act;
+  };
+
   // `membership` must outlive this. `self`: this server's id, never chosen as a peer. `key`: the peer key every
   // connection proves (empty: none).
-  ServerPeers(membership::Membership* membership, uint64_t self, std::chrono::milliseconds timeout, rpc::Key key)
-      : membership_(membership), self_(self), timeout_(timeout), key_(std::move(key)) {}
+  ServerPeers(membership::Membership* membership, uint64_t self, std::chrono::milliseconds timeout, rpc::Key key,
+              Fencing fencing)
+      : membership_(membership), self_(self), timeout_(timeout), key_(std::move(key)), fencing_(std::move(fencing)) {}
 
   bool HavePeers() override;
   StatusOr<meganode::RemoteMeganode> CreateMeganode(const btree::MeganodeInfo& info,
@@ -46,7 +62,14 @@ class ServerPeers final : public meganode::Peers {
   // the call's result instead, as if the reply had been lost after the peer acted (a timeout, a failed connection).
   void set_reply_fault(std::function<Status(uint16_t method)> fault);
 
+  // The receiver's side of a MEGA_INSERT_SEPARATOR: OK if its sender's claim (`region` at `epoch`) is no older than
+  // the region table's entry for that region; FailedPrecondition if the table has moved the region on since (the
+  // sender was deposed), InvalidArgument if the request names no region, Unavailable if the table cannot be read.
+  Status CheckSeparatorSender(uint32_t region, uint64_t epoch);
+
  private:
+  // OK, or why this server may not ask anything of another now (Fencing::may_act).
+  Status MayAct() const;
   // The live servers other than this one, re-read at most once a second (at once while none is known, or `fresh`).
   StatusOr<std::vector<membership::ServerInfo>> Others(bool fresh);
   StatusOr<std::shared_ptr<rpc::Connection>> ConnectionTo(const membership::ServerInfo& server);
@@ -73,6 +96,7 @@ class ServerPeers final : public meganode::Peers {
   const uint64_t self_;
   const std::chrono::milliseconds timeout_;
   const rpc::Key key_;
+  const Fencing fencing_;
   rpc::ConnectionCache connections_;
   std::mutex mu_;  // guards what follows
   std::vector<membership::ServerInfo> others_;

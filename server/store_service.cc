@@ -16,16 +16,20 @@ using proto::StoreMethod;
 
 meganode::GlobalTreeOptions StoreService::TreeOptions(const StoreConfig& config, membership::Membership* membership,
                                                       uint32_t root) {
-  peers_ = std::make_unique<ServerPeers>(membership, server_id_, config.peer_timeout, config.peer_key);
+  // What this server does to others and what its resolver of transaction locks does here pass the check its answers
+  // pass: the lease, and the region not lost.
+  const std::function<Status()>* lease = config.lease;
+  const auto may_act = [this, lease] { return MayAnswer(lease); };
+  ServerPeers::Fencing fencing{
+      .region = node_region_, .epoch = [this] { return epoch_.load(std::memory_order_acquire); }, .may_act = may_act};
+  peers_ =
+      std::make_unique<ServerPeers>(membership, server_id_, config.peer_timeout, config.peer_key, std::move(fencing));
   meganode::GlobalTreeOptions options;
   options.root = root == node_region_;
   options.first_meganode = GlobalPtr{root, 0};
   options.peers = peers_.get();
   options.scheduler = config.scheduler;  // the tree's background work on a lane of the server's scheduler
-  if (config.lease != nullptr) {
-    const std::function<Status()>* lease = config.lease;
-    options.lease = [this, lease] { return MayAnswer(lease); };  // and not once the region is lost
-  }
+  if (lease != nullptr) options.lease = may_act;
   options.meganode_bytes = config.meganode_bytes;
   options.meganodes = config.meganodes;
   options.extent_region_bytes = config.extent_region_bytes;
