@@ -152,6 +152,21 @@ class CellServer final : public rpc::RpcHandler {
   static constexpr size_t kSchedulerThreads = 32;
   TaskScheduler scheduler_{TaskScheduler::AtStop::kDrop, kSchedulerThreads};
   std::unique_ptr<membership::Membership> membership_;
+  std::atomic<bool> serving_{false};
+  // Set from finding the session expired until every region the table still gives this server is claimed again
+  // (CheckFencing); nothing is answered meanwhile, though the new session's registration makes the lease OK.
+  std::atomic<bool> reclaiming_{false};
+  // What every store answer is checked against as it is sent (StoreService::Handle), and every request to another
+  // server before it leaves (ServerPeers): the membership's lease, fresh, and no claim pending. Declared before the
+  // services, whose background work asks it: destroyed after them.
+  const std::function<Status()> lease_ = [this] {
+    if (reclaiming_.load(std::memory_order_acquire)) {
+      return Status::Unavailable(
+          fmt::format("server {} is registering again after its session expired, and claiming its regions again; retry",
+                      config_.id));
+    }
+    return membership_->ServingStatus();
+  };
   std::unique_ptr<TableService> table_service_;  // embedded only: a ZooKeeper cluster's clients read ZooKeeper
   std::unique_ptr<StoreService> store_;          // set once, while starting (listeners up, and registered)
   std::atomic<bool> store_ready_{false};         // store_ is set and its regions registered with the listeners
@@ -167,20 +182,6 @@ class CellServer final : public rpc::RpcHandler {
   std::map<uint64_t, std::chrono::steady_clock::time_point> gone_since_;
   std::vector<std::unique_ptr<rpc::Server>> listeners_;
   std::vector<std::string> uris_;
-  std::atomic<bool> serving_{false};
-  // Set from finding the session expired until every region the table still gives this server is claimed again
-  // (CheckFencing); nothing is answered meanwhile, though the new session's registration makes the lease OK.
-  std::atomic<bool> reclaiming_{false};
-  // What every store answer is checked against as it is sent (StoreService::Handle): the membership's lease, fresh,
-  // and no claim pending.
-  const std::function<Status()> lease_ = [this] {
-    if (reclaiming_.load(std::memory_order_acquire)) {
-      return Status::Unavailable(
-          fmt::format("server {} is registering again after its session expired, and claiming its regions again; retry",
-                      config_.id));
-    }
-    return membership_->ServingStatus();
-  };
   std::atomic<bool> registered_{false};  // set once RegisterServer succeeded: only then does Stop unregister
 
   std::mutex stop_mu_;

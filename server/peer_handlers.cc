@@ -1,5 +1,8 @@
 // How a StoreService answers the MEGA_* requests other servers send it while they split meganodes onto it
-// (server/peers.h sends them): create a sealed meganode, fill it, unseal or abandon it, insert a separator.
+// (server/peers.h sends them): create a sealed meganode, fill it, unseal or abandon it, insert a separator. Each answer
+// leaves only once what it reports is durable, and only under the lease, as a store answer does (docs/DESIGN.md,
+// "Ownership", rules 1 and 5): a server paused past its session, resumed, must not tell a peer that a meganode was
+// made, filled or unsealed, or a separator inserted, in regions a survivor has recovered without it.
 #include <fmt/format.h>
 
 #include <string_view>
@@ -12,7 +15,8 @@ namespace cell::server {
 
 using proto::StoreMethod;
 
-void StoreService::HandlePeer(uint16_t method, std::string_view request, rpc::Responder responder) {
+void StoreService::HandlePeer(uint16_t method, std::string_view request, rpc::Responder responder,
+                              const std::function<Status()>* lease) {
   proto::MegaReply reply;
   Status s;
   switch (method) {
@@ -25,7 +29,7 @@ void StoreService::HandlePeer(uint16_t method, std::string_view request, rpc::Re
       info.right = GlobalPtr::Unpack(create.info().right());
       info.level = create.info().level();
       auto m = store_->CreateSealed(info, create.token());
-      if (!m.ok()) return responder.Fail(m.status());
+      if (!m.ok()) return responder.Fail(m.status());  // (nothing made: no lease needed to say so)
       reply.set_meganode(m->ptr.Pack());
       reply.set_generation(m->generation);
       break;
@@ -64,11 +68,7 @@ void StoreService::HandlePeer(uint16_t method, std::string_view request, rpc::Re
         return responder.Fail(Status::FailedPrecondition(
             fmt::format("server {} does not hold meganode {}:{}", server_id_, at.region, at.offset)));
       }
-      // Not from a deposed owner of the child's side (server/peers.h, "Fencing"); the level, key and child are
-      // checked by the tree, against what it holds.
-      if (Status sender = peers_->CheckSeparatorSender(r.sender_region(), r.sender_epoch()); !sender.ok()) {
-        return responder.Fail(sender);
-      }
+      // The level, key and child are checked by the tree, against what it holds.
       s = store_->InsertSeparator(at, r.level(), r.separator(), GlobalPtr::Unpack(r.child()));
       break;
     }
@@ -76,6 +76,7 @@ void StoreService::HandlePeer(uint16_t method, std::string_view request, rpc::Re
       return responder.Fail(Status::InvalidArgument(fmt::format("unknown store method {}", method)));
   }
   if (s.ok()) s = Commit(/*flush=*/true);  // what the peer is told was done is durable, whatever the durability
+  if (s.ok()) s = MayAnswer(lease);        // (a create is then abandoned by its token, the rest tried again)
   if (!s.ok()) return responder.Fail(s);
   responder.Reply(reply.SerializeAsString());
 }

@@ -68,31 +68,15 @@ void ServerPeers::set_reply_fault(std::function<Status(uint16_t method)> fault) 
 }
 
 Status ServerPeers::MayAct() const {
-  if (!fencing_.may_act) return Status::OK();
-  Status s = fencing_.may_act();
+  if (!may_act_) return Status::OK();
+  Status s = may_act_();
   if (s.ok()) return s;
   return Status::FromCode(s.code(), fmt::format("server {} asks nothing of other servers now: {}", self_, s.message()));
 }
 
-Status ServerPeers::CheckSeparatorSender(uint32_t region, uint64_t epoch) {
-  if (region == 0) return Status::InvalidArgument("a separator request must name its sender's region and epoch");
-  auto entry = membership_->GetRegion(region);
-  if (!entry.ok()) {
-    return Status::Unavailable(
-        fmt::format("cannot check a separator's sender against the region table: {}; retry", entry.status().message()));
-  }
-  if (entry->epoch > epoch) {
-    return Status::FailedPrecondition(fmt::format(
-        "a separator from region {}'s owner at epoch {}, but the region table gives the region to server {} at "
-        "epoch {}: its sender was deposed, refused",
-        region, epoch, entry->owner, entry->epoch));
-  }
-  return Status::OK();
-}
-
 StatusOr<meganode::RemoteMeganode> ServerPeers::Call(rpc::Connection& connection, uint16_t method,
                                                      const std::string& request) {
-  CELL_RETURN_IF_ERROR(MayAct());  // checked as late as it can be: just before the request leaves
+  if (method != StoreMethod::MEGA_ABANDON) CELL_RETURN_IF_ERROR(MayAct());  // as late as it can be: as it leaves
   CELL_ASSIGN_OR_RETURN(
       std::string bytes,
       rpc::CallSync(connection, method, request, std::chrono::duration_cast<std::chrono::microseconds>(timeout_)));
@@ -268,8 +252,6 @@ Status ServerPeers::InsertSeparator(GlobalPtr at, int level, const std::string& 
   request.set_level(level);
   request.set_separator(separator);
   request.set_child(child.Pack());
-  request.set_sender_region(fencing_.region);
-  request.set_sender_epoch(fencing_.epoch ? fencing_.epoch() : 0);
   return Call(*connection, StoreMethod::MEGA_INSERT_SEPARATOR, request.SerializeAsString()).status();
 }
 

@@ -4,12 +4,12 @@
 // live server with the most free capacity (asked of each, at each placement). Called only from the tree's
 // background thread; every call is bounded by the rpc timeout.
 //
-// Fencing (docs/DESIGN.md, "Ownership"). A server paused or cut off past its session may have lost its regions to a
-// survivor, which recovered them from their log without what the deposed server does after it resumes. So nothing is
-// asked of another server unless this one may act (`Fencing::may_act`, the lease its answers pass too, checked before
-// every request is sent), and a separator, which makes another server's meganode name one here, carries this
-// region's epoch: the receiver (CheckSeparatorSender) refuses it if the table gives the region a later epoch, which
-// closes the gap between the sender's check and the request's arrival.
+// Fencing (docs/DESIGN.md, "Ownership", rule 5). A server paused or cut off past its session may have lost its regions
+// to a survivor, which recovered them from their log without what the deposed server does once it resumes. So nothing
+// is asked of another server unless this one may act (`may_act`: the lease its answers pass, checked as each request
+// leaves, after the writes it depends on are durable): a survivor claims the regions only after that lease has run
+// out, so what such a request names, the survivor recovers. Abandons are the exception: they undo a create that
+// nothing names, which is safe whoever asks, and refusing one would leave the meganode sealed on its server for good.
 #pragma once
 
 #include <atomic>
@@ -35,19 +35,11 @@ namespace cell::server {
 
 class ServerPeers final : public meganode::Peers {
  public:
-  // Who this server is to its peers: the node region whose meganodes its separators name, that region's epoch now,
-  // and whether it may act at all. Without `may_act`, it always may; without `epoch`, its separators claim epoch 0.
-  struct Fencing {
-    uint32_t region = 0;
-    std::function<uint64_t()> epoch;
-    std::function<Status()> may_act;
-  };
-
   // `membership` must outlive this. `self`: this server's id, never chosen as a peer. `key`: the peer key every
-  // connection proves (empty: none).
+  // connection proves (empty: none). `may_act`: OK while this server may ask anything of others (null: always).
   ServerPeers(membership::Membership* membership, uint64_t self, std::chrono::milliseconds timeout, rpc::Key key,
-              Fencing fencing)
-      : membership_(membership), self_(self), timeout_(timeout), key_(std::move(key)), fencing_(std::move(fencing)) {}
+              std::function<Status()> may_act)
+      : membership_(membership), self_(self), timeout_(timeout), key_(std::move(key)), may_act_(std::move(may_act)) {}
 
   bool HavePeers() override;
   StatusOr<meganode::RemoteMeganode> CreateMeganode(const btree::MeganodeInfo& info,
@@ -62,13 +54,8 @@ class ServerPeers final : public meganode::Peers {
   // the call's result instead, as if the reply had been lost after the peer acted (a timeout, a failed connection).
   void set_reply_fault(std::function<Status(uint16_t method)> fault);
 
-  // The receiver's side of a MEGA_INSERT_SEPARATOR: OK if its sender's claim (`region` at `epoch`) is no older than
-  // the region table's entry for that region; FailedPrecondition if the table has moved the region on since (the
-  // sender was deposed), InvalidArgument if the request names no region, Unavailable if the table cannot be read.
-  Status CheckSeparatorSender(uint32_t region, uint64_t epoch);
-
  private:
-  // OK, or why this server may not ask anything of another now (Fencing::may_act).
+  // OK, or why this server may not ask anything of another now (`may_act`).
   Status MayAct() const;
   // The live servers other than this one, re-read at most once a second (at once while none is known, or `fresh`).
   StatusOr<std::vector<membership::ServerInfo>> Others(bool fresh);
@@ -89,14 +76,15 @@ class ServerPeers final : public meganode::Peers {
   // A store request for `key` (TXN_STATUS, TXN_APPLY), walking from `start` to the key's server as a client does.
   Status KeyCall(GlobalPtr start, uint16_t method, std::string_view key, uint64_t txid, bool commit,
                  proto::StoreReply* reply);
-  // A MEGA_* call; the meganode the reply names.
+  // A MEGA_* call (refused before it is sent unless this server may act, abandons excepted); the meganode the reply
+  // names.
   StatusOr<meganode::RemoteMeganode> Call(rpc::Connection& connection, uint16_t method, const std::string& request);
 
   membership::Membership* const membership_;
   const uint64_t self_;
   const std::chrono::milliseconds timeout_;
   const rpc::Key key_;
-  const Fencing fencing_;
+  const std::function<Status()> may_act_;
   rpc::ConnectionCache connections_;
   std::mutex mu_;  // guards what follows
   std::vector<membership::ServerInfo> others_;

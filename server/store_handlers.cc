@@ -385,7 +385,7 @@ void StoreService::Handle(uint16_t method, std::string_view request, rpc::Respon
       return responder.Fail(Status::Unavailable(fmt::format(
           "server {} no longer holds region {}; retry with the region table's owner", server_id_, node_region_)));
     }
-    return HandlePeer(method, request, std::move(responder));
+    return HandlePeer(method, request, std::move(responder), lease);
   }
   // This worker's request, reply and reply bytes (common/lent.h): their strings keep their memory from one request to
   // the next, and a large one is made afresh after it. Scans and multi-gets, whose repeated fields would keep their

@@ -16,14 +16,11 @@ using proto::StoreMethod;
 
 meganode::GlobalTreeOptions StoreService::TreeOptions(const StoreConfig& config, membership::Membership* membership,
                                                       uint32_t root) {
-  // What this server does to others and what its resolver of transaction locks does here pass the check its answers
-  // pass: the lease, and the region not lost.
+  // What this server asks of others, and what its resolver of transaction locks does here, pass the check its
+  // answers pass: the lease, and the region not lost.
   const std::function<Status()>* lease = config.lease;
   const auto may_act = [this, lease] { return MayAnswer(lease); };
-  ServerPeers::Fencing fencing{
-      .region = node_region_, .epoch = [this] { return epoch_.load(std::memory_order_acquire); }, .may_act = may_act};
-  peers_ =
-      std::make_unique<ServerPeers>(membership, server_id_, config.peer_timeout, config.peer_key, std::move(fencing));
+  peers_ = std::make_unique<ServerPeers>(membership, server_id_, config.peer_timeout, config.peer_key, may_act);
   meganode::GlobalTreeOptions options;
   options.root = root == node_region_;
   options.first_meganode = GlobalPtr{root, 0};

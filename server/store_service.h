@@ -156,6 +156,8 @@ class StoreService {
   std::string Stats() const;
   // For tests: a fault on the replies of this server's calls to its peers (ServerPeers::set_reply_fault).
   void set_peer_reply_fault(std::function<Status(uint16_t method)> fault) { peers_->set_reply_fault(std::move(fault)); }
+  // For tests: what this service asks of other servers through.
+  ServerPeers& peers_for_test() { return *peers_; }
   // The requests servers send each other (MEGA_*): only connections with the peer key may make them.
   static bool IsPeerMethod(uint16_t method);
   // Answers a store request; `serving` is false while the server is fenced. `lease` (null: none) is asked again as
@@ -212,8 +214,9 @@ class StoreService {
   // The reply to a write made here but refused by MayAnswer at answer time: not acknowledged, and not to be retried
   // as if never made (StoreReply::not_acknowledged).
   static std::string NotAcknowledged(const Status& why);
-  // The MEGA_* requests of other servers.
-  void HandlePeer(uint16_t method, std::string_view request, rpc::Responder responder);
+  // The MEGA_* requests of other servers, answered under `lease` (null: none) as every answer is.
+  void HandlePeer(uint16_t method, std::string_view request, rpc::Responder responder,
+                  const std::function<Status()>* lease);
   // The tree's options for this service's regions (its peers made here).
   meganode::GlobalTreeOptions TreeOptions(const StoreConfig& config, membership::Membership* membership, uint32_t root);
   // Opens the log in log_dir_ and the tree on the regions: new ones (first start), or recovered (restart) from the

@@ -1,6 +1,7 @@
 // The store service's answers are checked against the server's lease as they are sent (StoreService::Handle): a
 // server whose lease lapsed while a write was being made durable (paused, or cut off from the membership past its
-// session) must not acknowledge it, nor answer a read, since a survivor may own its regions by then.
+// session) must not acknowledge it, nor answer a read, since a survivor may own its regions by then. The same holds
+// for what it tells other servers (their MEGA_* requests), and it asks nothing of them meanwhile.
 //
 // A restart reads the files the store keeps beside its log (server/store_files.h), its MANIFEST and its
 // server-<id>.regions, in the current format (protobuf text, version 1) and in the unversioned lines of every data
@@ -45,7 +46,8 @@ class StoreServiceLease : public ::testing::TestWithParam<bool> {
     config.meganode_bytes = 64 << 10;
     config.meganodes = 16;
     config.extent_region_bytes = 1 << 20;
-    if (GetParam()) {  // with a log: the write's answer waits for its sync, on the log's committer thread
+    config.lease = &lease_;  // what its requests to other servers ask too (ServerPeers)
+    if (GetParam()) {        // with a log: the write's answer waits for its sync, on the log's committer thread
       dir_ = fmt::format("{}/cell-lease-{}", ::testing::TempDir(), getpid());
       std::filesystem::remove_all(dir_);
       std::filesystem::create_directories(dir_);
@@ -67,8 +69,11 @@ class StoreServiceLease : public ::testing::TestWithParam<bool> {
     r.mutable_target()->set_epoch(1);
     r.set_key(key);
     if (value != nullptr) r.set_value(*value);
+    return SendBytes(method, r.SerializeAsString());
+  }
+  std::shared_ptr<Reply> SendBytes(uint16_t method, const std::string& request) {
     auto reply = std::make_shared<Reply>();
-    service_->Handle(method, r.SerializeAsString(), rpc::Responder(reply, 1), /*serving=*/true, &lease_);
+    service_->Handle(method, request, rpc::Responder(reply, 1), /*serving=*/true, &lease_);
     while (!reply->answered_.load()) std::this_thread::yield();  // the answer comes from the committer thread
     return reply;
   }
@@ -113,6 +118,40 @@ TEST_P(StoreServiceLease, NoAnswerGoesOutOnceTheLeaseHasLapsed) {
   proto::StoreReply reply;
   ASSERT_TRUE(reply.ParseFromString(again->payload_));
   EXPECT_TRUE(!reply.found() || reply.value() == "v2") << reply.value();
+}
+
+TEST_P(StoreServiceLease, NoPeerIsAnsweredOrAskedOnceTheLeaseHasLapsed) {
+  proto::MegaCreate create;
+  create.set_token(7);
+  create.mutable_info()->set_min("a");
+  create.mutable_info()->set_max("b");
+  const size_t meganodes = service_->meganodes_in_use();
+  valid_ = false;
+  // Made, durable, and not answered: its asker abandons it by the token.
+  auto refused = SendBytes(proto::MEGA_CREATE, create.SerializeAsString());
+  EXPECT_TRUE(refused->status_.IsUnavailable()) << refused->status_.ToString();
+  EXPECT_NE(refused->status_.message().find("the lease lapsed"), std::string::npos) << refused->status_.ToString();
+  EXPECT_EQ(service_->meganodes_in_use(), meganodes + 1);
+  // Nor does it ask anything of another server (this one has no other: with the lease, that is what it is told).
+  btree::MeganodeInfo info;
+  info.min = "a";
+  auto asked = service_->peers_for_test().CreateMeganode(info, {});
+  EXPECT_TRUE(asked.status().IsUnavailable()) << asked.status().ToString();
+  EXPECT_NE(asked.status().message().find("asks nothing of other servers now"), std::string::npos)
+      << asked.status().ToString();
+  EXPECT_NE(asked.status().message().find("the lease lapsed"), std::string::npos) << asked.status().ToString();
+
+  valid_ = true;
+  create.set_token(8);
+  auto answered = SendBytes(proto::MEGA_CREATE, create.SerializeAsString());
+  ASSERT_TRUE(answered->status_.ok()) << answered->status_.ToString();
+  proto::MegaReply made;
+  ASSERT_TRUE(made.ParseFromString(answered->payload_));
+  EXPECT_NE(made.meganode(), 0u);
+  EXPECT_EQ(service_->meganodes_in_use(), meganodes + 2);
+  asked = service_->peers_for_test().CreateMeganode(info, {});
+  EXPECT_TRUE(asked.status().IsUnavailable()) << asked.status().ToString();
+  EXPECT_NE(asked.status().message().find("no other live server"), std::string::npos) << asked.status().ToString();
 }
 
 INSTANTIATE_TEST_SUITE_P(Log, StoreServiceLease, ::testing::Bool(),
