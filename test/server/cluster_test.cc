@@ -15,10 +15,10 @@
 #include <thread>
 
 #include "cell/client.h"
-#include "membership/zookeeper_membership.h"
 #include "rpc/key.h"
 #include "rpc/transport.h"
 #include "test/linearizability.h"
+#include "test/membership/cluster_table.h"
 #include "test/membership/zk_harness.h"
 #include "test/server/register_history.h"
 #include "test/server/server_harness.h"
@@ -311,10 +311,7 @@ TEST_F(Cluster, ADeadServersKeysAreUnavailableWithinTheTimeoutAndTheRestServe) {
   }
   ASSERT_EQ(Stats().servers_with_meganodes, 3);
   // Not the root server (the first meganode's): a dead root stops everything until recovery.
-  auto zk = membership::ParseZooKeeperUri(cluster_);
-  ASSERT_TRUE(zk.ok());
-  zk->create_layout = false;
-  auto table = membership::ZooKeeperMembership::Open(*zk);
+  auto table = testing::OpenClusterTable(cluster_);
   ASSERT_TRUE(table.ok()) << table.status().ToString();
   auto root = (*table)->RootRegion();
   ASSERT_TRUE(root.ok()) << root.status().ToString();

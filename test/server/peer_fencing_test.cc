@@ -1,7 +1,7 @@
 // Fencing between servers (server/peers.h; docs/DESIGN.md, "Ownership", rule 5): a server that may not act (its lease
-// gone, as for one paused past its ZooKeeper session) sends its peers nothing. (The takeover test's paused root server,
-// resumed in the middle of a remote split, once split locally and sent the parent's server a separator naming a
-// meganode its survivor never had: a dangling pointer.) Two real cell-server processes and a real ZooKeeper; the asking
+// gone, as for one paused past its ZooKeeper session) sends its peers nothing. (Else a server resumed in the middle of
+// a remote split could split locally and send the parent's server a separator naming a meganode its survivor never
+// had: a dangling pointer.) Two real cell-server processes and a real ZooKeeper; the asking
 // server is a ServerPeers in this process, with the peer key. That a server's own ServerPeers asks its lease, and that
 // peer answers go out only under it, is test/server/store_service_test.cc's.
 #include <fmt/format.h>
@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "membership/zookeeper_membership.h"
 #include "rpc/key.h"
 #include "server/peers.h"
+#include "test/membership/cluster_table.h"
 #include "test/server/cluster_fixture.h"
 
 namespace cell {
@@ -35,10 +35,7 @@ class PeerFencing : public testing::ClusterFixture {
       model_[key] = "value-" + key;
     }
     ASSERT_TRUE(testing::WaitForSplitsToSettle(*client_));
-    auto zk_options = membership::ParseZooKeeperUri(cluster_);
-    ASSERT_TRUE(zk_options.ok());
-    zk_options->create_layout = false;
-    auto table = membership::ZooKeeperMembership::Open(*zk_options);
+    auto table = testing::OpenClusterTable(cluster_);
     ASSERT_TRUE(table.ok()) << table.status().ToString();
     table_ = std::move(*table);
     auto root = table_->RootRegion();

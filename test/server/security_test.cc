@@ -12,10 +12,10 @@
 #include <string>
 
 #include "cell/client.h"
-#include "membership/zookeeper_membership.h"
 #include "rpc/proto/store.pb.h"
 #include "rpc/transport.h"
 #include "server/cell_server.h"
+#include "test/membership/cluster_table.h"
 #include "test/membership/zk_harness.h"
 #include "test/server/server_harness.h"
 
@@ -237,10 +237,7 @@ TEST(SecurityProcesses, WithKeysZooKeeperTakesWritesOnlyFromThePeerKey) {
   for (const std::string& a : testing::ServerKeyArgs()) args.push_back(a);
   auto server = testing::StartServer(args);
   ASSERT_FALSE(server.ready.empty());
-  auto options = membership::ParseZooKeeperUri(cluster);
-  ASSERT_TRUE(options.ok());
-  options->create_layout = false;
-  auto outsider = membership::ZooKeeperMembership::Open(*options);
+  auto outsider = testing::OpenClusterTable(cluster);
   ASSERT_TRUE(outsider.ok()) << outsider.status().ToString();
   auto regions = (*outsider)->ListRegions();
   ASSERT_TRUE(regions.ok()) << regions.status().ToString();

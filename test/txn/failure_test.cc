@@ -32,11 +32,11 @@
 #include "cell/client.h"
 #include "client/store_client.h"
 #include "common/wall_clock.h"
-#include "membership/zookeeper_membership.h"
 #include "rpc/key.h"
 #include "rpc/proto/store.pb.h"
 #include "server/store_service.h"
 #include "test/join_at_end.h"
+#include "test/membership/cluster_table.h"
 #include "test/membership/zk_harness.h"
 #include "test/server/server_harness.h"
 
@@ -85,10 +85,7 @@ class TxnFailures : public ::testing::Test {
     for (int i = 0; i < 3; ++i) starting.emplace_back([this, i] { servers_[i] = Start(i + 1); });
     for (auto& t : starting) t.join();
     for (const auto& s : servers_) ASSERT_FALSE(s.ready.empty()) << "a server did not start";
-    auto zk_options = membership::ParseZooKeeperUri(cluster_);
-    ASSERT_TRUE(zk_options.ok());
-    zk_options->create_layout = false;
-    auto table = membership::ZooKeeperMembership::Open(*zk_options);
+    auto table = testing::OpenClusterTable(cluster_);
     ASSERT_TRUE(table.ok()) << table.status().ToString();
     table_ = std::move(*table);
   }
