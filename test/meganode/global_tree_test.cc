@@ -660,9 +660,8 @@ TEST(GlobalTree, ConcurrentWritersThroughSplitsLoseNothing) {
   }
   for (auto& w : writers) w.join();
   EXPECT_GT(tree->stats().splits.load(), 20u);
-  // Whether a writer meets a split of its meganode's right half here depends on how the threads interleave (a CI run
-  // met none), so it is not asserted here: ASplitHoldsOffOnlyTheWritersOfItsRightHalf above forces that write and
-  // checks it was held.
+  // Whether a writer meets a split of its meganode's right half here depends on how the threads interleave, so it is
+  // not asserted here: ASplitHoldsOffOnlyTheWritersOfItsRightHalf above forces that write and checks it was held.
   ASSERT_TRUE(tree->CheckInvariants().ok()) << tree->CheckInvariants().ToString();
   std::map<std::string, std::string> all;
   for (const auto& m : models) all.insert(m.begin(), m.end());
